@@ -1,0 +1,5 @@
+import sys
+
+from roofline.cli import main
+
+sys.exit(main())

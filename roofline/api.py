@@ -1,0 +1,68 @@
+"""Functions that return plain data (dicts, lists) for the command line and the pages.
+
+The CLI prints these as JSON and the dashboard lays them out, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from roofline.engine import REGIME_LABELS, Ceilings, evaluate
+from roofline.hardware import Hardware
+from roofline.matmul import matmul_op
+
+
+def hardware_summary(hw: Hardware) -> dict[str, object]:
+    """A device as JSON-friendly data; unknown figures are ``None``, never 0."""
+    peaks = hw.peak_tflops.as_dict()
+    return {
+        "id": hw.id,
+        "name": hw.name,
+        "vendor": hw.vendor,
+        "kind": hw.kind,
+        "launch_year": hw.launch_year,
+        "peak_tflops": peaks,
+        "memory_gb": hw.memory_gb,
+        "memory_type": hw.memory_type,
+        "memory_bandwidth_tbps": hw.memory_bandwidth_tbps,
+        "l2_cache_mb": hw.l2_cache_mb,
+        "compute_units": hw.compute_units,
+        "compute_unit_name": hw.compute_unit_name,
+        "interconnect": hw.interconnect.model_dump() if hw.interconnect else None,
+        "tdp_w": hw.tdp_w,
+        "ridge_intensity": {d: hw.ridge_intensity(d) for d in peaks},
+        "notes": hw.notes,
+        "sources": [s.model_dump() for s in hw.sources],
+    }
+
+
+def matmul_result(
+    ceilings: Ceilings, m: int, n: int, k: int, dtype: str, out_dtype: str | None = None
+) -> dict[str, object]:
+    """FLOPs, bytes, intensity, time and regime of one GEMM on one device."""
+    op = matmul_op(m, n, k, dtype, out_dtype)
+    table = evaluate([op], ceilings)
+    row = table.rows()[0]
+    bound = row["bound"]
+    return {
+        "hardware": ceilings.hardware_id,
+        "hardware_name": ceilings.name,
+        "ceilings": ceilings.source,
+        "m": m,
+        "n": n,
+        "k": k,
+        "dtype": dtype,
+        "out_dtype": op.meta["out_dtype"],
+        "flops": row["flops"],
+        "bytes": row["bytes"],
+        "intensity": row["intensity"],
+        "time_s": row["time_s"],
+        "compute_s": row["compute_s"],
+        "memory_s": row["memory_s"],
+        "overhead_s": row["overhead_s"],
+        "bound": bound,
+        "bound_label": REGIME_LABELS[bound],
+        "attainable_tflops": float(ceilings.attainable_flops_per_s(row["intensity"], dtype)) / 1e12,
+        "achieved_tflops": row["achieved_tflops"],
+        "peak_tflops": ceilings.peak(dtype) / 1e12,
+        "ridge_intensity": ceilings.ridge_intensity(dtype),
+        "launch_overhead_s": ceilings.launch_overhead_s,
+    }

@@ -1,0 +1,43 @@
+"""Human-readable numbers with units, for tables, hovers and the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _scaled(value: float, unit: str, base: float = 1000.0) -> str:
+    prefixes = ["", "K", "M", "G", "T", "P", "E"]
+    magnitude = abs(value)
+    i = 0
+    while magnitude >= base and i < len(prefixes) - 1:
+        magnitude /= base
+        value /= base
+        i += 1
+    return f"{value:.3g} {prefixes[i]}{unit}"
+
+
+def fmt_flops(flops: float) -> str:
+    return _scaled(flops, "FLOP")
+
+
+def fmt_bytes(n_bytes: float) -> str:
+    return _scaled(n_bytes, "B")
+
+
+def fmt_seconds(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.3g} µs"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain aligned text table."""
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

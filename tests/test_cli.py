@@ -1,0 +1,95 @@
+"""``python -m roofline`` end to end: JSON keys and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "roofline", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+
+
+def test_hardware_list_json():
+    out = run("hardware", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert len(data) >= 24 and {"id", "name", "peak_tflops"} <= set(data[0])
+
+
+def test_hardware_show_json():
+    out = run("hardware", "show", "h100-sxm", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["id"] == "h100-sxm"
+    assert data["peak_tflops"]["bf16"] == 989.4
+    assert data["memory_bandwidth_tbps"] == 3.35 and data["memory_gb"] == 80
+    assert data["sources"][0]["url"].startswith("https://")
+
+
+def test_matmul_json_matches_hand_values():
+    out = run(
+        "matmul", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "bf16", "--hardware", "h100-sxm", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["flops"] == 137_438_953_472
+    assert data["bytes"] == 100_663_296
+    assert data["intensity"] == pytest.approx(1365.333, rel=1e-5)
+    assert data["time_s"] == pytest.approx(138.911e-6, rel=1e-5)
+    assert data["bound"] == "compute"
+    assert data["attainable_tflops"] == pytest.approx(989.4)
+
+
+def test_text_output_is_readable():
+    out = run("matmul", "--m", "1", "--n", "4096", "--k", "4096")
+    assert out.returncode == 0
+    assert "memory-bandwidth-bound" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["hardware", "show", "h1000"], "unknown hardware 'h1000'; allowed:"),
+        (["matmul", "--m", "0", "--n", "1", "--k", "1"], "--m: expected a positive integer, got '0'"),
+        (["matmul", "--m", "1", "--n", "-4", "--k", "1"], "--n: expected a positive integer, got '-4'"),
+        (
+            ["matmul", "--m", "1", "--n", "1", "--k", "1", "--dtype", "fp8", "--hardware", "a100-sxm-80gb"],
+            "has no 'fp8' peak; allowed dtypes: fp64, fp32, tf32, bf16, fp16, int8",
+        ),
+        (["matmul", "--m", "1", "--n", "1", "--k", "1", "--dtype", "bf17"], "invalid choice: 'bf17'"),
+    ],
+)
+def test_errors_are_one_clear_line(args, expected):
+    out = run(*args)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert expected in lines[0]
+
+
+def test_malformed_user_file_is_one_line(tmp_path):
+    (tmp_path / "bad.toml").write_text('id = "bad"\nname = "x"\n')
+    out = run("hardware", "list", "--hardware-dir", str(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1
+    assert "bad.toml" in out.stderr and "missing required field" in out.stderr
+
+
+def test_hardware_dir_env_adds_a_device(tmp_path):
+    import os
+
+    text = (ROOT / "hardware_db" / "h100-sxm.toml").read_text().replace('id = "h100-sxm"', 'id = "my-gpu"')
+    (tmp_path / "my-gpu.toml").write_text(text)
+    out = run("hardware", "show", "my-gpu", "--json", env={**os.environ, "ROOFLINE_HARDWARE_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["id"] == "my-gpu"

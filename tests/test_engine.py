@@ -1,0 +1,139 @@
+"""Roofline math and the GEMM workload, against values worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline.engine import Ceilings, Op, evaluate, time_terms
+from roofline.hardware import get_hardware
+from roofline.matmul import log_sweep_values, matmul_counts, matmul_op, matmul_sweep
+
+H100 = Ceilings.from_hardware(get_hardware("h100-sxm"), launch_overhead_s=4e-6)
+
+
+def test_ridge_point_h100_bf16():
+    # 989.4e12 FLOP/s / 3.35e12 B/s = 295.343... FLOP/B
+    assert H100.ridge_intensity("bf16") == pytest.approx(989.4 / 3.35)
+    assert H100.ridge_intensity("bf16") == pytest.approx(295.3433, rel=1e-5)
+    # fp8 doubles the peak at the same bandwidth: 1978.9 / 3.35 = 590.716
+    assert H100.ridge_intensity("fp8") == pytest.approx(590.716, rel=1e-5)
+
+
+def test_attainable_is_min_of_the_two_roofs():
+    # At 10 FLOP/B: 3.35e12 * 10 = 33.5 TFLOP/s (below the 989.4 roof).
+    assert H100.attainable_flops_per_s(10.0, "bf16") == pytest.approx(33.5e12)
+    # At 1000 FLOP/B: 3350 TFLOP/s of bandwidth, capped by the 989.4 peak.
+    assert H100.attainable_flops_per_s(1000.0, "bf16") == pytest.approx(989.4e12)
+
+
+def test_gemm_4096_cubed_bf16_on_h100():
+    op = matmul_op(4096, 4096, 4096, "bf16")
+    # FLOPs: 2 * 4096^3 = 2 * 68,719,476,736 = 137,438,953,472
+    assert op.flops == 137_438_953_472
+    # bytes: (4096*4096 A + 4096*4096 B) * 2 B + 4096*4096 C * 2 B = 3 * 16,777,216 * 2 = 100,663,296
+    assert op.bytes == 100_663_296
+    # intensity: 137,438,953,472 / 100,663,296 = 1365.33 FLOP/B (4096 / 3)
+    assert op.intensity == pytest.approx(4096 / 3)
+    table = evaluate([op], H100)
+    # compute: 137,438,953,472 / 989.4e12 = 138.911 us; memory: 100,663,296 / 3.35e12 = 30.048 us
+    assert table.terms_s[0, 0] == pytest.approx(138.911e-6, rel=1e-5)
+    assert table.terms_s[1, 0] == pytest.approx(30.048e-6, rel=1e-4)
+    assert table.time_s[0] == pytest.approx(138.911e-6, rel=1e-5)
+    assert table.bounds == ["compute"]
+
+
+def test_gemv_is_memory_bound():
+    # M=1, N=K=4096 bf16: FLOPs 2*4096*4096 = 33,554,432; bytes (4096 + 16,777,216 + 4096) * 2 = 33,570,816
+    op = matmul_op(1, 4096, 4096, "bf16")
+    assert op.flops == 33_554_432 and op.bytes == 33_570_816
+    table = evaluate([op], H100)
+    # 33,570,816 / 3.35e12 = 10.021 us > 4 us launch > 33.9 ns compute
+    assert table.time_s[0] == pytest.approx(10.0211e-6, rel=1e-4)
+    assert table.bounds == ["memory"]
+
+
+def test_tiny_gemm_is_overhead_bound():
+    # 64^3 bf16: 524,288 FLOPs (0.53 ns), 24,576 B (7.3 ns) - both far below a 4 us launch.
+    table = evaluate([matmul_op(64, 64, 64, "bf16")], H100)
+    assert table.bounds == ["overhead"]
+    assert table.time_s[0] == pytest.approx(4e-6)
+    # With CUDA-graph-like launch cost near zero the same GEMM is memory-bound.
+    graphs = Ceilings.from_hardware(get_hardware("h100-sxm"), launch_overhead_s=0.0)
+    assert evaluate([matmul_op(64, 64, 64, "bf16")], graphs).bounds == ["memory"]
+
+
+def test_communication_term_and_count():
+    # An all-reduce of 16 MiB over TP=2 on NVLink 4: each GPU sends 2*(2-1)/2 * 16,777,216 = 16,777,216 B
+    # at 450e9 B/s one way = 37.282 us, plus 10 us latency = 47.282 us; 32 layers -> 1.51 ms.
+    op = Op(
+        "all-reduce", flops=0.0, dtype="bf16", act_bytes=0.0, comm_bytes=16_777_216, collectives=1, launches=1, count=32
+    )
+    table = evaluate([op], H100)
+    assert table.bounds == ["communication"]
+    assert table.time_s[0] == pytest.approx(32 * (16_777_216 / 450e9 + 10e-6))
+    assert table.comm_bytes[0] == 32 * 16_777_216
+
+
+def test_counts_multiply_totals():
+    op = matmul_op(1, 4096, 4096, "bf16")
+    one = evaluate([op], H100)
+    many = evaluate([Op(**{**op.__dict__, "count": 32})], H100)
+    assert many.flops[0] == 32 * one.flops[0]
+    assert many.time_s[0] == pytest.approx(32 * one.time_s[0])
+
+
+def test_weight_only_bytes_follow_the_dtype():
+    fp8 = matmul_op(8, 8192, 8192, "fp8")
+    # fp8 inputs are 1 byte, the result is written in bf16 (2 bytes).
+    assert fp8.bytes == (8 * 8192 + 8192 * 8192) * 1 + 8 * 8192 * 2
+    assert evaluate([fp8], H100).bounds == ["memory"]
+
+
+def test_sweep_matches_op_by_op_evaluation():
+    ms = log_sweep_values(1, 16384, 40)
+    sweep = matmul_sweep(ms, 4096, 4096, "bf16", H100)
+    loop = evaluate([matmul_op(int(m), 4096, 4096, "bf16") for m in ms], H100)
+    np.testing.assert_allclose(sweep.time_s, loop.time_s)
+    np.testing.assert_allclose(sweep.flops, loop.flops)
+    assert sweep.bounds == loop.bounds
+    # The trajectory crosses the ridge: memory-bound at M=1, compute-bound at M=16384.
+    assert sweep.bounds[0] == "memory" and sweep.bounds[-1] == "compute"
+
+
+def test_time_terms_broadcasts_over_devices():
+    flops, bytes_moved = matmul_counts(np.array([1, 4096]), 4096, 4096, "bf16")
+    peaks = np.array([[989.4e12], [312e12]])
+    bws = np.array([[3.35e12], [2.039e12]])
+    terms = time_terms(flops, bytes_moved, peaks, bws)
+    assert terms.shape == (4, 2, 2)
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_non_positive_sizes_are_rejected(bad):
+    with pytest.raises(ValueError, match="M must be a positive integer"):
+        matmul_op(bad, 8, 8)
+
+
+def test_unknown_dtype_is_rejected():
+    with pytest.raises(ValueError, match="unknown dtype 'fp7'; allowed: fp64"):
+        matmul_op(8, 8, 8, "fp7")
+
+
+def test_what_if_scaling():
+    doubled = H100.scaled(memory=2.0)
+    assert doubled.memory_bandwidth_bytes_per_s == pytest.approx(6.7e12)
+    gemv = matmul_op(1, 8192, 8192, "bf16")
+    assert evaluate([gemv], H100).time_s[0] / evaluate([gemv], doubled).time_s[0] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_flops_match_torch_flop_counter():
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    for m, n, k in [(1, 4096, 4096), (128, 1024, 512), (17, 33, 65)]:
+        a = torch.randn(m, k)
+        b = torch.randn(k, n)
+        with FlopCounterMode(display=False) as counter:
+            torch.matmul(a, b)
+        assert counter.get_total_flops() == matmul_op(m, n, k, "fp32").flops
