@@ -1,0 +1,318 @@
+"""Plotly figures built from engine data. No Streamlit here: pages only display these.
+
+Conventions (DESIGN.md): log-log axes; one trace per ceiling; the ridge point marked;
+memory- and compute-bound regions shaded for the first ceiling; every point with a hover that
+gives its numbers and units; colours set explicitly; ``uirevision`` so zoom survives reruns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import plotly.graph_objects as go
+
+from roofline.engine import REGIME_LABELS, REGIMES, Ceilings
+from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
+
+REGIME_COLORS: dict[str, str] = {
+    "compute": "#D62728",
+    "memory": "#1F77B4",
+    "communication": "#2CA02C",
+    "overhead": "#9467BD",
+}
+DEVICE_COLORS: tuple[str, ...] = ("#222222", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#8C564B", "#F0E442")
+DTYPE_DASHES: dict[str, str] = {
+    "bf16": "solid",
+    "fp16": "solid",
+    "fp8": "dash",
+    "int8": "dashdot",
+    "fp4": "dot",
+    "tf32": "longdash",
+    "fp32": "longdashdot",
+    "fp64": "dot",
+}
+SHADE_MEMORY = "rgba(31, 119, 180, 0.07)"
+SHADE_COMPUTE = "rgba(214, 39, 40, 0.06)"
+FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=13, color="#222222")
+GL_THRESHOLD = 2000
+
+
+@dataclass
+class PointSeries:
+    """Points to place on a roofline: intensity (FLOP/B) and achieved FLOP/s, with hover data."""
+
+    name: str
+    intensity: np.ndarray
+    flops_per_s: np.ndarray
+    regimes: Sequence[str]
+    hover: Sequence[str]
+    sizes: np.ndarray | float = 11.0
+    line_color: str | None = None  # draw as a trajectory joined by a line of this colour
+    symbol: str = "circle"
+    outline_color: str = "#FFFFFF"
+    show_legend: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def point_hover(
+    title: str,
+    flops: float,
+    bytes_moved: float,
+    time_s: float,
+    bound: str,
+    attainable_flops_per_s: float,
+    extra: Sequence[str] = (),
+) -> str:
+    """The standard hover: FLOPs, bytes, intensity, time, attainable TFLOPS, regime, units."""
+    intensity = flops / bytes_moved if bytes_moved else math.inf
+    lines = [
+        f"<b>{title}</b>",
+        f"FLOPs: {fmt_flops(flops)}",
+        f"bytes: {fmt_bytes(bytes_moved)}",
+        f"intensity: {intensity:,.2f} FLOP/B",
+        f"time: {fmt_seconds(time_s)}",
+        f"achieved: {flops / time_s / 1e12:,.2f} TFLOP/s" if time_s > 0 else "achieved: n/a",
+        f"roof here: {attainable_flops_per_s / 1e12:,.2f} TFLOP/s",
+        f"regime: <b>{REGIME_LABELS[bound]}</b>",
+        *extra,
+    ]
+    return "<br>".join(lines)
+
+
+def _x_range(ceilings: Sequence[tuple[Ceilings, str]], series: Sequence[PointSeries]) -> tuple[float, float]:
+    lo, hi = 0.1, 10.0
+    for c, dtype in ceilings:
+        hi = max(hi, c.ridge_intensity(dtype) * 8)
+    for s in series:
+        finite = np.asarray(s.intensity, float)
+        finite = finite[np.isfinite(finite) & (finite > 0)]
+        if finite.size:
+            lo = min(lo, float(finite.min()) / 2)
+            hi = max(hi, float(finite.max()) * 2)
+    return lo, hi
+
+
+def roofline_figure(
+    ceilings: Sequence[tuple[Ceilings, str]],
+    series: Sequence[PointSeries] = (),
+    title: str = "",
+    height: int = 580,
+) -> go.Figure:
+    """A roofline for each (ceilings, dtype) pair, with point series on top."""
+    fig = go.Figure()
+    x_lo, x_hi = _x_range(ceilings, series)
+    device_color: dict[str, str] = {}
+    y_values: list[float] = []
+
+    for i, (c, dtype) in enumerate(ceilings):
+        color = device_color.setdefault(c.name, DEVICE_COLORS[len(device_color) % len(DEVICE_COLORS)])
+        peak = c.peak(dtype)
+        ridge = c.ridge_intensity(dtype)
+        bw = c.memory_bandwidth_bytes_per_s
+        xs = np.array([x_lo, ridge, x_hi])
+        ys = np.minimum(peak, bw * xs) / 1e12
+        y_values.extend(ys.tolist())
+        label = f"{c.name} · {dtype} ({peak / 1e12:,.0f} TFLOP/s, {bw / 1e12:.2f} TB/s)"
+        if c.source != "datasheet":
+            label += f" [{c.source}]"
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=label,
+                line=dict(color=color, width=2.5, dash=DTYPE_DASHES.get(dtype, "solid")),
+                hovertemplate=(
+                    f"<b>{c.name}</b> {dtype} ({c.source} roof)<br>"
+                    "intensity %{x:,.2f} FLOP/B<br>attainable %{y:,.1f} TFLOP/s<extra></extra>"
+                ),
+                legendgroup=f"roof{i}",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[ridge],
+                y=[peak / 1e12],
+                mode="markers",
+                marker=dict(symbol="diamond", size=10, color=color, line=dict(color="white", width=1)),
+                name=f"ridge {ridge:,.0f} FLOP/B",
+                showlegend=False,
+                legendgroup=f"roof{i}",
+                hovertemplate=(
+                    f"<b>ridge point</b> {c.name} {dtype}<br>"
+                    f"intensity {ridge:,.1f} FLOP/B<br>peak {peak / 1e12:,.1f} TFLOP/s<extra></extra>"
+                ),
+            )
+        )
+
+    if ceilings:
+        c0, d0 = ceilings[0]
+        ridge0 = c0.ridge_intensity(d0)
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=x_lo,
+            x1=ridge0,
+            y0=0,
+            y1=1,
+            fillcolor=SHADE_MEMORY,
+            line_width=0,
+            layer="below",
+        )
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=ridge0,
+            x1=x_hi,
+            y0=0,
+            y1=1,
+            fillcolor=SHADE_COMPUTE,
+            line_width=0,
+            layer="below",
+        )
+        # Annotations on log axes take log10 coordinates.
+        fig.add_annotation(
+            x=math.log10(x_lo) + 0.05,
+            y=0.98,
+            xref="x",
+            yref="paper",
+            xanchor="left",
+            text="memory-bound",
+            showarrow=False,
+            font=dict(color=REGIME_COLORS["memory"], size=13),
+        )
+        fig.add_annotation(
+            x=math.log10(x_hi) - 0.05,
+            y=0.98,
+            xref="x",
+            yref="paper",
+            xanchor="right",
+            text="compute-bound",
+            showarrow=False,
+            font=dict(color=REGIME_COLORS["compute"], size=13),
+        )
+
+    for s in series:
+        x = np.asarray(s.intensity, float)
+        y = np.asarray(s.flops_per_s, float) / 1e12
+        keep = np.isfinite(x) & (x > 0) & (y > 0)
+        y_values.extend(y[keep].tolist())
+        colors = [REGIME_COLORS[r] for r, k in zip(s.regimes, keep) if k]
+        hover = [h for h, k in zip(s.hover, keep) if k]
+        sizes = s.sizes if np.isscalar(s.sizes) else np.asarray(s.sizes)[keep]
+        trace_cls = go.Scattergl if keep.sum() > GL_THRESHOLD else go.Scatter
+        fig.add_trace(
+            trace_cls(
+                x=x[keep],
+                y=y[keep],
+                mode="lines+markers" if s.line_color else "markers",
+                name=s.name,
+                line=dict(color=s.line_color or "#888888", width=1.5),
+                marker=dict(color=colors, size=sizes, symbol=s.symbol, line=dict(color=s.outline_color, width=1.2)),
+                text=hover,
+                hovertemplate="%{text}<extra></extra>",
+                showlegend=s.show_legend,
+            )
+        )
+
+    # One legend entry per regime colour, so the marker colours read without hovering.
+    used = {r for s in series for r in s.regimes}
+    for regime in REGIMES:
+        if regime in used:
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=REGIME_LABELS[regime],
+                    marker=dict(color=REGIME_COLORS[regime], size=10),
+                    hoverinfo="skip",
+                )
+            )
+
+    y_pos = [v for v in y_values if v > 0]
+    y_lo = min(y_pos) / 3 if y_pos else 1e-3
+    y_hi = max(y_pos) * 2.5 if y_pos else 1e4
+    fig.update_layout(
+        title=dict(text=title, x=0.01, font=dict(size=17)),
+        height=height,
+        template="plotly_white",
+        font=FONT,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        uirevision="roofline",
+        hoverlabel=dict(bgcolor="white", font=dict(size=12, color="#222222")),
+        legend=dict(orientation="h", yanchor="top", y=-0.14, xanchor="left", x=0, font=dict(size=12)),
+        margin=dict(l=70, r=20, t=50 if title else 20, b=40),
+    )
+    fig.update_xaxes(
+        type="log",
+        title="arithmetic intensity (FLOP/byte)",
+        range=[math.log10(x_lo), math.log10(x_hi)],
+        showgrid=True,
+        gridcolor="#E5E5E5",
+        zeroline=False,
+        linecolor="#444444",
+        mirror=True,
+        ticks="outside",
+    )
+    fig.update_yaxes(
+        type="log",
+        title="performance (TFLOP/s)",
+        range=[math.log10(y_lo), math.log10(y_hi)],
+        showgrid=True,
+        gridcolor="#E5E5E5",
+        zeroline=False,
+        linecolor="#444444",
+        mirror=True,
+        ticks="outside",
+    )
+    return fig
+
+
+def grouped_bar_figure(
+    categories: Sequence[str],
+    groups: dict[str, Sequence[float | None]],
+    y_title: str,
+    log_y: bool = False,
+    height: int = 420,
+    title: str = "",
+) -> go.Figure:
+    """One bar per (category, group); ``None`` (unknown) draws no bar and says so on hover."""
+    fig = go.Figure()
+    for i, (name, values) in enumerate(groups.items()):
+        ys = [v if v is not None else None for v in values]
+        hover = [
+            f"<b>{name}</b><br>{cat}: {'unknown' if v is None else f'{v:,.4g}'} {y_title}"
+            for cat, v in zip(categories, values)
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=list(categories),
+                y=ys,
+                name=name,
+                marker_color=DEVICE_COLORS[i % len(DEVICE_COLORS)],
+                text=hover,
+                hovertemplate="%{text}<extra></extra>",
+                textposition="none",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        template="plotly_white",
+        font=FONT,
+        height=height,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        title=dict(text=title, x=0.01),
+        uirevision="bars",
+        legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
+        margin=dict(l=70, r=20, t=50 if title else 20, b=40),
+    )
+    fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
+    return fig

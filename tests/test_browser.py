@@ -1,0 +1,49 @@
+"""A real browser: load the dashboard, wait for the chart, change an input, see chart and URL change."""
+
+from __future__ import annotations
+
+import re
+
+CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
+
+
+def _chart_state(page) -> str:
+    # The plotted data of every trace, as Plotly holds it in the page.
+    return page.evaluate(
+        "() => JSON.stringify(document.querySelector('.js-plotly-plot').data.map(t => [t.name, t.x, t.y]))"
+    )
+
+
+def test_roofline_page_in_a_browser(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/")
+    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    before = _chart_state(page)
+    assert "GEMM 4096×4096×4096" in before
+
+    m_input = page.get_by_label("M", exact=True)
+    m_input.fill("1")
+    m_input.press("Enter")
+    page.wait_for_function(
+        "() => JSON.stringify(document.querySelector('.js-plotly-plot').data.map(t => t.name)).includes('GEMM 1×4096')",
+        timeout=30_000,
+    )
+    assert re.search(r"[?&]m=1(&|$)", page.url), page.url
+    assert _chart_state(page) != before
+
+    # The URL reproduces the view in a fresh tab.
+    fresh = browser.new_page()
+    fresh.goto(page.url)
+    fresh.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    assert "GEMM 1×4096×4096" in _chart_state(fresh)
+    fresh.close()
+    page.close()
+
+
+def test_shared_url_with_several_devices(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/?hw=h100-sxm&hw=mi300x&dtypes=bf16&dtypes=fp8")
+    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    names = _chart_state(page)
+    assert "AMD Instinct MI300X · fp8" in names and "NVIDIA H100 SXM5 80GB · bf16" in names
+    page.close()

@@ -1,0 +1,138 @@
+"""Streamlit AppTest for every page: defaults, a changed widget, bad URL parameters."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+TIMEOUT = 60
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def figure(at: AppTest, index: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def decode(values) -> np.ndarray:
+    """Plotly sends numpy arrays as base64 typed arrays; plain lists stay lists."""
+    if isinstance(values, dict) and "bdata" in values:
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
+
+
+def trace_names(at: AppTest, index: int = 0) -> list[str]:
+    return [t.get("name", "") for t in figure(at, index)["data"]]
+
+
+def page(path: str, **params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / path), default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_app_navigation_keeps_widgets_across_reruns():
+    # Page widgets must survive reruns of the navigation entry point (the multipage trap).
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    at.number_input(key="m").set_value(2).run()
+    at.number_input(key="n").set_value(3).run()
+    assert at.number_input(key="m").value == 2 and at.number_input(key="n").value == 3
+    assert any("GEMM 2×3×4096" in n for n in trace_names(at))
+    at.switch_page("views/hardware_page.py").run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_roofline_defaults():
+    at = page("views/roofline_page.py")
+    assert not at.exception and not at.warning
+    names = trace_names(at)
+    assert any("NVIDIA H100 SXM5 80GB · bf16" in n for n in names)
+    assert any("GEMM 4096×4096×4096" in n for n in names)
+    fig = figure(at)
+    assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
+    assert len(fig["layout"]["shapes"]) == 2  # memory- and compute-bound regions
+
+
+def test_roofline_widget_change_moves_the_point():
+    at = page("views/roofline_page.py")
+    before = figure(at)
+    at.number_input(key="m").set_value(1).run()
+    after = figure(at)
+    star = [t for t in after["data"] if t.get("name", "").startswith("GEMM 1×")]
+    assert star, "the GEMM point should be renamed and moved"
+    # 1x4096x4096 bf16: 33,554,432 FLOPs / 33,570,816 B = 0.9995 FLOP/B, memory-bound.
+    assert decode(star[0]["x"])[0] == pytest.approx(33_554_432 / 33_570_816)
+    assert before != after
+    assert "memory-bandwidth-bound" in " ".join(md.value for md in at.markdown)
+
+
+def test_roofline_adding_a_device_adds_its_roof():
+    at = page("views/roofline_page.py")
+    at.multiselect(key="hw").set_value(["h100-sxm", "mi300x"]).run()
+    assert any("AMD Instinct MI300X · bf16" in n for n in trace_names(at))
+
+
+def test_roofline_missing_dtype_is_explained_not_drawn():
+    at = page("views/roofline_page.py", hw=["a100-sxm-80gb"], dtypes=["fp8", "bf16"])
+    assert not at.exception
+    assert any("has no fp8" in i.value for i in at.info)
+    assert not any("· fp8" in n for n in trace_names(at))
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"m": "-5"}, "`m`: '-5' is out of range"),
+        ({"n": "abc"}, "`n`: 'abc' is not a number"),
+        ({"k": "1.5"}, "`k`: '1.5' is out of range"),
+        ({"hw": ["nope"]}, "`hw`: unknown 'nope' ignored"),
+        ({"gemm_dtype": "fp7"}, "`gemm_dtype`: 'fp7' is not allowed"),
+        ({"launch_us": "-1"}, "`launch_us`: '-1' is out of range"),
+        ({"sweep": "maybe"}, "`sweep`: 'maybe' is not allowed"),
+    ],
+)
+def test_roofline_bad_url_parameter_warns_and_falls_back(params, expected):
+    at = page("views/roofline_page.py", **params)
+    assert not at.exception
+    assert any(expected in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.get("plotly_chart"), "the page still draws with the default"
+
+
+def test_roofline_good_url_parameters_apply():
+    at = page("views/roofline_page.py", m="8", hw=["h200-sxm"], gemm_dtype="fp8", dtypes=["fp8"])
+    assert not at.warning
+    names = trace_names(at)
+    assert any("GEMM 8×4096×4096 · NVIDIA H200 SXM 141GB" in n for n in names)
+    assert any("NVIDIA H200 SXM 141GB · fp8" in n for n in names)
+
+
+def test_hardware_page_defaults():
+    at = page("views/hardware_page.py")
+    assert not at.exception and not at.warning
+    table = at.dataframe[0].value
+    assert len(table) >= 24
+    assert table.set_index("id").loc["h100-sxm", "bf16 TFLOPS"] == 989.4
+    # Unknown figures stay empty, not zero.
+    assert table.set_index("id")["bf16 TFLOPS"].isna().loc["v100-sxm2-32gb"]
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_hardware_page_compare_changes_the_chart():
+    at = page("views/hardware_page.py")
+    before = [t["name"] for t in figure(at, 0)["data"]]
+    at.multiselect(key="compare").set_value(["l4", "a10"]).run()
+    after = [t["name"] for t in figure(at, 0)["data"]]
+    assert before != after and after == ["NVIDIA L4 24GB", "NVIDIA A10 24GB"]
+
+
+def test_hardware_page_vendor_filter_and_bad_param():
+    at = page("views/hardware_page.py", vendor=["AMD", "Acme"])
+    assert any("`vendor`: unknown 'Acme' ignored" in w.value for w in at.warning)
+    assert set(at.dataframe[0].value["vendor"]) == {"AMD"}

@@ -1,0 +1,203 @@
+"""Roofline page: ceilings of one or more devices, a GEMM and its M sweep on top."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard.data import hardware_db
+from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from roofline.api import matmul_result
+from roofline.dtypes import COMPUTE_DTYPES
+from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, REGIME_LABELS, Ceilings
+from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
+from roofline.matmul import log_sweep_values, matmul_sweep
+from roofline.plots import DEVICE_COLORS, PointSeries, point_hover, roofline_figure
+
+MAX_DIM = 1 << 20
+devices = hardware_db()
+device_ids = list(devices)
+
+st.title("Roofline")
+st.caption(
+    "Where a kernel sits against a device's roofs: left of the ridge it waits on memory, right of it on math. "
+    "Points are placed at the performance the model predicts (FLOPs / time), so a launch-bound kernel "
+    "sits below the roof."
+)
+
+warn_bad_params(
+    {
+        "hw": some_of(device_ids),
+        "dtypes": some_of(COMPUTE_DTYPES),
+        "gemm_dtype": one_of(COMPUTE_DTYPES),
+        "m": int_in(1, MAX_DIM),
+        "n": int_in(1, MAX_DIM),
+        "k": int_in(1, MAX_DIM),
+        "sweep": boolean,
+        "launch_us": float_in(0.0, 1000.0),
+    }
+)
+
+with st.sidebar:
+    st.header("Devices")
+    selected = st.multiselect(
+        "Devices",
+        device_ids,
+        default=["h100-sxm"],
+        key="hw",
+        bind="query-params",
+        help="Each device draws its own roofs. The first one's regions are shaded.",
+    )
+    roof_dtypes = st.multiselect(
+        "Roof dtypes",
+        COMPUTE_DTYPES,
+        default=["bf16"],
+        key="dtypes",
+        bind="query-params",
+        help="One compute roof per dtype the device has.",
+    )
+    st.header("GEMM  C[M,N] = A[M,K] · B[K,N]")
+    gemm_dtype = st.selectbox(
+        "GEMM dtype", COMPUTE_DTYPES, index=COMPUTE_DTYPES.index("bf16"), key="gemm_dtype", bind="query-params"
+    )
+    c1, c2, c3 = st.columns(3)
+    m = c1.number_input("M", min_value=1, max_value=MAX_DIM, value=4096, step=1, key="m", bind="query-params")
+    n = c2.number_input("N", min_value=1, max_value=MAX_DIM, value=4096, step=1, key="n", bind="query-params")
+    k = c3.number_input("K", min_value=1, max_value=MAX_DIM, value=4096, step=1, key="k", bind="query-params")
+    sweep = st.checkbox(
+        "Sweep M from 1 to 16384 (the decode-to-prefill trajectory)", value=True, key="sweep", bind="query-params"
+    )
+    launch_us = st.number_input(
+        "Kernel launch overhead (µs)",
+        min_value=0.0,
+        max_value=1000.0,
+        value=DEFAULT_LAUNCH_OVERHEAD_S * 1e6,
+        step=0.5,
+        key="launch_us",
+        bind="query-params",
+        help="Fixed cost per kernel launch. About 4 µs in PyTorch eager; well under 1 µs with CUDA graphs.",
+    )
+
+if not selected:
+    st.info("Pick at least one device in the sidebar.")
+    st.stop()
+
+ceilings_by_id = {hid: Ceilings.from_hardware(devices[hid], launch_overhead_s=launch_us * 1e-6) for hid in selected}
+roofs = [(ceilings_by_id[hid], d) for hid in selected for d in roof_dtypes if d in devices[hid].peak_tflops.as_dict()]
+missing = [
+    f"{devices[hid].name} has no {d}"
+    for hid in selected
+    for d in roof_dtypes
+    if d not in devices[hid].peak_tflops.as_dict()
+]
+if missing:
+    st.info("Not drawn (the datasheet gives no figure): " + "; ".join(missing) + ".")
+
+series: list[PointSeries] = []
+results = []
+for i, hid in enumerate(selected):
+    c = ceilings_by_id[hid]
+    color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
+    if gemm_dtype not in c.peak_flops_per_s:
+        st.warning(
+            f"{c.name} has no {gemm_dtype} peak; its GEMM point is not drawn. It has: {', '.join(c.peak_flops_per_s)}."
+        )
+        continue
+    if sweep:
+        sw = matmul_sweep(log_sweep_values(1, 16384, 48), int(n), int(k), gemm_dtype, c)
+        attainable = c.attainable_flops_per_s(sw.intensity, gemm_dtype)
+        hover = [
+            point_hover(f"M={int(mv)} (sweep) on {c.name}", f, b, t, r, a, [f"N={n}, K={k}, {gemm_dtype}"])
+            for mv, f, b, t, r, a in zip(sw.m, sw.flops, sw.bytes, sw.time_s, sw.bounds, attainable)
+        ]
+        series.append(
+            PointSeries(
+                f"M sweep · {c.name}",
+                sw.intensity,
+                sw.achieved_flops_per_s,
+                sw.bounds,
+                hover,
+                sizes=6.0,
+                line_color=color,
+                outline_color=color,
+            )
+        )
+    r = matmul_result(c, int(m), int(n), int(k), gemm_dtype)
+    results.append(r)
+    hover = point_hover(
+        f"GEMM {m}×{n}×{k} {gemm_dtype} on {c.name}",
+        r["flops"],
+        r["bytes"],
+        r["time_s"],
+        r["bound"],
+        r["attainable_tflops"] * 1e12,
+    )
+    series.append(
+        PointSeries(
+            f"GEMM {m}×{n}×{k} · {c.name}",
+            np.array([r["intensity"] or np.inf]),
+            np.array([r["achieved_tflops"] * 1e12]),
+            [r["bound"]],
+            [hover],
+            sizes=17.0,
+            symbol="star",
+            outline_color=color,
+        )
+    )
+
+fig = roofline_figure(roofs, series)
+st.plotly_chart(fig, width="stretch", theme=None, key="roofline_chart")
+
+if results:
+    st.subheader(f"GEMM {m} × {n} × {k} ({gemm_dtype})")
+    first = results[0]
+    cols = st.columns(3)
+    cols[0].metric("FLOPs", fmt_flops(first["flops"]))
+    cols[1].metric("Bytes (ideal)", fmt_bytes(first["bytes"]))
+    cols[2].metric("Intensity", f"{first['intensity']:,.1f} FLOP/B")
+    st.markdown(
+        f"On **{first['hardware_name']}** this GEMM is **{REGIME_LABELS[first['bound']]}**: "
+        f"{fmt_seconds(first['time_s'])} (compute {fmt_seconds(first['compute_s'])}, "
+        f"memory {fmt_seconds(first['memory_s'])}, launch {fmt_seconds(first['overhead_s'])}); "
+        f"the ridge is at {first['ridge_intensity']:,.0f} FLOP/B."
+    )
+    frame = pd.DataFrame(
+        [
+            {
+                "device": r["hardware_name"],
+                "time": fmt_seconds(r["time_s"]),
+                "time_s": r["time_s"],
+                "regime": r["bound_label"],
+                "attainable TFLOP/s": round(r["attainable_tflops"], 2),
+                "achieved TFLOP/s": round(r["achieved_tflops"], 2),
+                "peak TFLOP/s": r["peak_tflops"],
+                "ridge FLOP/B": round(r["ridge_intensity"], 1),
+                "compute time": fmt_seconds(r["compute_s"]),
+                "memory time": fmt_seconds(r["memory_s"]),
+                "launch time": fmt_seconds(r["overhead_s"]),
+            }
+            for r in results
+        ]
+    )
+    st.dataframe(frame.drop(columns=["time_s"]), hide_index=True, width="stretch")
+    d1, d2 = st.columns(2)
+    d1.download_button(
+        "Download CSV",
+        data=frame.to_csv(index=False),
+        file_name="roofline_gemm.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
+    d2.download_button(
+        "Download JSON",
+        data=json.dumps(results, indent=2),
+        file_name="roofline_gemm.json",
+        mime="application/json",
+        on_click="ignore",
+    )
+    st.caption(
+        "The chart's camera icon saves a PNG; the address bar holds every input, so the URL reproduces this view."
+    )
