@@ -5,7 +5,9 @@ import streamlit as st
 st.set_page_config(page_title="roofline", page_icon="📈", layout="wide")
 
 pages = [
-    st.Page("views/roofline_page.py", title="Roofline", icon=":material/show_chart:", url_path="roofline", default=True),
+    st.Page(
+        "views/roofline_page.py", title="Roofline", icon=":material/show_chart:", url_path="roofline", default=True
+    ),
     st.Page("views/hardware_page.py", title="Hardware", icon=":material/memory:", url_path="hardware"),
 ]
 st.navigation(pages).run()

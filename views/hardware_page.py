@@ -19,7 +19,7 @@ vendors = sorted({hw.vendor for hw in devices.values()})
 st.title("Hardware")
 st.caption(
     "Dense peaks only: where a datasheet prints only the 2:4-sparsity figure it is halved. "
-    ""None" marks a figure nobody publishes (never shown as zero). 1 TB/s = 10¹² B/s, 1 GB = 10⁹ B."
+    "`None` marks a figure nobody publishes (never shown as zero). 1 TB/s = 10¹² B/s, 1 GB = 10⁹ B."
 )
 
 warn_bad_params({"vendor": some_of(vendors), "compare": some_of(device_ids)})
