@@ -6,24 +6,19 @@ Units are in the field names and use SI decimal prefixes: 1 TB/s = 1e12 B/s,
 
 from __future__ import annotations
 
-import os
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from roofline.datafiles import load_dirs, load_record, search_dirs
 from roofline.dtypes import COMPUTE_DTYPES
 
 SHIPPED_HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware_db"
 HARDWARE_DIR_ENV = "ROOFLINE_HARDWARE_DIR"
 
 PositiveFloat = Annotated[float, Field(gt=0)]
-
-
-class DataError(ValueError):
-    """A data file (hardware or model) that cannot be used; the message names file and field."""
 
 
 class Source(BaseModel):
@@ -119,33 +114,9 @@ class Hardware(BaseModel):
         return self.peak_flops_per_s(dtype) / self.memory_bandwidth_bytes_per_s
 
 
-def _format_validation_error(path: Path, error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        field = ".".join(str(p) for p in item["loc"]) or "<file>"
-        if item["type"] == "extra_forbidden":
-            parts.append(f"unknown field {field!r}")
-        elif item["type"] == "missing":
-            parts.append(f"missing required field {field!r}")
-        else:
-            parts.append(f"field {field!r}: {item['msg']} (got {item.get('input')!r})")
-    return f"{path}: " + "; ".join(parts)
-
-
 def load_hardware_file(path: Path) -> Hardware:
     """Parse and validate one device file; errors name the file and the field."""
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(f"{path}: malformed TOML: {exc}") from None
-    try:
-        hw = Hardware.model_validate(data)
-    except ValidationError as exc:
-        raise DataError(_format_validation_error(path, exc)) from None
-    if hw.id != path.stem:
-        raise DataError(f"{path}: field 'id' is {hw.id!r} but the file is named {path.stem!r}.toml")
-    return hw
+    return load_record(path, Hardware)
 
 
 def hardware_dirs(extra_dir: str | Path | None = None) -> tuple[Path, ...]:
@@ -153,25 +124,12 @@ def hardware_dirs(extra_dir: str | Path | None = None) -> tuple[Path, ...]:
 
     Later folders add devices or override shipped ones with the same id.
     """
-    dirs = [SHIPPED_HARDWARE_DIR]
-    for entry in os.environ.get(HARDWARE_DIR_ENV, "").split(os.pathsep):
-        if entry:
-            dirs.append(Path(entry))
-    if extra_dir:
-        dirs.append(Path(extra_dir))
-    return tuple(dirs)
+    return search_dirs(SHIPPED_HARDWARE_DIR, HARDWARE_DIR_ENV, extra_dir)
 
 
 @lru_cache(maxsize=16)
 def _load_dirs(dirs: tuple[Path, ...]) -> dict[str, Hardware]:
-    devices: dict[str, Hardware] = {}
-    for directory in dirs:
-        if not directory.is_dir():
-            raise DataError(f"{directory}: hardware folder does not exist")
-        for path in sorted(directory.glob("*.toml")):
-            hw = load_hardware_file(path)
-            devices[hw.id] = hw
-    return devices
+    return load_dirs(dirs, Hardware, "hardware")
 
 
 def load_hardware(extra_dir: str | Path | None = None) -> dict[str, Hardware]:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from roofline.datafiles import DataError
 from roofline.hardware import (
     HARDWARE_DIR_ENV,
     SHIPPED_HARDWARE_DIR,
-    DataError,
     get_hardware,
     load_hardware,
     load_hardware_file,

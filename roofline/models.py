@@ -1,0 +1,230 @@
+"""Model architectures: a pydantic schema for ``model_db/*.toml``, a cached loader, and the
+counts that follow from an architecture alone (parameters, KV-cache bytes per token)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from roofline.datafiles import load_dirs, load_record, search_dirs
+from roofline.dtypes import bytes_per_element
+from roofline.hardware import Source
+
+SHIPPED_MODEL_DIR = Path(__file__).resolve().parent.parent / "model_db"
+MODEL_DIR_ENV = "ROOFLINE_MODEL_DIR"
+
+
+class MoE(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    num_experts: int = Field(gt=1)
+    experts_per_token: int = Field(gt=0)
+    shared_experts: int = Field(default=0, ge=0)
+    expert_intermediate_size: int = Field(gt=0)
+    # The first layers of some MoE models use a dense MLP instead (DeepSeek-V3: 3).
+    first_dense_layers: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> MoE:
+        if self.experts_per_token > self.num_experts:
+            raise ValueError("experts_per_token cannot exceed num_experts")
+        return self
+
+
+class MLA(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2/V3): the cache holds a compressed latent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    name: str = Field(min_length=1)
+    family: str = Field(min_length=1)
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    mlp: Literal["gated", "dense"]  # gated: SwiGLU/GeGLU (3 matrices); dense: up, GELU, down
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool
+    max_context: int = Field(gt=0)
+    norm: Literal["rmsnorm", "layernorm"]
+    norms_per_layer: int = Field(default=2, ge=1)
+    positional: Literal["rope", "learned"] = "rope"
+    parallel_attention: bool = False  # attention and MLP read the same normed input (Falcon)
+    qkv_bias: bool = False
+    linear_bias: bool = False  # every linear layer has a bias (GPT-3)
+    sliding_window: int | None = Field(default=None, gt=0)
+    # With a window: every n-th layer attends globally (Gemma 2: 2). None: every layer is windowed.
+    global_layer_interval: int | None = Field(default=None, gt=0)
+    moe: MoE | None = None
+    mla: MLA | None = None
+    published_params_b: float | None = Field(default=None, gt=0)  # the model card's total, for tests
+    notes: str | None = None
+    sources: list[Source] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _heads_consistent(self) -> ModelConfig:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if self.moe and self.moe.first_dense_layers > self.num_layers:
+            raise ValueError("moe.first_dense_layers exceeds num_layers")
+        return self
+
+    # ---- attention shape -------------------------------------------------------------------
+    @property
+    def attention_kind(self) -> str:
+        if self.mla:
+            return "MLA"
+        if self.num_kv_heads == self.num_heads:
+            return "MHA"
+        if self.num_kv_heads == 1:
+            return "MQA"
+        return "GQA"
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim if self.mla else self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.mla.v_head_dim if self.mla else self.head_dim
+
+    @property
+    def local_layers(self) -> int:
+        """Layers whose attention (and cache) is capped at the sliding window."""
+        if self.sliding_window is None:
+            return 0
+        if self.global_layer_interval is None:
+            return self.num_layers
+        return self.num_layers - self.num_layers // self.global_layer_interval
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.moe.first_dense_layers if self.moe else 0
+
+    @property
+    def dense_mlp_layers(self) -> int:
+        return self.num_layers - self.moe_layers
+
+    # ---- parameter counts -----------------------------------------------------------------
+    def attention_params(self) -> int:
+        h = self.hidden_size
+        if self.mla:
+            m = self.mla
+            nh = self.num_heads
+            if m.q_lora_rank:
+                q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * nh * self.qk_head_dim
+            else:
+                q = h * nh * self.qk_head_dim
+            kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+            kv += m.kv_lora_rank * nh * (m.qk_nope_head_dim + m.v_head_dim)
+            return q + kv + nh * m.v_head_dim * h
+        q_out = self.num_heads * self.head_dim
+        kv_out = 2 * self.num_kv_heads * self.head_dim
+        params = h * (q_out + kv_out) + q_out * h
+        if self.qkv_bias or self.linear_bias:
+            params += q_out + kv_out
+        if self.linear_bias:
+            params += h
+        return params
+
+    def mlp_params(self, intermediate: int | None = None) -> int:
+        h, i = self.hidden_size, intermediate or self.intermediate_size
+        matrices = 3 if self.mlp == "gated" else 2
+        params = matrices * h * i
+        if self.linear_bias:
+            params += (matrices - 1) * i + h
+        return params
+
+    def moe_params(self) -> tuple[int, int]:
+        """(all parameters, parameters active per token) of one MoE block, router included."""
+        m = self.moe
+        expert = self.mlp_params(m.expert_intermediate_size)
+        router = self.hidden_size * m.num_experts
+        total = router + (m.num_experts + m.shared_experts) * expert
+        active = router + (m.experts_per_token + m.shared_experts) * expert
+        return total, active
+
+    def norm_params(self) -> int:
+        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
+
+    def embedding_params(self) -> int:
+        params = self.vocab_size * self.hidden_size
+        if self.positional == "learned":
+            params += self.max_context * self.hidden_size
+        return params
+
+    def lm_head_params(self) -> int:
+        return 0 if self.tied_embeddings else self.vocab_size * self.hidden_size
+
+    def param_counts(self) -> dict[str, int]:
+        """Parameters by part, the total, and those active for one token (MoE)."""
+        layer_common = self.attention_params() + self.norms_per_layer * self.norm_params()
+        dense_mlp = self.dense_mlp_layers * self.mlp_params()
+        moe_total, moe_active = self.moe_params() if self.moe else (0, 0)
+        embed = self.embedding_params()
+        head = self.lm_head_params()
+        final_norm = self.norm_params()
+        attention = self.num_layers * layer_common
+        total = attention + dense_mlp + self.moe_layers * moe_total + embed + head + final_norm
+        active = attention + dense_mlp + self.moe_layers * moe_active + embed + head + final_norm
+        return {
+            "attention_and_norms": attention,
+            "mlp": dense_mlp + self.moe_layers * moe_total,
+            "embedding": embed,
+            "lm_head": head,
+            "total": total,
+            "active_per_token": active,
+        }
+
+    # ---- KV cache -----------------------------------------------------------------------
+    def kv_elements_per_token_per_layer(self) -> int:
+        """Cached elements one token adds to one layer: K and V at the KV heads, or MLA's
+        compressed latent plus its rotary key (shared by all heads)."""
+        if self.mla:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> float:
+        """KV bytes per cached token over all layers (before any sliding-window cap)."""
+        return self.num_layers * self.kv_elements_per_token_per_layer() * bytes_per_element(kv_dtype)
+
+
+def load_model_file(path: Path) -> ModelConfig:
+    return load_record(path, ModelConfig)
+
+
+def model_dirs(extra_dir: str | Path | None = None) -> tuple[Path, ...]:
+    return search_dirs(SHIPPED_MODEL_DIR, MODEL_DIR_ENV, extra_dir)
+
+
+@lru_cache(maxsize=16)
+def _load_dirs(dirs: tuple[Path, ...]) -> dict[str, ModelConfig]:
+    return load_dirs(dirs, ModelConfig, "model")
+
+
+def load_models(extra_dir: str | Path | None = None) -> dict[str, ModelConfig]:
+    return dict(_load_dirs(model_dirs(extra_dir)))
+
+
+def get_model(model_id: str, extra_dir: str | Path | None = None) -> ModelConfig:
+    models = load_models(extra_dir)
+    try:
+        return models[model_id]
+    except KeyError:
+        raise ValueError(f"unknown model {model_id!r}; allowed: {', '.join(sorted(models))}") from None
