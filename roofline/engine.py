@@ -70,6 +70,10 @@ class Ceilings:
         )
 
     def peak(self, dtype: str) -> float:
+        if dtype == "vector":
+            # Elementwise kernels run on the vector units: the fp32 (non-tensor) rate where it is
+            # published, else the slowest known peak.
+            return self.peak_flops_per_s.get("fp32", min(self.peak_flops_per_s.values()))
         try:
             return self.peak_flops_per_s[dtype]
         except KeyError:
@@ -195,17 +199,27 @@ class OpTable:
         return [REGIMES[i] for i in self.regime_index]
 
     @property
+    def step_time_s(self) -> np.ndarray:
+        """The step's time at every sweep point: ops run one after another."""
+        return self.time_s.sum(axis=0)
+
+    @property
     def total_time_s(self) -> float:
         return float(self.time_s.sum())
 
-    def time_by_regime_s(self) -> dict[str, float]:
-        return {r: float(self.time_s[self.regime_index == i].sum()) for i, r in enumerate(REGIMES)}
+    def time_by_regime_s(self) -> dict[str, np.ndarray]:
+        """Time of the ops in each regime, at every sweep point."""
+        return {r: np.where(self.regime_index == i, self.time_s, 0.0).sum(axis=0) for i, r in enumerate(REGIMES)}
+
+    @property
+    def step_bound(self) -> np.ndarray:
+        """The regime holding the largest share of the step's time, at every sweep point."""
+        shares = np.stack(list(self.time_by_regime_s().values()))
+        return np.array(REGIMES)[shares.argmax(axis=0)]
 
     @property
     def total_bound(self) -> str:
-        """The regime holding the largest share of the step's time."""
-        shares = self.time_by_regime_s()
-        return max(shares, key=shares.__getitem__)
+        return str(self.step_bound.reshape(-1)[0]) if self.step_bound.size == 1 else "mixed"
 
     def rows(self) -> list[dict[str, object]]:
         """One dict per op, the numbers a table or ``--json`` shows (totals over count)."""
@@ -244,25 +258,33 @@ def _finite_or_none(x: float) -> float | None:
 
 
 def evaluate(ops: Sequence[Op] | Iterable[Op], ceilings: Ceilings) -> OpTable:
-    """Time and regime of every op on one device, in one vectorised pass."""
+    """Time and regime of every op on one device, in one vectorised pass.
+
+    Op fields may be numpy arrays over a sweep (batch x context, say); they broadcast, and the
+    table's arrays get shape (number of ops, *sweep shape).
+    """
     ops = tuple(ops)
-    count = np.array([op.count for op in ops], float)
-    flops = np.array([op.flops for op in ops], float)
-    peaks = np.array([ceilings.peak(op.dtype) for op in ops], float)
-    weight = np.array([op.weight_bytes for op in ops], float)
-    act = np.array([op.act_bytes for op in ops], float)
-    kv = np.array([op.kv_bytes for op in ops], float)
-    comm = np.array([op.comm_bytes for op in ops], float)
+    if not ops:
+        raise ValueError("no ops to evaluate")
+    names = ("flops", "weight_bytes", "act_bytes", "kv_bytes", "comm_bytes", "collectives", "launches")
+    shape = np.broadcast_shapes(*(np.shape(getattr(op, n)) for op in ops for n in names))
+    column = (-1,) + (1,) * len(shape)
+
+    def stacked(name: str) -> np.ndarray:
+        return np.stack([np.broadcast_to(np.asarray(getattr(op, name), float), shape) for op in ops])
+
+    count = np.array([op.count for op in ops], float).reshape(column)
+    flops, weight, act, kv, comm = (stacked(n) for n in names[:5])
     terms = time_terms(
         flops,
         weight + act + kv,
-        peaks,
+        np.array([ceilings.peak(op.dtype) for op in ops], float).reshape(column),
         ceilings.memory_bandwidth_bytes_per_s,
         comm_bytes=comm,
         link_bandwidth_bytes_per_s=ceilings.link_bandwidth_bytes_per_s,
-        collectives=np.array([op.collectives for op in ops], float),
+        collectives=stacked("collectives"),
         collective_latency_s=ceilings.collective_latency_s,
-        launches=np.array([op.launches for op in ops], float),
+        launches=stacked("launches"),
         launch_overhead_s=ceilings.launch_overhead_s,
     )
     # Each occurrence is bound by its own max; the total is that times the count.
