@@ -8,6 +8,7 @@ from __future__ import annotations
 from roofline.engine import REGIME_LABELS, Ceilings, evaluate
 from roofline.hardware import Hardware
 from roofline.matmul import matmul_op
+from roofline.models import ModelConfig
 
 
 def hardware_summary(hw: Hardware) -> dict[str, object]:
@@ -66,3 +67,13 @@ def matmul_result(
         "ridge_intensity": ceilings.ridge_intensity(dtype),
         "launch_overhead_s": ceilings.launch_overhead_s,
     }
+
+
+def model_summary(model: ModelConfig) -> dict[str, object]:
+    """A model as JSON-friendly data: its shape, parameter counts and KV bytes per token."""
+    data = model.model_dump(exclude={"sources"})
+    data["attention"] = model.attention_kind
+    data["params"] = model.param_counts()
+    data["kv_bytes_per_token"] = {d: model.kv_bytes_per_token(d) for d in ("bf16", "fp8", "int4")}
+    data["sources"] = [s.model_dump() for s in model.sources]
+    return data

@@ -7,11 +7,15 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from roofline.api import hardware_summary, matmul_result
+from roofline.api import hardware_summary, matmul_result, model_summary
+from roofline.datafiles import DataError
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, Ceilings
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds, table
-from roofline.hardware import DataError, get_hardware, load_hardware
+from roofline.hardware import get_hardware, load_hardware
+from roofline.inference import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, Settings, analyze_request, analyze_step
+from roofline.llm import ACT_DTYPES, ATTENTION_KERNELS, KV_DTYPES, WEIGHT_DTYPES, Precision, StepConfig
+from roofline.models import get_model, load_models
 
 
 class CliError(Exception):
@@ -135,6 +139,172 @@ def cmd_matmul(args: argparse.Namespace) -> None:
     _emit(args, data, text)
 
 
+def cmd_model_list(args: argparse.Namespace) -> None:
+    data = [model_summary(m) for m in load_models(args.model_dir).values()]
+
+    def text() -> str:
+        rows = [
+            [
+                d["id"],
+                d["name"],
+                d["attention"],
+                f"{d['params']['total'] / 1e9:.2f}B",
+                f"{d['params']['active_per_token'] / 1e9:.2f}B",
+                d["num_layers"],
+                d["max_context"],
+                fmt_bytes(d["kv_bytes_per_token"]["bf16"]),
+            ]
+            for d in data
+        ]
+        return table(["id", "name", "attention", "params", "active", "layers", "max ctx", "KV/token (bf16)"], rows)
+
+    _emit(args, data, text)
+
+
+def cmd_model_show(args: argparse.Namespace) -> None:
+    model = get_model(args.id, args.model_dir)
+    data = model_summary(model)
+
+    def text() -> str:
+        skip = {"params", "kv_bytes_per_token", "sources"}
+        lines = [f"{k}: {v}" for k, v in data.items() if k not in skip and v is not None]
+        lines.append("params: " + ", ".join(f"{k} {v / 1e9:.3f}B" for k, v in data["params"].items()))
+        lines.append(
+            "KV bytes per token: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in data["kv_bytes_per_token"].items())
+        )
+        lines.extend(f"source: {s['name']}: {s['url']}" for s in data["sources"])
+        return "\n".join(lines)
+
+    _emit(args, data, text)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    return Settings(
+        launch_overhead_s=args.launch_overhead_us * 1e-6,
+        graph_launch_overhead_s=args.graph_launch_overhead_us * 1e-6,
+        cuda_graphs=args.cuda_graphs,
+        memory_utilization=args.memory_utilization,
+    )
+
+
+def _llm_inputs(args: argparse.Namespace):
+    model = get_model(args.model, args.model_dir)
+    hw = get_hardware(args.hardware, args.hardware_dir)
+    precision = Precision(weight=args.weight_dtype, act=args.act_dtype, kv=args.kv_dtype)
+    hw.peak_flops_per_s(precision.act)  # a clear error where the device lacks the compute dtype
+    return model, hw, precision
+
+
+def cmd_analyze(args: argparse.Namespace) -> None:
+    model, hw, precision = _llm_inputs(args)
+    step = StepConfig(model, args.phase, args.batch, args.seq_len, precision, args.tp, args.attention)
+    data = analyze_step(step, hw, settings_from_args(args))
+
+    def text() -> str:
+        rows = [
+            [
+                r["name"],
+                r["count"],
+                fmt_flops(r["flops"]),
+                fmt_bytes(r["bytes"]),
+                "inf" if r["intensity"] is None else f"{r['intensity']:.1f}",
+                fmt_seconds(r["time_s"]),
+                r["bound"],
+            ]
+            for r in data["ops"]
+        ]
+        t, mem = data["total"], data["memory"]
+        head = (
+            f"{model.name} {args.phase} batch={args.batch} seq_len={args.seq_len} tp={args.tp} on {hw.name} "
+            f"(weights {precision.weight}, math {precision.act}, KV {precision.kv})"
+        )
+        foot = [
+            f"step: {fmt_seconds(t['time_s'])}, {t['bound_label']}; {fmt_flops(t['flops'])}, {fmt_bytes(t['bytes'])} "
+            f"({t['intensity']:.1f} FLOP/B)",
+            f"memory per device: weights {fmt_bytes(mem['weights_bytes'])}, KV {fmt_bytes(mem['kv_cache_bytes'])}, "
+            f"activations {fmt_bytes(mem['activation_bytes'])} of {fmt_bytes(mem['capacity_bytes'])} usable: "
+            + ("fits" if mem["fits"] else "DOES NOT FIT"),
+        ]
+        return "\n".join([head, table(["op", "count", "FLOPs", "bytes", "FLOP/B", "time", "bound"], rows), *foot])
+
+    _emit(args, data, text)
+
+
+def cmd_request(args: argparse.Namespace) -> None:
+    model, hw, precision = _llm_inputs(args)
+    data = analyze_request(
+        model,
+        hw,
+        args.batch,
+        args.prompt_len,
+        args.output_len,
+        precision,
+        args.tp,
+        args.attention,
+        settings_from_args(args),
+    )
+
+    def text() -> str:
+        mem = data["memory"]
+        return "\n".join(
+            [
+                f"{model.name} on {hw.name} x{args.tp}: batch {args.batch}, prompt {args.prompt_len}, "
+                f"output {args.output_len}",
+                f"  TTFT: {fmt_seconds(data['ttft_s'])} (prefill {data['prefill_bound']}-bound)",
+                "  TPOT: "
+                + (
+                    f"{fmt_seconds(data['tpot_s'])} (decode {data['decode_bound']}-bound)"
+                    if data["tpot_s"]
+                    else "n/a (one output token)"
+                ),
+                f"  end to end: {fmt_seconds(data['e2e_s'])}",
+                f"  tokens/s: {data['tokens_per_s']:,.1f} total, {data['tokens_per_s_per_user']:,.1f} per user",
+                f"  MFU: {data['mfu'] * 100:.1f}%",
+                f"  memory per device: {fmt_bytes(mem['total_bytes'])} of {fmt_bytes(mem['capacity_bytes'])} usable: "
+                + ("fits" if mem["fits"] else "DOES NOT FIT"),
+            ]
+        )
+
+    _emit(args, data, text)
+
+
+def add_llm_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--hardware", default="h100-sxm")
+    parser.add_argument("--batch", type=positive_int, default=1)
+    parser.add_argument("--weight-dtype", default="bf16", choices=WEIGHT_DTYPES)
+    parser.add_argument("--act-dtype", default="bf16", choices=ACT_DTYPES, help="compute dtype of the linear layers")
+    parser.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
+    parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree")
+    parser.add_argument("--attention", default="flash", choices=ATTENTION_KERNELS)
+    parser.add_argument("--cuda-graphs", action="store_true", help="launch kernels from a CUDA graph")
+    parser.add_argument(
+        "--graph-launch-overhead-us",
+        type=non_negative_float,
+        default=DEFAULT_GRAPH_LAUNCH_OVERHEAD_S * 1e6,
+        help="per-kernel cost with --cuda-graphs, microseconds (default %(default)g)",
+    )
+    parser.add_argument(
+        "--memory-utilization",
+        type=fraction,
+        default=0.9,
+        help="usable fraction of device memory (default %(default)g)",
+    )
+    parser.add_argument("--model-dir", default=None, help="a folder of your own model TOML files")
+    add_overhead(parser)
+    add_common(parser)
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument(
@@ -178,6 +348,32 @@ def build_parser() -> argparse.ArgumentParser:
     add_overhead(p)
     add_common(p)
     p.set_defaults(func=cmd_matmul)
+
+    md = sub.add_parser("model", help="the model database")
+    md_sub = md.add_subparsers(dest="model_command", required=True, parser_class=OneLineParser)
+    p = md_sub.add_parser("list", help="all models")
+    p.add_argument("--model-dir", default=None)
+    add_common(p)
+    p.set_defaults(func=cmd_model_list)
+    p = md_sub.add_parser("show", help="one model: shape, parameters, KV bytes per token")
+    p.add_argument("id")
+    p.add_argument("--model-dir", default=None)
+    add_common(p)
+    p.set_defaults(func=cmd_model_show)
+
+    p = sub.add_parser("analyze", help="every op of one prefill or decode step")
+    p.add_argument("--phase", required=True, choices=("prefill", "decode"))
+    p.add_argument(
+        "--seq-len", type=positive_int, required=True, help="prompt length (prefill) or tokens already cached (decode)"
+    )
+    add_llm_options(p)
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("request", help="TTFT, TPOT, end-to-end latency and tokens/s of a batch of requests")
+    p.add_argument("--prompt-len", type=positive_int, required=True)
+    p.add_argument("--output-len", type=positive_int, required=True)
+    add_llm_options(p)
+    p.set_defaults(func=cmd_request)
 
     return parser
 
