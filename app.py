@@ -8,6 +8,7 @@ pages = [
     st.Page(
         "views/roofline_page.py", title="Roofline", icon=":material/show_chart:", url_path="roofline", default=True
     ),
+    st.Page("views/llm_page.py", title="LLM inference", icon=":material/bolt:", url_path="llm"),
     st.Page("views/hardware_page.py", title="Hardware", icon=":material/memory:", url_path="hardware"),
 ]
 st.navigation(pages).run()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from roofline.hardware import Hardware, load_hardware
+from roofline.models import ModelConfig, load_models
 
 
 @st.cache_resource(show_spinner=False)
@@ -16,3 +17,9 @@ def hardware_db() -> dict[str, Hardware]:
 def hardware_label(hardware_id: str) -> str:
     hw = hardware_db().get(hardware_id)
     return hw.name if hw else hardware_id
+
+
+@st.cache_resource(show_spinner=False)
+def model_db() -> dict[str, ModelConfig]:
+    """Every model (shipped plus $ROOFLINE_MODEL_DIR), validated once per process."""
+    return load_models()

@@ -51,7 +51,7 @@ class PointSeries:
     hover: Sequence[str]
     sizes: np.ndarray | float = 11.0
     line_color: str | None = None  # draw as a trajectory joined by a line of this colour
-    symbol: str = "circle"
+    symbol: str | Sequence[str] = "circle"  # one symbol, or one per point
     outline_color: str = "#FFFFFF"
     show_legend: bool = True
     extra: dict = field(default_factory=dict)
@@ -178,7 +178,7 @@ def roofline_figure(
         # Annotations on log axes take log10 coordinates.
         fig.add_annotation(
             x=math.log10(x_lo) + 0.05,
-            y=0.98,
+            y=0.02,
             xref="x",
             yref="paper",
             xanchor="left",
@@ -188,7 +188,7 @@ def roofline_figure(
         )
         fig.add_annotation(
             x=math.log10(x_hi) - 0.05,
-            y=0.98,
+            y=0.02,
             xref="x",
             yref="paper",
             xanchor="right",
@@ -205,6 +205,7 @@ def roofline_figure(
         colors = [REGIME_COLORS[r] for r, k in zip(s.regimes, keep) if k]
         hover = [h for h, k in zip(s.hover, keep) if k]
         sizes = s.sizes if np.isscalar(s.sizes) else np.asarray(s.sizes)[keep]
+        symbols = s.symbol if isinstance(s.symbol, str) else [sym for sym, k in zip(s.symbol, keep) if k]
         trace_cls = go.Scattergl if keep.sum() > GL_THRESHOLD else go.Scatter
         fig.add_trace(
             trace_cls(
@@ -213,7 +214,7 @@ def roofline_figure(
                 mode="lines+markers" if s.line_color else "markers",
                 name=s.name,
                 line=dict(color=s.line_color or "#888888", width=1.5),
-                marker=dict(color=colors, size=sizes, symbol=s.symbol, line=dict(color=s.outline_color, width=1.2)),
+                marker=dict(color=colors, size=sizes, symbol=symbols, line=dict(color=s.outline_color, width=1.2)),
                 text=hover,
                 hovertemplate="%{text}<extra></extra>",
                 showlegend=s.show_legend,
@@ -234,6 +235,18 @@ def roofline_figure(
                     hoverinfo="skip",
                 )
             )
+
+    if any(not isinstance(s.symbol, str) and "x" in s.symbol for s in series):
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name="does not fit in memory",
+                marker=dict(symbol="x", color="#555555", size=10),
+                hoverinfo="skip",
+            )
+        )
 
     y_pos = [v for v in y_values if v > 0]
     y_lo = min(y_pos) / 3 if y_pos else 1e-3
@@ -316,3 +329,119 @@ def grouped_bar_figure(
     )
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
     return fig
+
+
+def op_table_series(table, label: str, symbol: str, total_time_s: float) -> PointSeries:
+    """An evaluated step's ops as points: colour by regime, area by share of the step's time."""
+    rows = table.rows()
+    intensity = np.array([r["intensity"] if r["intensity"] is not None else np.nan for r in rows], float)
+    achieved = table.achieved_flops_per_s
+    share = table.time_s / total_time_s if total_time_s > 0 else np.zeros(len(rows))
+    sizes = 7.0 + 38.0 * np.sqrt(share)
+    hover = []
+    for r, s in zip(rows, share):
+        roof = table.ceilings.attainable_flops_per_s(r["intensity"] or 0.0, _roof_dtype(table.ceilings, r["dtype"]))
+        extra = [
+            f"× {r['count']} per step ({label})",
+            f"weights {fmt_bytes(r['weight_bytes'])} · activations {fmt_bytes(r['activation_bytes'])} · "
+            f"KV {fmt_bytes(r['kv_bytes'])}",
+            f"share of step: {s * 100:.1f}%",
+        ]
+        if r["comm_bytes"]:
+            extra.append(f"sent over links: {fmt_bytes(r['comm_bytes'])}")
+        hover.append(point_hover(r["name"], r["flops"], r["bytes"] or 1.0, r["time_s"], r["bound"], float(roof), extra))
+    return PointSeries(
+        f"{label} ops",
+        intensity,
+        achieved,
+        [r["bound"] for r in rows],
+        hover,
+        sizes=sizes,
+        symbol=symbol,
+        outline_color="#333333",
+    )
+
+
+def _roof_dtype(ceilings: Ceilings, dtype: str) -> str:
+    return dtype if dtype in ceilings.peak_flops_per_s else next(iter(ceilings.peak_flops_per_s))
+
+
+def time_breakdown_figure(phases: dict[str, list[dict]], height: int = 380) -> go.Figure:
+    """Time by op group, stacked by regime, one panel per phase (rows as from ``OpTable.rows``)."""
+    from plotly.subplots import make_subplots
+
+    names = list(phases)
+    shown: set[str] = set()
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[f"{n} step" for n in names], horizontal_spacing=0.16)
+    for col, name in enumerate(names, start=1):
+        rows = phases[name]
+        groups = list(dict.fromkeys(r["group"] for r in rows))
+        for regime in REGIMES:
+            times = [sum(r["time_s"] for r in rows if r["group"] == g and r["bound"] == regime) * 1e3 for g in groups]
+            if not any(times):
+                continue
+            fig.add_trace(
+                go.Bar(
+                    y=groups,
+                    x=times,
+                    orientation="h",
+                    name=REGIME_LABELS[regime],
+                    marker_color=REGIME_COLORS[regime],
+                    legendgroup=regime,
+                    showlegend=regime not in shown,
+                    hovertemplate=f"%{{y}}: %{{x:.3f}} ms {REGIME_LABELS[regime]}<extra>{name}</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            shown.add(regime)
+        fig.update_xaxes(title_text="time (ms)", row=1, col=col, gridcolor="#E5E5E5")
+        fig.update_yaxes(autorange="reversed", row=1, col=col)
+    fig.update_layout(
+        barmode="stack",
+        template="plotly_white",
+        font=FONT,
+        height=height,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        uirevision="breakdown",
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+        margin=dict(l=10, r=10, t=40, b=40),
+    )
+    return fig
+
+
+def step_series(
+    name: str,
+    flops: np.ndarray,
+    bytes_moved: np.ndarray,
+    time_s: np.ndarray,
+    bounds: Sequence[str],
+    labels: Sequence[str],
+    ceilings: Ceilings,
+    dtype: str,
+    line_color: str,
+    symbol: str = "circle",
+    extra: Sequence[Sequence[str]] | None = None,
+    fits: Sequence[bool] | None = None,
+) -> PointSeries:
+    """Whole steps (e.g. a decode step at each batch size) as a trajectory on the roofline.
+
+    Steps that do not fit in memory (``fits`` False) are drawn as crosses."""
+    intensity = flops / bytes_moved
+    roof = ceilings.attainable_flops_per_s(intensity, dtype)
+    hover = [
+        point_hover(lbl, f, b, t, r, a, extra[i] if extra else ())
+        for i, (lbl, f, b, t, r, a) in enumerate(zip(labels, flops, bytes_moved, time_s, bounds, roof))
+    ]
+    return PointSeries(
+        name,
+        intensity,
+        flops / time_s,
+        list(bounds),
+        hover,
+        sizes=8.0,
+        line_color=line_color,
+        symbol=symbol if fits is None else [symbol if f else "x" for f in fits],
+        outline_color=line_color,
+    )

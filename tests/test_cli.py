@@ -93,3 +93,103 @@ def test_hardware_dir_env_adds_a_device(tmp_path):
     out = run("hardware", "show", "my-gpu", "--json", env={**os.environ, "ROOFLINE_HARDWARE_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["id"] == "my-gpu"
+
+
+def test_model_show_json():
+    out = run("model", "show", "llama-3.1-8b", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["params"]["total"] == 8_030_261_248
+    assert data["kv_bytes_per_token"]["bf16"] == 131_072
+    assert data["attention"] == "GQA"
+
+
+def test_model_list_json():
+    data = json.loads(run("model", "list", "--json").stdout)
+    assert len(data) >= 16
+
+
+def test_analyze_json():
+    out = run(
+        "analyze",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--phase",
+        "decode",
+        "--batch",
+        "1",
+        "--seq-len",
+        "1024",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert {"name", "count", "flops", "bytes", "intensity", "time_s", "bound"} <= set(data["ops"][0])
+    assert {"flops", "bytes", "time_s", "bound"} <= set(data["total"])
+    assert {"weights_bytes", "kv_cache_bytes", "fits"} <= set(data["memory"])
+    assert data["total"]["bound"] == "memory"
+    assert sum(op["time_s"] for op in data["ops"]) == pytest.approx(data["total"]["time_s"])
+
+
+def test_request_json_and_cuda_graphs():
+    args = [
+        "request",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--batch",
+        "4",
+        "--prompt-len",
+        "512",
+        "--output-len",
+        "64",
+        "--json",
+    ]
+    eager = json.loads(run(*args).stdout)
+    graphs = json.loads(run(*args, "--cuda-graphs").stdout)
+    assert {"ttft_s", "tpot_s", "e2e_s", "tokens_per_s"} <= set(eager)
+    assert graphs["tpot_s"] < eager["tpot_s"]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["analyze", "--model", "nope", "--phase", "decode", "--seq-len", "1"], "unknown model 'nope'; allowed:"),
+        (
+            ["analyze", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1", "--batch", "0"],
+            "--batch: expected a positive integer, got '0'",
+        ),
+        (
+            [
+                "analyze",
+                "--model",
+                "llama-3.1-8b",
+                "--phase",
+                "decode",
+                "--seq-len",
+                "1",
+                "--act-dtype",
+                "fp8",
+                "--hardware",
+                "a100-sxm-80gb",
+            ],
+            "has no 'fp8' peak",
+        ),
+        (
+            ["analyze", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1", "--tp", "3"],
+            "tp=3 does not divide llama-3.1-8b's 32 attention heads",
+        ),
+        (
+            ["request", "--model", "llama-2-7b", "--prompt-len", "4000", "--output-len", "200"],
+            "exceed llama-2-7b's maximum context of 4096",
+        ),
+    ],
+)
+def test_llm_errors_are_one_line(args, expected):
+    out = run(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], out.stderr

@@ -136,3 +136,83 @@ def test_hardware_page_vendor_filter_and_bad_param():
     at = page("views/hardware_page.py", vendor=["AMD", "Acme"])
     assert any("`vendor`: unknown 'Acme' ignored" in w.value for w in at.warning)
     assert set(at.dataframe[0].value["vendor"]) == {"AMD"}
+
+
+def test_roofline_page_overlays_an_llm_step():
+    at = page("views/roofline_page.py", llm="llama-3.1-8b", llm_phase="decode", llm_batch="4", llm_seq="2048")
+    assert not at.exception and not at.warning
+    assert "llama-3.1-8b decode ops" in trace_names(at)
+
+
+def test_roofline_page_llm_step_error_is_a_warning():
+    at = page("views/roofline_page.py", llm="llama-2-7b", llm_seq="100000")
+    assert not at.exception
+    assert any("exceed llama-2-7b's maximum context of 4096" in w.value for w in at.warning)
+
+
+def test_llm_page_defaults():
+    at = page("views/llm_page.py")
+    assert not at.exception and not at.warning and not at.error
+    labels = {m.label: m.value for m in at.metric}
+    assert {"TTFT", "TPOT", "End to end", "Tokens/s (total)", "MFU", "Memory / device"} <= set(labels)
+    assert len(at.get("plotly_chart")) == 3
+    names = trace_names(at, 0)
+    assert "prefill ops" in names and "decode ops" in names
+    assert "memory-bandwidth-bound" in at.markdown[0].value
+
+
+def test_llm_page_batch_change_changes_the_charts():
+    at = page("views/llm_page.py")
+    before = figure(at, 0)
+    tpot_before = {m.label: m.value for m in at.metric}["TPOT"]
+    at.number_input(key="batch").set_value(64).run()
+    assert figure(at, 0) != before
+    assert {m.label: m.value for m in at.metric}["TPOT"] != tpot_before
+
+
+def test_llm_page_cuda_graphs_and_quantization_move_decode():
+    at = page("views/llm_page.py", model="llama-3.2-1b")
+    eager = {m.label: m.value for m in at.metric}["TPOT"]
+    at.checkbox(key="graphs").check().run()
+    graphs = {m.label: m.value for m in at.metric}["TPOT"]
+    at.selectbox(key="wdtype").set_value("int4").run()
+    int4 = {m.label: m.value for m in at.metric}["TPOT"]
+    assert len({eager, graphs, int4}) == 3
+
+
+def test_llm_page_does_not_fit_is_explained():
+    at = page("views/llm_page.py", model="llama-3.1-405b")
+    assert not at.exception
+    assert any("does not fit" in w.value for w in at.warning)
+
+
+def test_llm_page_invalid_combination_is_an_error_not_a_traceback():
+    at = page("views/llm_page.py", model="falcon-7b", tp="2")
+    assert not at.exception
+    assert any("does not divide falcon-7b's 71 attention heads" in e.value for e in at.error)
+    at = page("views/llm_page.py", adtype="fp8", hw=["a100-sxm-80gb"])
+    assert any("has no 'fp8' peak" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"model": "gpt-5"}, "`model`: 'gpt-5' is not allowed"),
+        ({"batch": "0"}, "`batch`: '0' is out of range"),
+        ({"tp": "3"}, "`tp`: '3' is not allowed"),
+        ({"kvdtype": "int3"}, "`kvdtype`: 'int3' is not allowed"),
+        ({"mem_util": "1.5"}, "`mem_util`: '1.5' is out of range"),
+    ],
+)
+def test_llm_page_bad_url_parameters(params, expected):
+    at = page("views/llm_page.py", **params)
+    assert not at.exception
+    assert any(expected in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.get("plotly_chart")
+
+
+def test_llm_page_good_url_parameters_apply():
+    at = page("views/llm_page.py", model="mixtral-8x7b", hw=["h100-sxm", "mi300x"], batch="16", tp="2", kvdtype="fp8")
+    assert not at.warning and not at.error
+    assert "Mixtral 8x7B" in figure(at, 0)["layout"]["title"]["text"]
+    assert len(at.dataframe) == 2  # device comparison and op table

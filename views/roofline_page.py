@@ -8,18 +8,21 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.data import hardware_db
+from dashboard.data import hardware_db, model_db
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.api import matmul_result
 from roofline.dtypes import COMPUTE_DTYPES
-from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, REGIME_LABELS, Ceilings
+from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, REGIME_LABELS, Ceilings, evaluate
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
+from roofline.llm import StepConfig, step_ops
 from roofline.matmul import log_sweep_values, matmul_sweep
-from roofline.plots import DEVICE_COLORS, PointSeries, point_hover, roofline_figure
+from roofline.plots import DEVICE_COLORS, PointSeries, op_table_series, point_hover, roofline_figure
 
 MAX_DIM = 1 << 20
 devices = hardware_db()
 device_ids = list(devices)
+models = model_db()
+LLM_CHOICES = ["none", *models]
 
 st.title("Roofline")
 st.caption(
@@ -38,6 +41,10 @@ warn_bad_params(
         "k": int_in(1, MAX_DIM),
         "sweep": boolean,
         "launch_us": float_in(0.0, 1000.0),
+        "llm": one_of(LLM_CHOICES),
+        "llm_phase": one_of(["prefill", "decode"]),
+        "llm_batch": int_in(1, 65536),
+        "llm_seq": int_in(1, MAX_DIM),
     }
 )
 
@@ -79,6 +86,27 @@ with st.sidebar:
         key="launch_us",
         bind="query-params",
         help="Fixed cost per kernel launch. About 4 µs in PyTorch eager; well under 1 µs with CUDA graphs.",
+    )
+
+    st.header("LLM step (optional)")
+    llm_id = st.selectbox(
+        "Model",
+        LLM_CHOICES,
+        key="llm",
+        bind="query-params",
+        help="Place every op of one prefill or decode step (bf16) on the first device's roofs.",
+    )
+    llm_phase = st.radio("Phase", ["prefill", "decode"], horizontal=True, key="llm_phase", bind="query-params")
+    c1, c2 = st.columns(2)
+    llm_batch = c1.number_input("Batch", 1, 65536, 1, key="llm_batch", bind="query-params")
+    llm_seq = c2.number_input(
+        "Prompt / context",
+        1,
+        MAX_DIM,
+        1024,
+        key="llm_seq",
+        bind="query-params",
+        help="Prompt length for prefill; tokens already cached for decode.",
     )
 
 if not selected:
@@ -147,6 +175,20 @@ for i, hid in enumerate(selected):
             outline_color=color,
         )
     )
+
+if llm_id != "none":
+    c0 = ceilings_by_id[selected[0]]
+    try:
+        llm_table = evaluate(step_ops(StepConfig(models[llm_id], llm_phase, int(llm_batch), int(llm_seq))), c0)
+    except ValueError as exc:
+        st.warning(f"LLM step not drawn: {exc}")
+    else:
+        series.append(op_table_series(llm_table, f"{llm_id} {llm_phase}", "diamond", llm_table.total_time_s))
+        st.caption(
+            f"{models[llm_id].name} {llm_phase} (batch {llm_batch}, {llm_seq} tokens) on {c0.name}: "
+            f"{fmt_seconds(llm_table.total_time_s)} per step; marker area is each op's share of it. "
+            "The LLM inference page has the full analysis."
+        )
 
 fig = roofline_figure(roofs, series)
 st.plotly_chart(fig, width="stretch", theme=None, key="roofline_chart")

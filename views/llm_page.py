@@ -1,0 +1,347 @@
+"""LLM inference page: every op of prefill and decode on the roofline, TTFT, TPOT, memory fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard.data import hardware_db, model_db
+from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, REGIME_LABELS, evaluate
+from roofline.format import fmt_bytes, fmt_seconds
+from roofline.inference import Settings, analyze_request, analyze_step
+from roofline.llm import (
+    ACT_DTYPES,
+    ATTENTION_KERNELS,
+    KV_DTYPES,
+    WEIGHT_DTYPES,
+    Precision,
+    StepConfig,
+    kv_cache_bytes_per_device,
+    step_ops,
+    usable_memory_bytes,
+    weight_bytes_per_device,
+)
+from roofline.plots import (
+    DEVICE_COLORS,
+    op_table_series,
+    roofline_figure,
+    step_series,
+    time_breakdown_figure,
+)
+
+TP_CHOICES = (1, 2, 4, 8, 16)
+MAX_TOKENS = 1 << 20
+devices = hardware_db()
+models = model_db()
+device_ids, model_ids = list(devices), list(models)
+
+st.title("LLM inference")
+st.caption(
+    "Every op of a prefill and a decode step on the roofline, with its time and regime; the request's TTFT, "
+    "TPOT and tokens/s; and whether it fits. Numbers are per device of a tensor-parallel group."
+)
+
+warn_bad_params(
+    {
+        "model": one_of(model_ids),
+        "hw": some_of(device_ids),
+        "batch": int_in(1, 65536),
+        "prompt": int_in(1, MAX_TOKENS),
+        "output": int_in(1, MAX_TOKENS),
+        "wdtype": one_of(WEIGHT_DTYPES),
+        "adtype": one_of(ACT_DTYPES),
+        "kvdtype": one_of(KV_DTYPES),
+        "tp": one_of([str(t) for t in TP_CHOICES]),
+        "attn": one_of(ATTENTION_KERNELS),
+        "graphs": boolean,
+        "launch_us": float_in(0.0, 1000.0),
+        "mem_util": float_in(0.05, 1.0),
+    }
+)
+
+with st.sidebar:
+    st.header("Workload")
+    model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
+    selected = st.multiselect(
+        "Devices",
+        device_ids,
+        default=["h100-sxm"],
+        key="hw",
+        bind="query-params",
+        help="The first device is analysed in detail; all are compared in the table.",
+    )
+    c1, c2, c3 = st.columns(3)
+    batch = c1.number_input("Batch", 1, 65536, 1, key="batch", bind="query-params")
+    prompt = c2.number_input("Prompt", 1, MAX_TOKENS, 1024, key="prompt", bind="query-params")
+    output = c3.number_input("Output", 1, MAX_TOKENS, 256, key="output", bind="query-params")
+    st.header("Precision and parallelism")
+    wdtype = st.selectbox(
+        "Weight dtype",
+        WEIGHT_DTYPES,
+        index=WEIGHT_DTYPES.index("bf16"),
+        key="wdtype",
+        bind="query-params",
+        help="int4/int8/fp8 weight-only quantization shrinks weight bytes.",
+    )
+    adtype = st.selectbox(
+        "Compute (math) dtype",
+        ACT_DTYPES,
+        index=ACT_DTYPES.index("bf16"),
+        key="adtype",
+        bind="query-params",
+        help="The dtype the linear layers compute in; its peak is used (fp8 = W8A8).",
+    )
+    kvdtype = st.selectbox(
+        "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
+    )
+    tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
+    attention = st.radio(
+        "Attention kernel",
+        ATTENTION_KERNELS,
+        horizontal=True,
+        key="attn",
+        bind="query-params",
+        format_func={"flash": "fused (FlashAttention)", "naive": "naive (scores in memory)"}.get,
+    )
+    st.header("Overheads and memory")
+    graphs = st.checkbox(
+        "CUDA graphs",
+        value=False,
+        key="graphs",
+        bind="query-params",
+        help="Replays kernels from a graph: per-kernel cost drops to 0.5 µs.",
+    )
+    launch_us = st.number_input(
+        "Launch overhead per kernel (µs)",
+        0.0,
+        1000.0,
+        DEFAULT_LAUNCH_OVERHEAD_S * 1e6,
+        0.5,
+        key="launch_us",
+        bind="query-params",
+    )
+    mem_util = st.slider(
+        "Usable memory fraction",
+        0.05,
+        1.0,
+        0.9,
+        0.01,
+        key="mem_util",
+        bind="query-params",
+        help="Like a serving engine's gpu-memory-utilization. Capacity reads the vendor's "
+        "'GB' as GiB (an 80 GB H100 exposes 80 GiB).",
+    )
+
+if not selected:
+    st.info("Pick at least one device in the sidebar.")
+    st.stop()
+
+model = models[model_id]
+hw = devices[selected[0]]
+settings = Settings(launch_overhead_s=launch_us * 1e-6, cuda_graphs=graphs, memory_utilization=mem_util)
+mid_context = int(prompt + max(0, output - 2) // 2)
+try:
+    precision = Precision(weight=wdtype, act=adtype, kv=kvdtype)
+    for hid in selected:
+        devices[hid].peak_flops_per_s(precision.act)
+    request = analyze_request(model, hw, int(batch), int(prompt), int(output), precision, int(tp), attention, settings)
+    prefill_cfg = StepConfig(model, "prefill", int(batch), int(prompt), precision, int(tp), attention)
+    decode_cfg = StepConfig(model, "decode", int(batch), mid_context, precision, int(tp), attention)
+    prefill = analyze_step(prefill_cfg, hw, settings)
+    decode = analyze_step(decode_cfg, hw, settings)
+except ValueError as exc:
+    st.error(f"Cannot analyse this workload: {exc}")
+    st.stop()
+
+mem = request["memory"]
+cols = st.columns(6)
+cols[0].metric("TTFT", fmt_seconds(request["ttft_s"]), help=f"prefill is {request['prefill_bound']}-bound")
+cols[1].metric(
+    "TPOT",
+    fmt_seconds(request["tpot_s"]) if request["tpot_s"] else "n/a",
+    help="mean decode step over the output, context growing",
+)
+cols[2].metric("End to end", fmt_seconds(request["e2e_s"]))
+cols[3].metric(
+    "Tokens/s (total)", f"{request['tokens_per_s']:,.0f}", help=f"{request['tokens_per_s_per_user']:,.1f} per user"
+)
+cols[4].metric("MFU", f"{request['mfu'] * 100:.1f}%")
+cols[5].metric(
+    "Memory / device",
+    fmt_bytes(mem["total_bytes"]),
+    "fits" if mem["fits"] else "does not fit",
+    delta_color="normal" if mem["fits"] else "inverse",
+)
+if not mem["fits"]:
+    st.warning(
+        f"{model.name} does not fit on {tp} × {hw.name}: weights {fmt_bytes(mem['weights_bytes'])} + KV "
+        f"{fmt_bytes(mem['kv_cache_bytes'])} + activations {fmt_bytes(mem['activation_bytes'])} per device, "
+        f"{fmt_bytes(mem['capacity_bytes'])} usable. Try a larger TP degree, smaller weights or KV, or a smaller batch."
+    )
+st.markdown(
+    f"**Prefill** ({batch} × {prompt} tokens) is **{prefill['total']['bound_label']}**, "
+    f"{fmt_seconds(prefill['total']['time_s'])}. **Decode** (batch {batch}, {mid_context} tokens cached, the "
+    f"middle of the output) is **{decode['total']['bound_label']}**, {fmt_seconds(decode['total']['time_s'])} "
+    f"per step: it reads {fmt_bytes(decode['total']['weight_bytes'])} of weights and "
+    f"{fmt_bytes(decode['total']['kv_bytes'])} of KV cache."
+)
+
+ceilings = settings.ceilings(hw)
+tables = {
+    "prefill": evaluate(step_ops(prefill_cfg), ceilings),
+    "decode": evaluate(step_ops(decode_cfg), ceilings),
+}
+series = [
+    op_table_series(tables["prefill"], "prefill", "circle", tables["prefill"].total_time_s),
+    op_table_series(tables["decode"], "decode", "diamond", tables["decode"].total_time_s),
+]
+roof_dtypes = list(dict.fromkeys([precision.act, precision.attention_dtype]))
+fig = roofline_figure(
+    [(ceilings, d) for d in roof_dtypes],
+    series,
+    title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
+)
+st.plotly_chart(fig, width="stretch", theme=None, key="llm_roofline")
+st.caption(
+    "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "
+    "performance the model predicts (FLOPs / time), so launch-bound ops fall below the roof."
+)
+
+st.subheader("Where the time goes")
+st.plotly_chart(
+    time_breakdown_figure({p: t.rows() for p, t in tables.items()}), width="stretch", theme=None, key="llm_breakdown"
+)
+
+st.subheader("How decode moves as batch and context grow")
+batches = np.unique(np.round(np.geomspace(1, 1024, 28)).astype(int))
+max_ctx = model.max_context - 1
+contexts = np.unique(np.round(np.geomspace(min(128, max_ctx), max_ctx, 28)).astype(int))
+b_table = evaluate(step_ops(StepConfig(model, "decode", batches, mid_context, precision, int(tp), attention)), ceilings)
+c_table = evaluate(step_ops(StepConfig(model, "decode", int(batch), contexts, precision, int(tp), attention)), ceilings)
+capacity = usable_memory_bytes(hw.memory_gb, mem_util)
+weights = weight_bytes_per_device(model, precision, int(tp))
+
+
+def fit_notes(b, c) -> tuple[list[list[str]], list[bool]]:
+    kv = kv_cache_bytes_per_device(model, precision, int(tp), b, np.asarray(c) + 1)
+    kv = np.broadcast_to(kv, np.broadcast_shapes(np.shape(b), np.shape(c)))
+    fits = [bool(weights + k <= capacity) for k in kv]
+    return [
+        [f"KV cache {fmt_bytes(k)}; " + ("fits" if f else "does NOT fit in memory")] for k, f in zip(kv, fits)
+    ], fits
+
+
+b_notes, b_fits = fit_notes(batches, mid_context)
+c_notes, c_fits = fit_notes(int(batch), contexts)
+trajectories = [
+    step_series(
+        f"decode, batch 1→1024 at {mid_context} cached",
+        b_table.flops.sum(0),
+        b_table.bytes.sum(0),
+        b_table.step_time_s,
+        b_table.step_bound,
+        [f"batch {b}" for b in batches],
+        ceilings,
+        precision.act,
+        DEVICE_COLORS[1],
+        extra=b_notes,
+        fits=b_fits,
+    ),
+    step_series(
+        f"decode, context {contexts[0]}→{contexts[-1]} at batch {batch}",
+        c_table.flops.sum(0),
+        c_table.bytes.sum(0),
+        c_table.step_time_s,
+        c_table.step_bound,
+        [f"context {c}" for c in contexts],
+        ceilings,
+        precision.act,
+        DEVICE_COLORS[2],
+        symbol="square",
+        extra=c_notes,
+        fits=c_fits,
+    ),
+]
+st.plotly_chart(
+    roofline_figure([(ceilings, precision.act)], trajectories, height=520),
+    width="stretch",
+    theme=None,
+    key="llm_trajectory",
+)
+st.caption(
+    "Batching reuses each weight byte for more tokens, so the step moves right (more FLOP per byte). "
+    "A longer context adds KV bytes that every sequence reads alone, so the step moves left and down."
+)
+
+if len(selected) > 1:
+    st.subheader("Devices")
+    rows = []
+    for hid in selected:
+        r = analyze_request(
+            model, devices[hid], int(batch), int(prompt), int(output), precision, int(tp), attention, settings
+        )
+        rows.append(
+            {
+                "device": devices[hid].name,
+                "TTFT": fmt_seconds(r["ttft_s"]),
+                "TPOT": fmt_seconds(r["tpot_s"]) if r["tpot_s"] else "n/a",
+                "end to end": fmt_seconds(r["e2e_s"]),
+                "tokens/s": round(r["tokens_per_s"], 1),
+                "prefill": r["prefill_bound"],
+                "decode": r["decode_bound"],
+                "fits": r["memory"]["fits"],
+            }
+        )
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+st.subheader("Op table")
+frame = pd.DataFrame([{**r, "phase": phase} for phase, t in tables.items() for r in t.rows()])
+shown = frame[
+    [
+        "phase",
+        "name",
+        "count",
+        "flops",
+        "bytes",
+        "weight_bytes",
+        "activation_bytes",
+        "kv_bytes",
+        "intensity",
+        "time_s",
+        "bound",
+    ]
+].copy()
+shown["bound"] = shown["bound"].map(REGIME_LABELS)
+st.dataframe(
+    shown,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "flops": st.column_config.NumberColumn("FLOPs", format="%.3e"),
+        "bytes": st.column_config.NumberColumn(format="%.3e"),
+        "weight_bytes": st.column_config.NumberColumn(format="%.3e"),
+        "activation_bytes": st.column_config.NumberColumn(format="%.3e"),
+        "kv_bytes": st.column_config.NumberColumn(format="%.3e"),
+        "intensity": st.column_config.NumberColumn("FLOP/B", format="%.2f"),
+        "time_s": st.column_config.NumberColumn("time (s)", format="%.3e"),
+    },
+)
+d1, d2 = st.columns(2)
+d1.download_button(
+    "Download ops (CSV)",
+    data=frame.to_csv(index=False),
+    file_name=f"{model_id}_ops.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
+d2.download_button(
+    "Download analysis (JSON)",
+    data=json.dumps({"request": request, "prefill": prefill, "decode": decode}, indent=2),
+    file_name=f"{model_id}_analysis.json",
+    mime="application/json",
+    on_click="ignore",
+)
