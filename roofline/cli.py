@@ -14,6 +14,7 @@ from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, Ceilings
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds, table
 from roofline.hardware import get_hardware, load_hardware
 from roofline.inference import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, Settings, analyze_request, analyze_step
+from roofline.kvcache import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BATCHED_TOKENS, KVConfig, analyze_kv
 from roofline.llm import ACT_DTYPES, ATTENTION_KERNELS, KV_DTYPES, WEIGHT_DTYPES, Precision, StepConfig
 from roofline.models import get_model, load_models
 
@@ -268,6 +269,47 @@ def cmd_request(args: argparse.Namespace) -> None:
     _emit(args, data, text)
 
 
+def cmd_kv(args: argparse.Namespace) -> None:
+    model = get_model(args.model, args.model_dir)
+    hw = get_hardware(args.hardware, args.hardware_dir)
+    cfg = KVConfig(
+        model,
+        Precision(weight=args.weight_dtype, kv=args.kv_dtype),
+        args.tp,
+        args.memory_utilization,
+        args.block_size,
+        args.max_batched_tokens,
+    )
+    context = args.context or min(8192, model.max_context)
+    data = analyze_kv(cfg, hw, args.batch, context)
+
+    def text() -> str:
+        lines = [
+            f"{model.name} on {hw.name} x{args.tp}, KV {args.kv_dtype}, weights {args.weight_dtype}, "
+            f"{args.memory_utilization:g} of memory, blocks of {args.block_size}",
+            f"  KV per token: {fmt_bytes(data['kv_bytes_per_token'])} "
+            f"({fmt_bytes(data['kv_bytes_per_token_per_layer'])} per layer per device)",
+            f"  usable {fmt_bytes(data['capacity_bytes'])} - weights {fmt_bytes(data['weights_bytes'])} - "
+            f"workspace {fmt_bytes(data['workspace_bytes'])} = KV budget {fmt_bytes(data['kv_budget_bytes'])}",
+        ]
+        if "message" in data:
+            lines.append(f"  does not fit: {data['message']}")
+            return "\n".join(lines)
+        crossover = data["kv_crossover_context"]
+        lines += [
+            f"  at {context} tokens: {fmt_bytes(data['kv_bytes_per_sequence'])} per sequence "
+            f"({fmt_bytes(data['paging_waste_bytes'])} paging waste); max batch {data['max_batch']}",
+            f"  at batch {args.batch}: max context {data['max_context']}",
+            f"  decode reads more KV than weights from {crossover} tokens of context at batch {args.batch}"
+            if crossover
+            else f"  at batch {args.batch} the KV cache never outweighs the weights",
+            "  context -> max batch: " + ", ".join(f"{p['context']}: {p['max_batch']}" for p in data["curve"][::4]),
+        ]
+        return "\n".join(lines)
+
+    _emit(args, data, text)
+
+
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--hardware", default="h100-sxm")
@@ -374,6 +416,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-len", type=positive_int, required=True)
     add_llm_options(p)
     p.set_defaults(func=cmd_request)
+
+    p = sub.add_parser("kv", help="KV-cache capacity: sequences that fit against context length")
+    p.add_argument("--model", required=True)
+    p.add_argument("--hardware", default="h100-sxm")
+    p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
+    p.add_argument("--weight-dtype", default="bf16", choices=WEIGHT_DTYPES)
+    p.add_argument("--tp", type=positive_int, default=1)
+    p.add_argument(
+        "--memory-utilization",
+        type=fraction,
+        default=0.9,
+        help="usable fraction of device memory, in (0, 1] (default %(default)g)",
+    )
+    p.add_argument("--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="paged-KV block, tokens")
+    p.add_argument(
+        "--max-batched-tokens",
+        type=positive_int,
+        default=DEFAULT_MAX_BATCHED_TOKENS,
+        help="tokens of one forward pass, sizing the activation workspace (default %(default)s)",
+    )
+    p.add_argument("--batch", type=positive_int, default=1, help="for the max context and the KV crossover")
+    p.add_argument(
+        "--context", type=positive_int, default=None, help="for the max batch (default min(8192, the model's maximum))"
+    )
+    p.add_argument("--model-dir", default=None)
+    add_common(p)
+    p.set_defaults(func=cmd_kv)
 
     return parser
 

@@ -445,3 +445,206 @@ def step_series(
         symbol=symbol if fits is None else [symbol if f else "x" for f in fits],
         outline_color=line_color,
     )
+
+
+def _log_axes(fig: go.Figure, x_title: str, y_title: str) -> None:
+    for update, title in ((fig.update_xaxes, x_title), (fig.update_yaxes, y_title)):
+        update(
+            type="log",
+            title=title,
+            showgrid=True,
+            gridcolor="#E5E5E5",
+            zeroline=False,
+            linecolor="#444444",
+            mirror=True,
+            ticks="outside",
+        )
+
+
+def _layout(fig: go.Figure, height: int, revision: str, title: str = "") -> None:
+    fig.update_layout(
+        title=dict(text=title, x=0.01, font=dict(size=16)),
+        height=height,
+        template="plotly_white",
+        font=FONT,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        uirevision=revision,
+        hoverlabel=dict(bgcolor="white", font=dict(size=12, color="#222222")),
+        legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
+        margin=dict(l=70, r=20, t=50 if title else 20, b=40),
+    )
+
+
+def capacity_figure(
+    contexts: np.ndarray,
+    curves: dict[str, np.ndarray],
+    max_context: int,
+    no_fit_from: dict[str, int | None] | None = None,
+    title: str = "",
+    height: int = 500,
+    dashes: dict[str, str] | None = None,
+) -> go.Figure:
+    """Max concurrent sequences against context, one curve per device (or variant), log-log.
+
+    ``no_fit_from[name]`` is the context beyond which not even one sequence fits; that region
+    is shaded in the curve's colour. Zero-capacity points are left out (log axes).
+    """
+    fig = go.Figure()
+    x = np.asarray(contexts, float)
+    for i, (name, batches) in enumerate(curves.items()):
+        color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
+        y = np.where(np.asarray(batches) >= 1, batches, np.nan).astype(float)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                name=name,
+                line=dict(color=color, width=2.5, dash=(dashes or {}).get(name, "solid")),
+                marker=dict(size=6, color=color),
+                connectgaps=False,
+                hovertemplate=(
+                    f"<b>{name}</b><br>context %{{x:,.0f}} tokens<br>max %{{y:,.0f}} sequences<extra></extra>"
+                ),
+            )
+        )
+        start = (no_fit_from or {}).get(name)
+        if start is not None and start < max_context:
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=max(start, x.min()),
+                x1=max_context,
+                y0=0,
+                y1=1,
+                fillcolor=color,
+                opacity=0.08,
+                line_width=0,
+                layer="below",
+            )
+            fig.add_annotation(
+                x=math.log10(max(start, x.min())),
+                y=0.04 + 0.06 * i,
+                xref="x",
+                yref="paper",
+                xanchor="left",
+                showarrow=False,
+                text=f"  not even one sequence fits ({name})",
+                font=dict(color=color, size=11),
+            )
+    fig.add_shape(
+        type="line",
+        xref="x",
+        yref="paper",
+        x0=max_context,
+        x1=max_context,
+        y0=0,
+        y1=1,
+        line=dict(color="#444444", dash="dot", width=1.5),
+    )
+    fig.add_annotation(
+        x=math.log10(max_context),
+        y=1.0,
+        xref="x",
+        yref="paper",
+        xanchor="right",
+        yanchor="bottom",
+        showarrow=False,
+        text=f"model max {max_context:,}",
+        font=dict(size=11, color="#444444"),
+    )
+    _log_axes(fig, "context length (tokens per sequence)", "max concurrent sequences")
+    _layout(fig, height, "capacity", title)
+    return fig
+
+
+MEMORY_COLORS = {
+    "weights": "#7F7F7F",
+    "KV cache": "#1F77B4",
+    "activations": "#FF7F0E",
+    "free": "#C7E9C0",
+    "over capacity": "#D62728",
+}
+
+
+def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> go.Figure:
+    """A stacked horizontal bar per device: weights / KV / activations / free, in GB per device."""
+    fig = go.Figure()
+    names = list(rows)
+    for part, color in MEMORY_COLORS.items():
+        values = [rows[n].get(part, 0.0) / 1e9 for n in names]
+        if not any(values):
+            continue
+        fig.add_trace(
+            go.Bar(
+                y=names,
+                x=values,
+                orientation="h",
+                name=part,
+                marker_color=color,
+                hovertemplate=f"%{{y}}<br>{part}: %{{x:,.1f}} GB<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="GB per device (10⁹ B)", gridcolor="#E5E5E5")
+    fig.update_yaxes(autorange="reversed")
+    _layout(fig, height, "memory")
+    fig.update_layout(legend=dict(y=-0.3, traceorder="normal"))
+    return fig
+
+
+def crossover_figure(
+    contexts: np.ndarray,
+    weight_bytes: np.ndarray,
+    kv_bytes: np.ndarray,
+    crossover: int | None,
+    batch: int,
+    height: int = 380,
+) -> go.Figure:
+    """Bytes a decode step reads: weights (flat) against KV cache (growing with context)."""
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=contexts,
+            y=np.asarray(weight_bytes) / 1e9,
+            name="weights read per step",
+            line=dict(color=MEMORY_COLORS["weights"], width=2.5),
+            hovertemplate="context %{x:,.0f}<br>weights %{y:,.2f} GB<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=contexts,
+            y=np.asarray(kv_bytes) / 1e9,
+            name=f"KV cache read per step (batch {batch})",
+            line=dict(color=MEMORY_COLORS["KV cache"], width=2.5),
+            hovertemplate="context %{x:,.0f}<br>KV cache %{y:,.2f} GB<extra></extra>",
+        )
+    )
+    if crossover is not None:
+        fig.add_shape(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=crossover,
+            x1=crossover,
+            y0=0,
+            y1=1,
+            line=dict(color=REGIME_COLORS["memory"], dash="dash"),
+        )
+        right_half = math.log10(crossover) > math.log10(float(np.max(contexts))) / 2
+        fig.add_annotation(
+            x=math.log10(crossover),
+            y=0.97,
+            xref="x",
+            yref="paper",
+            xanchor="right" if right_half else "left",
+            showarrow=False,
+            text=f"  KV reads overtake weights at {crossover:,} tokens  ",
+            font=dict(color=REGIME_COLORS["memory"]),
+        )
+    _log_axes(fig, "context length (tokens cached per sequence)", "GB read per decode step, per device")
+    _layout(fig, height, "crossover")
+    return fig

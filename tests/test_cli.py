@@ -193,3 +193,37 @@ def test_llm_errors_are_one_line(args, expected):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], out.stderr
+
+
+def test_kv_json():
+    out = run("kv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "8192", "--batch", "32", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["kv_bytes_per_token"] == 131_072
+    assert data["weights_bytes"] == 16_060_522_496
+    assert data["max_batch"] == 56
+    assert data["max_context"] == 14432
+    assert {"kv_budget_bytes", "curve"} <= set(data)
+    assert data["curve"][0] == {"context": 512, "max_batch": int(60_544_245_760 // (512 * 131_072))}
+
+
+def test_kv_model_that_does_not_fit_is_an_answer():
+    out = run("kv", "--model", "llama-3.1-405b", "--hardware", "h100-sxm")
+    assert out.returncode == 0
+    assert "weights alone need 811.7 GB" in out.stdout and "use TP >= 16" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["kv", "--model", "nope"], "unknown model 'nope'"),
+        (["kv", "--model", "llama-2-7b", "--memory-utilization", "0"], "expected a number in (0, 1], got '0'"),
+        (["kv", "--model", "llama-2-7b", "--memory-utilization", "1.2"], "expected a number in (0, 1], got '1.2'"),
+        (["kv", "--model", "llama-2-7b", "--context", "5000"], "exceeds llama-2-7b's maximum context of 4096"),
+    ],
+)
+def test_kv_errors_are_one_line(args, expected):
+    out = run(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], out.stderr

@@ -47,6 +47,9 @@ def test_app_navigation_keeps_widgets_across_reruns():
     at.switch_page("views/hardware_page.py").run()
     assert not at.exception
     assert len(at.get("plotly_chart")) == 2
+    for view, charts in (("views/llm_page.py", 3), ("views/kv_page.py", 4)):
+        at.switch_page(view).run()
+        assert not at.exception and len(at.get("plotly_chart")) == charts
 
 
 def test_roofline_defaults():
@@ -216,3 +219,52 @@ def test_llm_page_good_url_parameters_apply():
     assert not at.warning and not at.error
     assert "Mixtral 8x7B" in figure(at, 0)["layout"]["title"]["text"]
     assert len(at.dataframe) == 2  # device comparison and op table
+
+
+def test_kv_page_defaults():
+    at = page("views/kv_page.py")
+    assert not at.exception and not at.warning and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["KV per token"] == "131 KB"
+    assert metrics["Max batch at 8,192"] == "56"
+    assert len(at.get("plotly_chart")) == 4
+    names = trace_names(at, 0)
+    assert names == ["NVIDIA H100 SXM5 80GB", "NVIDIA H200 SXM 141GB", "AMD Instinct MI300X"]
+
+
+def test_kv_page_fp8_doubles_capacity_and_shows_variants():
+    at = page("views/kv_page.py")
+    at.selectbox(key="kvdtype").set_value("fp8").run()
+    assert {m.label: m.value for m in at.metric}["Max batch at 8,192"] == "112"
+    variants = trace_names(at, 3)
+    assert "KV fp8" in variants and "KV bf16" in variants
+    assert any(n.startswith("same model as MHA") for n in variants)
+
+
+def test_kv_page_model_that_does_not_fit():
+    at = page("views/kv_page.py", model="llama-3.1-405b", hw=["h100-sxm"])
+    assert not at.exception
+    assert any("use TP ≥ 16" in w.value for w in at.warning)
+
+
+def test_kv_page_context_above_the_maximum_is_clamped():
+    at = page("views/kv_page.py", model="llama-2-7b", context="100000")
+    assert not at.exception
+    assert any("exceeds Llama 2 7B's maximum of 4,096" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"model": "nope"}, "`model`: 'nope' is not allowed"),
+        ({"mem_util": "0"}, "`mem_util`: '0' is out of range"),
+        ({"block": "7"}, "`block`: '7' is not allowed"),
+        ({"batch": "-1"}, "`batch`: '-1' is out of range"),
+        ({"hw": ["zz"]}, "`hw`: unknown 'zz' ignored"),
+    ],
+)
+def test_kv_page_bad_url_parameters(params, expected):
+    at = page("views/kv_page.py", **params)
+    assert not at.exception
+    assert any(expected in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.get("plotly_chart")

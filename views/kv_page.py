@@ -1,0 +1,240 @@
+"""KV cache page: how many sequences fit against context length, and what the cache does to decode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard.data import hardware_db, model_db
+from dashboard.state import float_in, int_in, one_of, some_of, warn_bad_params
+from roofline.format import fmt_bytes
+from roofline.kvcache import (
+    DEFAULT_MAX_BATCHED_TOKENS,
+    KVConfig,
+    capacity_curves,
+    context_grid,
+    decode_read_bytes,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token_per_layer,
+    kv_crossover_context,
+    max_batch,
+    max_context,
+    memory_budget,
+    smallest_fitting_tp,
+)
+from roofline.llm import KV_DTYPES, WEIGHT_DTYPES, Precision
+from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
+
+TP_CHOICES = (1, 2, 4, 8, 16)
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+devices = hardware_db()
+models = model_db()
+device_ids, model_ids = list(devices), list(models)
+
+st.title("KV cache")
+st.caption(
+    "How many sequences fit at a context length, how long a context fits at a batch size, and when decode "
+    "starts reading more KV cache than weights. Capacity reads the vendor's 'GB' as GiB (an 80 GB H100 exposes "
+    "80 GiB), times the usable fraction; the cache gets what weights and the activation workspace leave."
+)
+
+warn_bad_params(
+    {
+        "model": one_of(model_ids),
+        "hw": some_of(device_ids),
+        "kvdtype": one_of(KV_DTYPES),
+        "wdtype": one_of(WEIGHT_DTYPES),
+        "tp": one_of([str(t) for t in TP_CHOICES]),
+        "mem_util": float_in(0.05, 1.0),
+        "block": one_of([str(b) for b in BLOCK_SIZES]),
+        "batch": int_in(1, 1 << 20),
+        "context": int_in(1, 1 << 21),
+        "mbt": int_in(1, 1 << 20),
+    }
+)
+
+with st.sidebar:
+    st.header("Model and devices")
+    model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
+    selected = st.multiselect(
+        "Devices",
+        device_ids,
+        default=["h100-sxm", "h200-sxm", "mi300x"],
+        key="hw",
+        bind="query-params",
+        help="One curve per device; the first is analysed in detail.",
+    )
+    kvdtype = st.selectbox(
+        "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
+    )
+    wdtype = st.selectbox(
+        "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
+    )
+    tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
+    st.header("Serving engine")
+    mem_util = st.slider("Usable memory fraction", 0.05, 1.0, 0.9, 0.01, key="mem_util", bind="query-params")
+    block = st.selectbox(
+        "Block size (tokens)",
+        BLOCK_SIZES,
+        index=BLOCK_SIZES.index(16),
+        key="block",
+        bind="query-params",
+        help="Paged attention allocates whole blocks; a partly filled last block is waste.",
+    )
+    mbt = st.number_input(
+        "Max batched tokens",
+        1,
+        1 << 20,
+        DEFAULT_MAX_BATCHED_TOKENS,
+        key="mbt",
+        bind="query-params",
+        help="Tokens in one forward pass; sizes the activation workspace.",
+    )
+    st.header("Operating point")
+    c1, c2 = st.columns(2)
+    batch = c1.number_input("Batch", 1, 1 << 20, 16, key="batch", bind="query-params")
+    context = c2.number_input("Context", 1, 1 << 21, 8192, key="context", bind="query-params")
+
+if not selected:
+    st.info("Pick at least one device in the sidebar.")
+    st.stop()
+
+model = models[model_id]
+if context > model.max_context:
+    st.warning(
+        f"Context {context:,} exceeds {model.name}'s maximum of {model.max_context:,}; using {model.max_context:,}."
+    )
+    context = model.max_context
+try:
+    cfg = KVConfig(model, Precision(weight=wdtype, kv=kvdtype), int(tp), mem_util, int(block), int(mbt))
+except ValueError as exc:
+    st.error(f"Cannot analyse this configuration: {exc}")
+    st.stop()
+
+hws = [devices[h] for h in selected]
+budgets = {hw.name: memory_budget(cfg, hw) for hw in hws}
+per_seq = float(kv_bytes_per_sequence(cfg, context))
+unpaged = float(kv_bytes_per_sequence(cfg, context, paged=False))
+primary = hws[0]
+b0 = budgets[primary.name]
+crossover = kv_crossover_context(cfg, int(batch))
+
+per_token = cfg.model.num_layers * kv_bytes_per_token_per_layer(model, cfg.precision, int(tp))
+cols = st.columns(3) + st.columns(3)
+cols[0].metric(
+    "KV per token",
+    fmt_bytes(per_token),
+    help=f"{model.attention_kind}, all layers, per device at TP={tp}, before any sliding-window cap",
+)
+cols[1].metric(
+    f"KV per sequence at {context:,}",
+    fmt_bytes(per_seq),
+    help="paged: whole blocks; sliding-window layers hold at most the window",
+)
+cols[2].metric(f"KV budget ({primary.id})", fmt_bytes(b0["kv_budget_bytes"]))
+cols[3].metric(f"Max batch at {context:,}", f"{int(max_batch(b0['kv_budget_bytes'], per_seq)):,}")
+cols[4].metric(f"Max context at batch {batch}", f"{max_context(cfg, b0['kv_budget_bytes'], int(batch)):,}")
+cols[5].metric(
+    "KV overtakes weights",
+    f"{crossover:,} tokens" if crossover else "never",
+    help=f"the context at which a decode step at batch {batch} reads more KV cache than weights",
+)
+
+for hw in hws:
+    b = budgets[hw.name]
+    if b["capacity_bytes"] - b["weights_bytes"] - b["workspace_bytes"] <= 0:
+        tp_needed = smallest_fitting_tp(model, cfg.precision, hw, mem_util, int(mbt), int(block))
+        advice = f"use TP ≥ {tp_needed}" if tp_needed else "no TP degree up to 64 is enough"
+        st.warning(
+            f"{model.name} does not fit on {hw.name} at TP={tp}: weights alone need "
+            f"{fmt_bytes(b['weights_bytes'])} per device of {fmt_bytes(b['capacity_bytes'])} usable; {advice}."
+        )
+
+contexts = context_grid(model)
+curves = capacity_curves(cfg, hws, contexts)
+no_fit = {hw.name: (max_context(cfg, budgets[hw.name]["kv_budget_bytes"], 1) or 1) for hw in hws}
+st.plotly_chart(
+    capacity_figure(
+        contexts,
+        {hw.name: curves["max_batch"][i] for i, hw in enumerate(hws)},
+        model.max_context,
+        no_fit,
+        title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp})",
+    ),
+    width="stretch",
+    theme=None,
+    key="capacity_chart",
+)
+
+st.subheader(f"Memory at batch {batch}, context {context:,}")
+rows = {}
+for hw in hws:
+    b = budgets[hw.name]
+    kv = batch * per_seq
+    used = b["weights_bytes"] + kv + b["workspace_bytes"]
+    rows[hw.name] = {
+        "weights": b["weights_bytes"],
+        "KV cache": kv,
+        "activations": b["workspace_bytes"],
+        "free": max(0.0, b["capacity_bytes"] - used),
+        "over capacity": 0.0,
+    }
+    if used > b["capacity_bytes"]:
+        rows[hw.name]["KV cache"] = max(0.0, b["capacity_bytes"] - b["weights_bytes"] - b["workspace_bytes"])
+        rows[hw.name]["over capacity"] = used - b["capacity_bytes"]
+st.plotly_chart(memory_bar_figure(rows), width="stretch", theme=None, key="memory_bar")
+st.caption(
+    f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(per_seq - unpaged)} is the partly "
+    f"filled last block ({block}-token blocks). Red is what does not fit."
+)
+
+st.subheader("When decode becomes KV-bound")
+cross_ctx = np.unique(np.round(np.geomspace(1, model.max_context - 1, 96)).astype(int))
+weights_read, kv_read = decode_read_bytes(cfg, int(batch), cross_ctx)
+st.plotly_chart(
+    crossover_figure(cross_ctx, weights_read, kv_read, crossover, int(batch)),
+    width="stretch",
+    theme=None,
+    key="crossover_chart",
+)
+st.caption(
+    "A decode step reads every weight once however large the batch, but each sequence's cache on its "
+    "own: past the crossover, more bandwidth or a smaller KV (fp8, fewer KV heads) speeds decode more "
+    "than smaller weights."
+)
+
+st.subheader(f"KV quantization and GQA on {primary.name}")
+variants: dict[str, np.ndarray] = {}
+dashes: dict[str, str] = {}
+for dtype in dict.fromkeys([kvdtype, "bf16", "fp8", "int4"]):
+    v_cfg = KVConfig(model, Precision(weight=wdtype, kv=dtype), int(tp), mem_util, int(block), int(mbt))
+    variants[f"KV {dtype}"] = capacity_curves(v_cfg, [primary], contexts)["max_batch"][0]
+if model.attention_kind in ("GQA", "MQA"):
+    mha = model.model_copy(update={"num_kv_heads": model.num_heads})
+    m_cfg = KVConfig(mha, Precision(weight=wdtype, kv=kvdtype), int(tp), mem_util, int(block), int(mbt))
+    name = f"same model as MHA ({model.num_heads} KV heads, KV {kvdtype})"
+    variants[name] = capacity_curves(m_cfg, [primary], contexts)["max_batch"][0]
+    dashes[name] = "dash"
+st.plotly_chart(
+    capacity_figure(contexts, variants, model.max_context, dashes=dashes, height=440),
+    width="stretch",
+    theme=None,
+    key="variants_chart",
+)
+st.caption(
+    f"{model.name} has {model.num_kv_heads} KV heads for {model.num_heads} query heads ({model.attention_kind})"
+    + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
+)
+
+frame = pd.DataFrame(
+    {"context": contexts, **{f"max batch · {hw.id}": curves["max_batch"][i] for i, hw in enumerate(hws)}}
+)
+st.dataframe(frame, hide_index=True, width="stretch", height=240)
+st.download_button(
+    "Download the curves (CSV)",
+    data=frame.to_csv(index=False),
+    file_name=f"{model_id}_kv.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
