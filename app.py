@@ -10,6 +10,7 @@ pages = [
     ),
     st.Page("views/llm_page.py", title="LLM inference", icon=":material/bolt:", url_path="llm"),
     st.Page("views/kv_page.py", title="KV cache", icon=":material/database:", url_path="kv"),
+    st.Page("views/measure_page.py", title="Measure", icon=":material/speed:", url_path="measure"),
     st.Page("views/hardware_page.py", title="Hardware", icon=":material/memory:", url_path="hardware"),
 ]
 st.navigation(pages).run()

@@ -180,11 +180,21 @@ def cmd_model_show(args: argparse.Namespace) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    link, latency = None, 10e-6
+    if args.collectives:
+        from roofline.measure.schema import load_results
+
+        measured = load_results(args.collectives)
+        if measured.collectives is None:
+            raise CliError(f"{args.collectives}: has no all-reduce measurements (run roofline.measure.collectives)")
+        link, latency = measured.collectives.link_bandwidth_bytes_per_s, measured.collectives.latency_s
     return Settings(
         launch_overhead_s=args.launch_overhead_us * 1e-6,
         graph_launch_overhead_s=args.graph_launch_overhead_us * 1e-6,
         cuda_graphs=args.cuda_graphs,
         memory_utilization=args.memory_utilization,
+        link_bandwidth_bytes_per_s=link,
+        collective_latency_s=latency,
     )
 
 
@@ -310,6 +320,49 @@ def cmd_kv(args: argparse.Namespace) -> None:
     _emit(args, data, text)
 
 
+def cmd_measure(args: argparse.Namespace) -> None:
+    try:
+        from roofline.measure.suite import run_suite  # torch is imported here, not before
+    except ImportError as exc:
+        raise CliError(f"measuring needs PyTorch ({exc}); install it with: pip install torch==2.13.0") from None
+    from roofline.measure.schema import save_results
+
+    def progress(fraction: float, message: str) -> None:
+        if not args.json:
+            print(f"[{fraction * 100:3.0f}%] {message}", file=sys.stderr)
+
+    results = run_suite(device=args.device, quick=args.quick, model_id=args.model, progress=progress)
+    if args.out:
+        save_results(results, args.out)
+    if args.json:
+        print(results.to_json())
+        return
+    c = results.ceilings
+    lines = [
+        f"{results.device.name} ({results.device.kind}, torch {results.device.torch_version}, {results.device.date})",
+        f"  copy bandwidth {c.memory_bandwidth_tbps * 1e3:,.1f} GB/s, read {c.read_bandwidth_tbps * 1e3:,.1f} GB/s",
+        "  peak: " + ", ".join(f"{d} {v:,.2f} TFLOP/s" for d, v in c.peak_tflops.items()),
+        f"  launch overhead {c.launch_overhead_s * 1e6:.2f} µs"
+        + (f", from a CUDA graph {c.graph_launch_overhead_s * 1e6:.2f} µs" if c.graph_launch_overhead_s else ""),
+    ]
+    rows = [
+        [
+            op.name,
+            fmt_seconds(op.time_s),
+            fmt_seconds(op.predicted_time_s),
+            f"{op.ratio:.2f}",
+            f"{op.achieved_tflops:,.2f}",
+            f"{op.achieved_tbps * 1e3:,.1f}",
+            fmt_seconds(op.predicted_datasheet_time_s) if op.predicted_datasheet_time_s else "n/a",
+        ]
+        for op in results.ops
+    ]
+    lines.append(table(["op", "measured", "predicted", "ratio", "TFLOP/s", "GB/s", "datasheet prediction"], rows))
+    if args.out:
+        lines.append(f"wrote {args.out}")
+    print("\n".join(lines))
+
+
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--hardware", default="h100-sxm")
@@ -333,6 +386,12 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
         help="usable fraction of device memory (default %(default)g)",
     )
     parser.add_argument("--model-dir", default=None, help="a folder of your own model TOML files")
+    parser.add_argument(
+        "--collectives",
+        default=None,
+        metavar="FILE",
+        help="a measured all-reduce results file: its bus bandwidth and latency replace the datasheet link",
+    )
     add_overhead(parser)
     add_common(parser)
 
@@ -417,6 +476,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_llm_options(p)
     p.set_defaults(func=cmd_request)
 
+    p = sub.add_parser("measure", help="measure ceilings and kernels on the local device (needs torch)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda if present, else cpu")
+    p.add_argument("--quick", action="store_true", help="a run of seconds instead of the full suite")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the decoder layer's model shapes (default llama-3.1-8b on GPUs, llama-3.2-1b on CPUs)",
+    )
+    p.add_argument("--out", default=None, help="write the results file (JSON) here")
+    p.add_argument("--json", action="store_true", help="print the results file")
+    p.set_defaults(func=cmd_measure)
+
     p = sub.add_parser("kv", help="KV-cache capacity: sequences that fit against context length")
     p.add_argument("--model", required=True)
     p.add_argument("--hardware", default="h100-sxm")
@@ -452,7 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, DataError, CliError) as exc:
+    except (ValueError, DataError, CliError) as exc:  # ResultsError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

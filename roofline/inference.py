@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,10 +31,15 @@ class Settings:
     cuda_graphs: bool = False
     collective_latency_s: float = 10e-6
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    # A measured all-reduce (roofline.measure.collectives) replaces the datasheet link figure.
+    link_bandwidth_bytes_per_s: float | None = None
 
     def ceilings(self, hw: Hardware) -> Ceilings:
         launch = self.graph_launch_overhead_s if self.cuda_graphs else self.launch_overhead_s
-        return Ceilings.from_hardware(hw, launch_overhead_s=launch, collective_latency_s=self.collective_latency_s)
+        ceilings = Ceilings.from_hardware(hw, launch_overhead_s=launch, collective_latency_s=self.collective_latency_s)
+        if self.link_bandwidth_bytes_per_s:
+            ceilings = replace(ceilings, link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s)
+        return ceilings
 
 
 DEFAULT_SETTINGS = Settings()

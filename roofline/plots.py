@@ -82,6 +82,11 @@ def point_hover(
     return "<br>".join(lines)
 
 
+def _sig(value: float) -> str:
+    """Four significant figures, without scientific notation for the usual range."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
+
+
 def _x_range(ceilings: Sequence[tuple[Ceilings, str]], series: Sequence[PointSeries]) -> tuple[float, float]:
     lo, hi = 0.1, 10.0
     for c, dtype in ceilings:
@@ -115,7 +120,7 @@ def roofline_figure(
         xs = np.array([x_lo, ridge, x_hi])
         ys = np.minimum(peak, bw * xs) / 1e12
         y_values.extend(ys.tolist())
-        label = f"{c.name} · {dtype} ({peak / 1e12:,.0f} TFLOP/s, {bw / 1e12:.2f} TB/s)"
+        label = f"{c.name} · {dtype} ({_sig(peak / 1e12)} TFLOP/s, {_sig(bw / 1e12)} TB/s)"
         if c.source != "datasheet":
             label += f" [{c.source}]"
         fig.add_trace(

@@ -268,3 +268,54 @@ def test_kv_page_bad_url_parameters(params, expected):
     assert not at.exception
     assert any(expected in w.value for w in at.warning), [w.value for w in at.warning]
     assert at.get("plotly_chart")
+
+
+def test_measure_page_without_a_gpu_says_so():
+    at = page("views/measure_page.py")
+    assert not at.exception
+    assert any("No CUDA device here" in i.value for i in at.info)
+
+
+def test_measure_page_runs_the_quick_suite():
+    at = page("views/measure_page.py")
+    at.button[0].click().run(timeout=300)
+    assert not at.exception and not at.error
+    assert len(at.get("plotly_chart")) == 1
+    names = trace_names(at)
+    assert "measured ops" in names and any("[measured]" in n for n in names)
+    assert len(at.dataframe) == 2  # ceilings and ops
+
+
+def test_measure_page_shows_an_uploaded_collectives_file():
+    from roofline.measure.schema import CollectivePoint, Collectives, DeviceInfo, Results
+
+    results = Results(
+        mode="collectives",
+        device=DeviceInfo(name="CPU", kind="cpu", torch_version="2", date="2026"),
+        collectives=Collectives(
+            backend="gloo",
+            world_size=2,
+            points=[CollectivePoint(message_bytes=4096, time_s=1e-4, bus_bandwidth_gbps=0.04)],
+        ),
+    )
+    at = AppTest.from_file(str(ROOT / "views/measure_page.py"), default_timeout=TIMEOUT)
+    at.session_state["measure_results_json"] = results.to_json()
+    at.run()
+    assert not at.exception
+    assert any("All-reduce over 2 ranks" in h.value for h in at.subheader)
+
+
+def test_measure_page_without_torch(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    at = page("views/measure_page.py")
+    assert not at.exception
+    assert any("PyTorch is not installed" in i.value for i in at.info)
+
+
+def test_measure_page_bad_url_parameter():
+    at = page("views/measure_page.py", mode="slow")
+    assert not at.exception
+    assert any("`mode`: 'slow' is not allowed" in w.value for w in at.warning)

@@ -25,6 +25,7 @@ from roofline.llm import (
     usable_memory_bytes,
     weight_bytes_per_device,
 )
+from roofline.measure.schema import ResultsError, parse_results
 from roofline.plots import (
     DEVICE_COLORS,
     op_table_series,
@@ -136,13 +137,41 @@ with st.sidebar:
         "'GB' as GiB (an 80 GB H100 exposes 80 GiB).",
     )
 
+    measured_file = st.file_uploader(
+        "Measured all-reduce (optional)",
+        type=["json"],
+        key="collectives_file",
+        help="A results file from `torchrun -m roofline.measure.collectives`: its bus bandwidth and latency "
+        "replace the datasheet link.",
+    )
+
 if not selected:
     st.info("Pick at least one device in the sidebar.")
     st.stop()
 
 model = models[model_id]
 hw = devices[selected[0]]
-settings = Settings(launch_overhead_s=launch_us * 1e-6, cuda_graphs=graphs, memory_utilization=mem_util)
+link_override, latency = None, 10e-6
+if measured_file is not None:
+    try:
+        coll = parse_results(measured_file.getvalue(), measured_file.name).collectives
+        if coll is None:
+            raise ResultsError(f"{measured_file.name}: has no all-reduce measurements")
+    except ResultsError as exc:
+        st.error(f"Measured all-reduce not used: {exc}")
+    else:
+        link_override, latency = coll.link_bandwidth_bytes_per_s, coll.latency_s
+        st.info(
+            f"Communication ceiling from the measured all-reduce ({coll.backend}, {coll.world_size} ranks): "
+            f"{link_override / 1e9:,.1f} GB/s, {fmt_seconds(latency)} per collective."
+        )
+settings = Settings(
+    launch_overhead_s=launch_us * 1e-6,
+    cuda_graphs=graphs,
+    memory_utilization=mem_util,
+    link_bandwidth_bytes_per_s=link_override,
+    collective_latency_s=latency,
+)
 mid_context = int(prompt + max(0, output - 2) // 2)
 try:
     precision = Precision(weight=wdtype, act=adtype, kv=kvdtype)

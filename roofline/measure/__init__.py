@@ -1,0 +1,1 @@
+"""Measurements on the local device. Only the modules that measure import torch; the schema does not."""
