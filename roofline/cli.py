@@ -363,6 +363,50 @@ def cmd_measure(args: argparse.Namespace) -> None:
     print("\n".join(lines))
 
 
+def cmd_advise(args: argparse.Namespace) -> None:
+    from roofline.advisor import OBJECTIVES, Workload, advise
+
+    if args.objective not in OBJECTIVES:
+        raise CliError(f"--objective: {args.objective!r} is not allowed; allowed: {', '.join(OBJECTIVES)}")
+    model = get_model(args.model, args.model_dir)
+    precision = Precision(weight=args.weight_dtype, act=args.act_dtype, kv=args.kv_dtype)
+    workload = Workload(
+        model, args.phase, args.batch, args.seq_len, args.output_len, precision, args.tp, args.attention
+    )
+    devices = list(load_hardware(args.hardware_dir).values())
+    target = get_hardware(args.hardware, args.hardware_dir)
+    data = advise(workload, devices, target, args.objective, settings_from_args(args))
+
+    def text() -> str:
+        rows = [
+            [
+                r["rank"] or "-",
+                r["hardware"],
+                fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+                f"{r['tokens_per_s']:,.0f}" if r["tokens_per_s"] else "n/a",
+                r["bound"] or "-",
+                "yes" if r["fits"] else f"no: {r['why_not']}",
+            ]
+            for r in data["ranking"]
+        ]
+        lines = [
+            f"{model.name} {args.phase}, batch {args.batch}, seq {args.seq_len}, TP={args.tp}; "
+            f"ranked by {args.objective}",
+            table(["#", "hardware", "time", "tokens/s", "bound", "fits"], rows),
+            "",
+        ]
+        if not data["fits_anywhere"]:
+            lines.append("It fits on no device at this TP degree; the 'fits' column gives the TP that would.")
+        lines += data["diagnosis"]["summary"]
+        lines.append(
+            "speed-up from 2x of each resource alone: "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in data["sensitivity"].items())
+        )
+        return "\n".join(lines)
+
+    _emit(args, data, text)
+
+
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--hardware", default="h100-sxm")
@@ -475,6 +519,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-len", type=positive_int, required=True)
     add_llm_options(p)
     p.set_defaults(func=cmd_request)
+
+    p = sub.add_parser("advise", help="rank every device for a workload, diagnose it, and evaluate the levers")
+    p.add_argument("--phase", required=True, choices=("prefill", "decode", "request"))
+    p.add_argument(
+        "--seq-len",
+        type=positive_int,
+        required=True,
+        help="prompt length (prefill, request) or tokens already cached (decode)",
+    )
+    p.add_argument("--output-len", type=positive_int, default=128, help="generated tokens (request)")
+    p.add_argument("--objective", default="latency", help="latency, throughput or per-watt")
+    add_llm_options(p)
+    p.set_defaults(func=cmd_advise)
 
     p = sub.add_parser("measure", help="measure ceilings and kernels on the local device (needs torch)")
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda if present, else cpu")

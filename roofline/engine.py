@@ -302,3 +302,50 @@ def evaluate(ops: Sequence[Op] | Iterable[Op], ceilings: Ceilings) -> OpTable:
         time_s=per_op_time * count,
         regime_index=regime,
     )
+
+
+def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> tuple[np.ndarray, np.ndarray]:
+    """One step's time on many devices at once.
+
+    Returns (step time with shape (devices, *sweep shape), time per regime with shape
+    (4, devices, *sweep shape)). A device that lacks an op's dtype, or has no link figure for
+    a communication op, gets NaN: the step cannot run there as configured.
+    """
+    ops = tuple(ops)
+    names = ("flops", "weight_bytes", "act_bytes", "kv_bytes", "comm_bytes", "collectives", "launches")
+    shape = np.broadcast_shapes(*(np.shape(getattr(op, n)) for op in ops for n in names))
+    extra = (1,) * len(shape)
+
+    def stacked(name: str) -> np.ndarray:
+        return np.stack([np.broadcast_to(np.asarray(getattr(op, name), float), shape) for op in ops])[None]
+
+    def peak(c: Ceilings, dtype: str) -> float:
+        return c.peak(dtype) if dtype == "vector" or dtype in c.peak_flops_per_s else np.nan
+
+    peaks = np.array([[peak(c, op.dtype) for op in ops] for c in ceilings]).reshape(len(ceilings), len(ops), *extra)
+    per_device = (len(ceilings), 1, *extra)
+
+    def column(values: list[float | None]) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], float).reshape(per_device)
+
+    comm = stacked("comm_bytes")
+    link = column([c.link_bandwidth_bytes_per_s for c in ceilings])
+    with np.errstate(invalid="ignore"):
+        terms = time_terms(
+            stacked("flops"),
+            stacked("weight_bytes") + stacked("act_bytes") + stacked("kv_bytes"),
+            peaks,
+            column([c.memory_bandwidth_bytes_per_s for c in ceilings]),
+            launches=stacked("launches"),
+            launch_overhead_s=column([c.launch_overhead_s for c in ceilings]),
+        )
+        # Communication: NaN where a collective meets a device without a link figure.
+        comm_s = np.where(comm > 0, comm / link, 0.0) + stacked("collectives") * column(
+            [c.collective_latency_s for c in ceilings]
+        )
+    terms[2] = comm_s
+    count = np.array([op.count for op in ops], float).reshape(1, len(ops), *extra)
+    op_time = terms.max(axis=0) * count  # NaN propagates
+    regime = np.nanargmax(np.where(np.isnan(terms), -np.inf, terms), axis=0)
+    by_regime = np.stack([np.where(regime == i, op_time, 0.0).sum(axis=1) for i in range(len(REGIMES))])
+    return op_time.sum(axis=1), by_regime

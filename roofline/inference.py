@@ -33,13 +33,23 @@ class Settings:
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     # A measured all-reduce (roofline.measure.collectives) replaces the datasheet link figure.
     link_bandwidth_bytes_per_s: float | None = None
+    # What-if multipliers of the device's resources (1 = the datasheet).
+    compute_scale: float = 1.0
+    memory_scale: float = 1.0
+    link_scale: float = 1.0
+    capacity_scale: float = 1.0
 
     def ceilings(self, hw: Hardware) -> Ceilings:
         launch = self.graph_launch_overhead_s if self.cuda_graphs else self.launch_overhead_s
         ceilings = Ceilings.from_hardware(hw, launch_overhead_s=launch, collective_latency_s=self.collective_latency_s)
         if self.link_bandwidth_bytes_per_s:
             ceilings = replace(ceilings, link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s)
+        if (self.compute_scale, self.memory_scale, self.link_scale) != (1.0, 1.0, 1.0):
+            ceilings = ceilings.scaled(self.compute_scale, self.memory_scale, self.link_scale)
         return ceilings
+
+    def capacity_bytes(self, hw: Hardware) -> float:
+        return usable_memory_bytes(hw.memory_gb, self.memory_utilization) * self.capacity_scale
 
 
 DEFAULT_SETTINGS = Settings()
@@ -53,7 +63,7 @@ def memory_report(step: StepConfig, table: OpTable, hw: Hardware, settings: Sett
     # The largest single op's activations (inputs + outputs, the score matrix of a naive kernel).
     per_occurrence = table.act_bytes / table.count
     activations = float(per_occurrence.max())
-    capacity = usable_memory_bytes(hw.memory_gb, settings.memory_utilization)
+    capacity = settings.capacity_bytes(hw)
     total = weights + kv + activations
     return {
         "weights_bytes": weights,
