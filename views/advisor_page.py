@@ -1,0 +1,256 @@
+"""Which hardware? Rank every device for one workload, diagnose what binds, and try what-if roofs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard.data import hardware_db, model_db
+from dashboard.share import share_panel
+from dashboard.state import float_in, int_in, one_of, warn_bad_params
+from roofline.advisor import OBJECTIVES, PHASES, Workload, advise, ops_on, workload_time
+from roofline.engine import REGIME_LABELS
+from roofline.format import fmt_seconds
+from roofline.inference import Settings
+from roofline.llm import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES, Precision
+from roofline.plots import DEVICE_COLORS, FONT, REGIME_COLORS, op_table_series, roofline_figure
+
+TP_CHOICES = (1, 2, 4, 8, 16)
+SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+devices = hardware_db()
+models = model_db()
+device_ids, model_ids = list(devices), list(models)
+
+st.title("Which hardware?")
+st.caption(
+    "Every accelerator in the database on one workload, ranked; what binds it and which change would "
+    "help, each change evaluated; and what-if roofs for the device you have."
+)
+
+warn_bad_params(
+    {
+        "model": one_of(model_ids),
+        "phase": one_of(PHASES),
+        "batch": int_in(1, 65536),
+        "seq": int_in(1, 1 << 21),
+        "output": int_in(1, 1 << 20),
+        "wdtype": one_of(WEIGHT_DTYPES),
+        "adtype": one_of(ACT_DTYPES),
+        "kvdtype": one_of(KV_DTYPES),
+        "tp": one_of([str(t) for t in TP_CHOICES]),
+        "objective": one_of(OBJECTIVES),
+        "device": one_of(device_ids),
+        **{k: one_of([str(s) for s in SCALES]) for k in ("x_compute", "x_memory", "x_capacity", "x_link")},
+        "mem_util": float_in(0.05, 1.0),
+    }
+)
+
+with st.sidebar:
+    st.header("Workload")
+    model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
+    phase = st.radio("Phase", PHASES, index=PHASES.index("decode"), horizontal=True, key="phase", bind="query-params")
+    c1, c2, c3 = st.columns(3)
+    batch = c1.number_input("Batch", 1, 65536, 1, key="batch", bind="query-params")
+    seq = c2.number_input("Prompt / context", 1, 1 << 21, 1024, key="seq", bind="query-params")
+    output = c3.number_input(
+        "Output", 1, 1 << 20, 128, key="output", bind="query-params", help="Generated tokens, for the request phase."
+    )
+    wdtype = st.selectbox(
+        "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
+    )
+    adtype = st.selectbox(
+        "Compute dtype", ACT_DTYPES, index=ACT_DTYPES.index("bf16"), key="adtype", bind="query-params"
+    )
+    kvdtype = st.selectbox(
+        "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
+    )
+    tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
+    mem_util = st.slider("Usable memory fraction", 0.05, 1.0, 0.9, 0.01, key="mem_util", bind="query-params")
+    objective = st.radio(
+        "Rank by",
+        OBJECTIVES,
+        horizontal=True,
+        key="objective",
+        bind="query-params",
+        help="latency: time of the workload; throughput: tokens/s per device; per-watt: "
+        "tokens/s per device per TDP watt.",
+    )
+    st.header("What-if")
+    target_id = st.selectbox(
+        "Your device", device_ids, index=device_ids.index("h100-sxm"), key="device", bind="query-params"
+    )
+    x_compute = st.select_slider("Peak FLOPS ×", SCALES, value=1.0, key="x_compute", bind="query-params")
+    x_memory = st.select_slider("Memory bandwidth ×", SCALES, value=1.0, key="x_memory", bind="query-params")
+    x_capacity = st.select_slider("Memory capacity ×", SCALES, value=1.0, key="x_capacity", bind="query-params")
+    x_link = st.select_slider("Link bandwidth ×", SCALES, value=1.0, key="x_link", bind="query-params")
+
+model = models[model_id]
+target = devices[target_id]
+settings = Settings(memory_utilization=mem_util)
+try:
+    workload = Workload(
+        model, phase, int(batch), int(seq), int(output), Precision(weight=wdtype, act=adtype, kv=kvdtype), int(tp)
+    )
+    target.peak_flops_per_s(adtype)
+    result = advise(workload, list(devices.values()), target, objective, settings)
+except ValueError as exc:
+    st.error(f"Cannot analyse this workload: {exc}")
+    st.stop()
+
+ranking = result["ranking"]
+if not result["fits_anywhere"]:
+    st.warning(
+        f"{model.name} fits on no device at TP={tp} for this workload. The table says which TP degree would "
+        "make each one fit."
+    )
+
+metric = {
+    "latency": ("time_s", "time (ms)", 1e3),
+    "throughput": ("tokens_per_s_per_device", "tokens/s per device", 1),
+    "per-watt": ("tokens_per_s_per_watt", "tokens/s per device per W", 1),
+}[objective]
+shown = [r for r in ranking if r[metric[0]] is not None]
+colors = [REGIME_COLORS[r["bound"]] if r["fits"] else "#CCCCCC" for r in shown]
+fig = go.Figure(
+    go.Bar(
+        x=[r[metric[0]] * metric[2] for r in shown],
+        y=[r["name"] for r in shown],
+        orientation="h",
+        marker_color=colors,
+        text=[("" if r["fits"] else "does not fit") for r in shown],
+        textposition="auto",
+        customdata=[[REGIME_LABELS[r["bound"]], r["why_not"] or "fits"] for r in shown],
+        hovertemplate="<b>%{y}</b><br>%{x:,.3g} "
+        + metric[1]
+        + "<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+    )
+)
+fig.update_yaxes(autorange="reversed")
+fig.update_xaxes(title=metric[1], gridcolor="#E5E5E5")
+fig.update_layout(
+    template="plotly_white",
+    font=FONT,
+    height=640,
+    paper_bgcolor="white",
+    plot_bgcolor="white",
+    uirevision="ranking",
+    margin=dict(l=10, r=20, t=40, b=40),
+    title=dict(
+        text=f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
+        x=0.01,
+        font=dict(size=16),
+    ),
+)
+st.plotly_chart(fig, width="stretch", theme=None, key="ranking_chart")
+table = pd.DataFrame(
+    [
+        {
+            "#": r["rank"],
+            "device": r["name"],
+            "time": fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            "tokens/s": round(r["tokens_per_s"], 1) if r["tokens_per_s"] else None,
+            "tokens/s/W": round(r["tokens_per_s_per_watt"], 3) if r["tokens_per_s_per_watt"] else None,
+            "regime": REGIME_LABELS[r["bound"]] if r["bound"] else "n/a",
+            "fits": r["fits"],
+            "smallest TP that fits": r["smallest_tp"],
+            "why not": r["why_not"] or "",
+        }
+        for r in ranking
+    ]
+)
+st.dataframe(table, hide_index=True, width="stretch")
+
+st.subheader(f"Diagnosis on {target.name}")
+diagnosis = result["diagnosis"]
+st.markdown("\n".join(f"- {line}" for line in diagnosis["summary"]))
+levers = pd.DataFrame(
+    [
+        {
+            "lever": lv["name"],
+            "time": fmt_seconds(lv["time_s"]),
+            "speed-up": round(diagnosis["time_s"] / lv["time_s"], 2),
+            "tokens/s": round(lv["tokens_per_s"], 1),
+            "regime after": REGIME_LABELS[lv["bound"]],
+            "fits": lv["fits"],
+        }
+        for lv in diagnosis["levers"]
+    ]
+)
+st.dataframe(levers, hide_index=True, width="stretch")
+sensitivity = pd.DataFrame(
+    [{"resource doubled": k.replace("_", " "), "speed-up": round(v, 3)} for k, v in result["sensitivity"].items()]
+)
+st.markdown("**Sensitivity**: the speed-up from 2× of each resource alone; the largest is the binding one.")
+st.dataframe(sensitivity, hide_index=True)
+
+st.subheader("What-if")
+scaled = Settings(
+    memory_utilization=mem_util,
+    compute_scale=x_compute,
+    memory_scale=x_memory,
+    capacity_scale=x_capacity,
+    link_scale=x_link,
+)
+base_time = workload_time(workload, target, settings)
+new_time = workload_time(workload, target, scaled)
+cols = st.columns(3)
+cols[0].metric(
+    "Time",
+    fmt_seconds(new_time["time_s"]),
+    f"{base_time['time_s'] / new_time['time_s']:.2f}× vs the datasheet",
+    delta_color="off",
+)
+cols[1].metric(
+    "Regime",
+    REGIME_LABELS[new_time["bound"]].replace("-bound", ""),
+    f"was {REGIME_LABELS[base_time['bound']].replace('-bound', '')}",
+    delta_color="off",
+)
+cols[2].metric(
+    "Memory",
+    "fits" if new_time["fits"] else "does not fit",
+    "was " + ("fits" if base_time["fits"] else "does not fit"),
+    delta_color="off",
+)
+base_ceilings, new_ceilings = settings.ceilings(target), scaled.ceilings(target)
+new_ceilings = type(new_ceilings)(**{**new_ceilings.__dict__, "name": f"{target.name} what-if", "source": "what-if"})
+table_new = ops_on(workload, new_ceilings)
+what_if_fig = roofline_figure(
+    [(base_ceilings, workload.precision.act), (new_ceilings, workload.precision.act)],
+    [op_table_series(table_new, f"{phase} (what-if)", "diamond", table_new.total_time_s)],
+    title=f"{target.name}: datasheet roof and the what-if roof, with the workload's ops",
+    height=520,
+)
+st.plotly_chart(what_if_fig, width="stretch", theme=None, key="what_if_chart")
+
+st.subheader("The top devices' roofs with this workload")
+top = [devices[r["hardware"]] for r in ranking if r["fits"]][:3]
+overlay = None
+if top:
+    top_ceilings = [settings.ceilings(hw) for hw in top]
+    ops_table = ops_on(workload, top_ceilings[0])
+    overlay = roofline_figure(
+        [(c, workload.precision.act) for c in top_ceilings],
+        [op_table_series(ops_table, f"{phase} on {top[0].name}", "circle", ops_table.total_time_s)],
+        height=520,
+    )
+    st.plotly_chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
+    st.caption(
+        "Roofs in rank order: "
+        + ", ".join(f"{hw.name} ({DEVICE_COLORS[i]})" for i, hw in enumerate(top))
+        + ". Ops placed on the first."
+    )
+
+share_panel(
+    "Which hardware",
+    [
+        ("Ranking", fig),
+        ("", table),
+        ("Diagnosis", " ".join(diagnosis["summary"])),
+        ("Levers", levers),
+        ("Sensitivity", sensitivity),
+        ("What-if", what_if_fig),
+    ]
+    + ([("Top devices", overlay)] if overlay else []),
+)
