@@ -31,3 +31,18 @@ def share_panel(title: str, sections: Sequence[Section]) -> None:
         on_click="ignore",
         help="Figures and tables with plotly.js inline: opens with no network.",
     )
+
+
+class Report:
+    """Collects what a page shows, so its share panel can export exactly that."""
+
+    def __init__(self) -> None:
+        self.sections: list[Section] = []
+
+    def chart(self, fig, heading: str = "", **kwargs) -> None:
+        st.plotly_chart(fig, **kwargs)
+        self.sections.append((heading, fig))
+
+    def table(self, frame, heading: str = "", **kwargs) -> None:
+        st.dataframe(frame, **kwargs)
+        self.sections.append((heading, frame))

@@ -47,3 +47,17 @@ def test_shared_url_with_several_devices(app_url, browser):
     names = _chart_state(page)
     assert "AMD Instinct MI300X · fp8" in names and "NVIDIA H100 SXM5 80GB · bf16" in names
     page.close()
+
+
+def test_a_shared_advisor_url_restores_the_same_state(app_url, browser):
+    shared = app_url + "/advisor?model=mixtral-8x7b&phase=prefill&batch=4&seq=2048&objective=throughput"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(shared)
+    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    title = page.evaluate("() => document.querySelector('.js-plotly-plot').layout.title.text")
+    assert "Mixtral 8x7B prefill: ranked by throughput" in title
+    # The page's own share link carries the same parameters.
+    code = page.locator('[data-testid="stCode"]').last.inner_text()
+    for part in ("model=mixtral-8x7b", "phase=prefill", "batch=4", "seq=2048", "objective=throughput"):
+        assert part in code and part in page.url
+    page.close()

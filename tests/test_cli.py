@@ -227,3 +227,20 @@ def test_kv_errors_are_one_line(args, expected):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], out.stderr
+
+
+def test_advise_json():
+    out = run("advise", "--model", "llama-3.1-8b", "--phase", "decode", "--batch", "1", "--seq-len", "1024", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert {"hardware", "time_s", "bound", "fits"} <= set(data["ranking"][0])
+    assert {"bound", "top_ops", "levers"} <= set(data["diagnosis"])
+    assert {"name", "time_s"} <= set(data["diagnosis"]["levers"][0])
+    assert data["sensitivity"]["memory_bandwidth"] > 1.5
+    assert data["ranking"][0]["hardware"] in ("gb200", "b200")
+
+
+def test_advise_bad_objective_is_one_line():
+    out = run("advise", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "10", "--objective", "cheap")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "--objective: 'cheap' is not allowed; allowed: latency, throughput, per-watt" in out.stderr

@@ -319,3 +319,115 @@ def test_measure_page_bad_url_parameter():
     at = page("views/measure_page.py", mode="slow")
     assert not at.exception
     assert any("`mode`: 'slow' is not allowed" in w.value for w in at.warning)
+
+
+def test_advisor_page_defaults():
+    at = page("views/advisor_page.py")
+    assert not at.exception and not at.warning and not at.error
+    assert len(at.get("plotly_chart")) == 3
+    ranking = figure(at, 0)
+    assert "ranked by latency" in ranking["layout"]["title"]["text"]
+    assert any("memory-bandwidth-bound" in md.value for md in at.markdown)
+
+
+def test_advisor_page_what_if_slider_changes_the_time():
+    at = page("views/advisor_page.py")
+    before = {m.label: m.value for m in at.metric}["Time"]
+    at.select_slider(key="x_memory").set_value(2.0).run()
+    after = {m.label: m.value for m in at.metric}["Time"]
+    assert before != after
+
+
+def test_advisor_page_fits_nowhere():
+    at = page("views/advisor_page.py", model="llama-3.1-405b")
+    assert not at.exception
+    assert any("fits on no device" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"objective": "cheap"}, "`objective`: 'cheap' is not allowed"),
+        ({"x_memory": "3"}, "`x_memory`: '3' is not allowed"),
+        ({"device": "h1000"}, "`device`: 'h1000' is not allowed"),
+    ],
+)
+def test_advisor_page_bad_url_parameters(params, expected):
+    at = page("views/advisor_page.py", **params)
+    assert not at.exception
+    assert any(expected in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+# Every page opened from a URL with non-default values applies all of them.
+NON_DEFAULT = {
+    "views/roofline_page.py": {
+        "hw": ["mi300x"],
+        "dtypes": ["fp8"],
+        "gemm_dtype": "fp16",
+        "m": "64",
+        "n": "512",
+        "k": "2048",
+        "launch_us": "1.5",
+        "llm": "mixtral-8x7b",
+        "llm_phase": "decode",
+        "llm_batch": "8",
+        "llm_seq": "300",
+    },
+    "views/llm_page.py": {
+        "model": "qwen2.5-7b",
+        "hw": ["h200-sxm"],
+        "batch": "4",
+        "prompt": "300",
+        "output": "50",
+        "wdtype": "int4",
+        "kvdtype": "fp8",
+        "tp": "2",
+        "attn": "naive",
+        "launch_us": "2.5",
+    },
+    "views/kv_page.py": {
+        "model": "mistral-7b-v0.1",
+        "hw": ["mi300x"],
+        "kvdtype": "fp8",
+        "tp": "2",
+        "block": "32",
+        "batch": "3",
+        "context": "5000",
+        "mbt": "4096",
+    },
+    "views/advisor_page.py": {
+        "model": "gemma-2-9b",
+        "phase": "prefill",
+        "batch": "2",
+        "seq": "512",
+        "tp": "2",
+        "objective": "throughput",
+        "device": "mi300x",
+        "x_compute": "2.0",
+    },
+    "views/hardware_page.py": {"vendor": ["AMD"], "compare": ["mi300x", "mi325x"]},
+    "views/measure_page.py": {"mode": "full", "mdevice": "cpu", "mmodel": "llama-2-7b"},
+}
+
+
+def _widget_value(at: AppTest, key: str):
+    for kind in ("number_input", "selectbox", "multiselect", "radio", "select_slider", "slider", "checkbox"):
+        try:
+            return getattr(at, kind)(key=key).value
+        except KeyError:
+            continue
+    raise KeyError(key)
+
+
+@pytest.mark.parametrize("view", list(NON_DEFAULT))
+def test_every_page_state_comes_from_its_url(view):
+    params = NON_DEFAULT[view]
+    at = page(view, **params)
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    for key, raw in params.items():
+        value = _widget_value(at, key)
+        expected = raw if isinstance(raw, list) else raw
+        if isinstance(value, list):
+            assert value == expected, key
+        else:
+            assert str(value) == str(expected) or float(value) == pytest.approx(float(expected)), key

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.data import hardware_db
+from dashboard.share import Report, share_panel
 from dashboard.state import some_of, warn_bad_params
 from roofline.api import hardware_summary
 from roofline.dtypes import COMPUTE_DTYPES
@@ -16,6 +17,7 @@ device_ids = list(devices)
 summaries = {hid: hardware_summary(hw) for hid, hw in devices.items()}
 vendors = sorted({hw.vendor for hw in devices.values()})
 
+report = Report()
 st.title("Hardware")
 st.caption(
     "Dense peaks only: where a datasheet prints only the 2:4-sparsity figure it is halved. "
@@ -49,7 +51,7 @@ def table_row(s: dict) -> dict:
 
 
 frame = pd.DataFrame([table_row(s) for s in summaries.values() if s["vendor"] in vendor_filter])
-st.dataframe(
+report.table(
     frame,
     hide_index=True,
     width="stretch",
@@ -80,7 +82,7 @@ if len(chosen) < 1:
 
 compare = pd.DataFrame({summaries[h]["name"]: pd.Series(table_row(summaries[h])) for h in chosen})
 compare = compare.drop(index=["device"]).astype(str).replace({"None": "unknown", "nan": "unknown"})
-st.dataframe(compare, width="stretch")
+report.table(compare, width="stretch")
 
 left, right = st.columns(2)
 dtypes_present = [d for d in COMPUTE_DTYPES if any(d in summaries[h]["peak_tflops"] for h in chosen)]
@@ -91,17 +93,21 @@ peak_fig = grouped_bar_figure(
     log_y=True,
     title="Dense peak per dtype (log scale; no bar = not supported or unpublished)",
 )
-left.plotly_chart(peak_fig, width="stretch", theme=None, key="peak_chart")
+with left:
+    report.chart(peak_fig, width="stretch", theme=None, key="peak_chart")
 mem_fig = grouped_bar_figure(
     ["bandwidth (TB/s)", "capacity (100 GB)"],
     {summaries[h]["name"]: [summaries[h]["memory_bandwidth_tbps"], summaries[h]["memory_gb"] / 100] for h in chosen},
     "TB/s  ·  100 GB",
     title="Memory bandwidth and capacity",
 )
-right.plotly_chart(mem_fig, width="stretch", theme=None, key="memory_chart")
+with right:
+    report.chart(mem_fig, width="stretch", theme=None, key="memory_chart")
 
 st.subheader("Sources")
 for h in chosen:
     s = summaries[h]
     links = "; ".join(f"[{src['name']}]({src['url']})" for src in s["sources"])
     st.markdown(f"**{s['name']}**: {links}" + (f"  \n_{s['notes']}_" if s["notes"] else ""))
+
+share_panel("Hardware", report.sections)

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.data import hardware_db, model_db
+from dashboard.share import Report, share_panel
 from dashboard.state import float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.format import fmt_bytes
 from roofline.kvcache import (
@@ -32,6 +33,7 @@ devices = hardware_db()
 models = model_db()
 device_ids, model_ids = list(devices), list(models)
 
+report = Report()
 st.title("KV cache")
 st.caption(
     "How many sequences fit at a context length, how long a context fits at a batch size, and when decode "
@@ -154,7 +156,7 @@ for hw in hws:
 contexts = context_grid(model)
 curves = capacity_curves(cfg, hws, contexts)
 no_fit = {hw.name: (max_context(cfg, budgets[hw.name]["kv_budget_bytes"], 1) or 1) for hw in hws}
-st.plotly_chart(
+report.chart(
     capacity_figure(
         contexts,
         {hw.name: curves["max_batch"][i] for i, hw in enumerate(hws)},
@@ -183,7 +185,7 @@ for hw in hws:
     if used > b["capacity_bytes"]:
         rows[hw.name]["KV cache"] = max(0.0, b["capacity_bytes"] - b["weights_bytes"] - b["workspace_bytes"])
         rows[hw.name]["over capacity"] = used - b["capacity_bytes"]
-st.plotly_chart(memory_bar_figure(rows), width="stretch", theme=None, key="memory_bar")
+report.chart(memory_bar_figure(rows), width="stretch", theme=None, key="memory_bar")
 st.caption(
     f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(per_seq - unpaged)} is the partly "
     f"filled last block ({block}-token blocks). Red is what does not fit."
@@ -192,7 +194,7 @@ st.caption(
 st.subheader("When decode becomes KV-bound")
 cross_ctx = np.unique(np.round(np.geomspace(1, model.max_context - 1, 96)).astype(int))
 weights_read, kv_read = decode_read_bytes(cfg, int(batch), cross_ctx)
-st.plotly_chart(
+report.chart(
     crossover_figure(cross_ctx, weights_read, kv_read, crossover, int(batch)),
     width="stretch",
     theme=None,
@@ -216,7 +218,7 @@ if model.attention_kind in ("GQA", "MQA"):
     name = f"same model as MHA ({model.num_heads} KV heads, KV {kvdtype})"
     variants[name] = capacity_curves(m_cfg, [primary], contexts)["max_batch"][0]
     dashes[name] = "dash"
-st.plotly_chart(
+report.chart(
     capacity_figure(contexts, variants, model.max_context, dashes=dashes, height=440),
     width="stretch",
     theme=None,
@@ -230,7 +232,7 @@ st.caption(
 frame = pd.DataFrame(
     {"context": contexts, **{f"max batch · {hw.id}": curves["max_batch"][i] for i, hw in enumerate(hws)}}
 )
-st.dataframe(frame, hide_index=True, width="stretch", height=240)
+report.table(frame, hide_index=True, width="stretch", height=240)
 st.download_button(
     "Download the curves (CSV)",
     data=frame.to_csv(index=False),
@@ -238,3 +240,5 @@ st.download_button(
     mime="text/csv",
     on_click="ignore",
 )
+
+share_panel("KV cache", report.sections)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.data import hardware_db, model_db
+from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_seconds
@@ -40,6 +41,7 @@ devices = hardware_db()
 models = model_db()
 device_ids, model_ids = list(devices), list(models)
 
+report = Report()
 st.title("LLM inference")
 st.caption(
     "Every op of a prefill and a decode step on the roofline, with its time and regime; the request's TTFT, "
@@ -106,7 +108,7 @@ with st.sidebar:
         horizontal=True,
         key="attn",
         bind="query-params",
-        format_func={"flash": "fused (FlashAttention)", "naive": "naive (scores in memory)"}.get,
+        help="flash: fused (FlashAttention), reads Q, K, V once; naive: writes and re-reads the score matrix.",
     )
     st.header("Overheads and memory")
     graphs = st.checkbox(
@@ -234,14 +236,14 @@ fig = roofline_figure(
     series,
     title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
 )
-st.plotly_chart(fig, width="stretch", theme=None, key="llm_roofline")
+report.chart(fig, width="stretch", theme=None, key="llm_roofline")
 st.caption(
     "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "
     "performance the model predicts (FLOPs / time), so launch-bound ops fall below the roof."
 )
 
 st.subheader("Where the time goes")
-st.plotly_chart(
+report.chart(
     time_breakdown_figure({p: t.rows() for p, t in tables.items()}), width="stretch", theme=None, key="llm_breakdown"
 )
 
@@ -295,7 +297,7 @@ trajectories = [
         fits=c_fits,
     ),
 ]
-st.plotly_chart(
+report.chart(
     roofline_figure([(ceilings, precision.act)], trajectories, height=520),
     width="stretch",
     theme=None,
@@ -325,7 +327,7 @@ if len(selected) > 1:
                 "fits": r["memory"]["fits"],
             }
         )
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    report.table(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 st.subheader("Op table")
 frame = pd.DataFrame([{**r, "phase": phase} for phase, t in tables.items() for r in t.rows()])
@@ -345,7 +347,7 @@ shown = frame[
     ]
 ].copy()
 shown["bound"] = shown["bound"].map(REGIME_LABELS)
-st.dataframe(
+report.table(
     shown,
     hide_index=True,
     width="stretch",
@@ -374,3 +376,5 @@ d2.download_button(
     mime="application/json",
     on_click="ignore",
 )
+
+share_panel("LLM inference", report.sections)

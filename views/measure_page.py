@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.data import hardware_db, model_db
+from dashboard.share import Report, share_panel
 from dashboard.state import one_of, warn_bad_params
 from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
@@ -23,6 +24,7 @@ models = model_db()
 dense_models = [m for m, cfg in models.items() if not cfg.moe]
 has_torch = importlib.util.find_spec("torch") is not None
 
+report = Report()
 st.title("Measure")
 st.caption(
     "Measure this machine's achievable roofs (copy bandwidth, large-GEMM peak per dtype, launch overhead), a GEMM "
@@ -60,7 +62,7 @@ with run_col:
             horizontal=True,
             key="mdevice",
             bind="query-params",
-            format_func={"auto": "CUDA if present", "cpu": "CPU"}.get,
+            help="auto: CUDA if present, else the CPU.",
         )
         default_model = "llama-3.1-8b" if gpu else "llama-3.2-1b"
         layer_model = st.selectbox(
@@ -183,7 +185,7 @@ if results.ceilings:
                 "% of datasheet": "",
             }
         )
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    report.table(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 if results.ops and results.ceilings:
     measured = results.ceilings_for_engine()
@@ -235,7 +237,7 @@ if results.ops and results.ceilings:
             symbol="circle-open",
         )
     )
-    st.plotly_chart(
+    report.chart(
         roofline_figure(roofs, series, title="Measured kernels against the measured and datasheet roofs"),
         width="stretch",
         theme=None,
@@ -268,7 +270,7 @@ if results.ops and results.ceilings:
             for op, p in zip(results.ops, percent_of_roof)
         ]
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    report.table(table, hide_index=True, width="stretch")
 
 if results.collectives:
     coll = results.collectives
@@ -294,8 +296,10 @@ if results.collectives:
         uirevision="collectives",
         margin=dict(l=70, r=20, t=20, b=40),
     )
-    st.plotly_chart(fig, width="stretch", theme=None, key="collectives_chart")
+    report.chart(fig, width="stretch", theme=None, key="collectives_chart")
     st.caption(
         f"Upload this file on the LLM inference page to use {coll.link_bandwidth_bytes_per_s / 1e9:,.1f} GB/s "
         f"and {fmt_seconds(coll.latency_s)} as the communication ceiling."
     )
+
+share_panel("Measure", report.sections)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.data import hardware_db, model_db
+from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.api import matmul_result
 from roofline.dtypes import COMPUTE_DTYPES
@@ -24,6 +25,7 @@ device_ids = list(devices)
 models = model_db()
 LLM_CHOICES = ["none", *models]
 
+report = Report()
 st.title("Roofline")
 st.caption(
     "Where a kernel sits against a device's roofs: left of the ridge it waits on memory, right of it on math. "
@@ -191,7 +193,7 @@ if llm_id != "none":
         )
 
 fig = roofline_figure(roofs, series)
-st.plotly_chart(fig, width="stretch", theme=None, key="roofline_chart")
+report.chart(fig, width="stretch", theme=None, key="roofline_chart")
 
 if results:
     st.subheader(f"GEMM {m} × {n} × {k} ({gemm_dtype})")
@@ -224,7 +226,7 @@ if results:
             for r in results
         ]
     )
-    st.dataframe(frame.drop(columns=["time_s"]), hide_index=True, width="stretch")
+    report.table(frame.drop(columns=["time_s"]), hide_index=True, width="stretch")
     d1, d2 = st.columns(2)
     d1.download_button(
         "Download CSV",
@@ -243,3 +245,5 @@ if results:
     st.caption(
         "The chart's camera icon saves a PNG; the address bar holds every input, so the URL reproduces this view."
     )
+
+share_panel("Roofline", report.sections)

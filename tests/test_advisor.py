@@ -1,0 +1,145 @@
+"""Which hardware: ranking physics, sensitivities, levers, fit, and the vectorised device axis."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from roofline.advisor import Workload, advise, diagnose, rank, sensitivity
+from roofline.engine import Ceilings, evaluate, evaluate_devices
+from roofline.hardware import get_hardware, load_hardware
+from roofline.inference import Settings
+from roofline.llm import Precision, StepConfig, step_ops
+from roofline.models import get_model
+from roofline.report import html_report
+
+DEVICES = list(load_hardware().values())
+LLAMA8 = get_model("llama-3.1-8b")
+NO_OVERHEAD = Settings(launch_overhead_s=0.0)
+
+
+def fitting(rows):
+    return [r for r in rows if r["fits"]]
+
+
+def test_batch_1_decode_ranking_follows_memory_bandwidth():
+    rows = fitting(rank(Workload(LLAMA8, "decode", 1, 1024), DEVICES, "latency", NO_OVERHEAD))
+    bandwidth = {hw.id: hw.memory_bandwidth_tbps for hw in DEVICES}
+    assert len(rows) > 15
+    for a, b in itertools.combinations(rows, 2):  # a ranks before b
+        assert bandwidth[a["hardware"]] >= bandwidth[b["hardware"]], (a["hardware"], b["hardware"])
+        assert a["bound"] == "memory"
+
+
+def test_large_batch_prefill_ranking_follows_peak_compute():
+    rows = fitting(rank(Workload(LLAMA8, "prefill", 16, 4096), DEVICES, "latency", NO_OVERHEAD))
+    peak = {hw.id: hw.peak_tflops.as_dict().get("bf16", 0) for hw in DEVICES}
+    for a, b in itertools.combinations(rows, 2):
+        # A device with a clearly higher bf16 peak (>25%) ranks ahead. Closer peaks may swap: at
+        # 64k tokens the elementwise ops are bandwidth-bound, so an H100 NVL (835 TFLOP/s,
+        # 3.9 TB/s) beats a TPU v6e (918 TFLOP/s, 1.64 TB/s).
+        assert not peak[b["hardware"]] > 1.25 * peak[a["hardware"]], (a["hardware"], b["hardware"])
+        assert a["bound"] == "compute"
+
+
+def test_sensitivity_names_the_binding_resource():
+    h100 = get_hardware("h100-sxm")
+    decode = sensitivity(Workload(LLAMA8, "decode", 1, 1024), h100, NO_OVERHEAD)
+    assert decode["memory_bandwidth"] == pytest.approx(2.0, rel=0.05)
+    assert decode["compute"] == pytest.approx(1.0, abs=0.02)
+    prefill = sensitivity(Workload(LLAMA8, "prefill", 16, 4096), h100, NO_OVERHEAD)
+    assert prefill["compute"] == pytest.approx(2.0, rel=0.1)
+    assert prefill["memory_bandwidth"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_communication_bound_step_speeds_up_with_the_link():
+    slow_link = Settings(launch_overhead_s=0.0, link_bandwidth_bytes_per_s=2e9, collective_latency_s=1e-4)
+    w = Workload(get_model("llama-3.1-70b"), "decode", 8, 1024, tp=8)
+    result = diagnose(w, get_hardware("h100-sxm"), slow_link)
+    assert result["bound"] == "communication"
+    names = [lv["name"] for lv in result["levers"]]
+    assert "2x interconnect bandwidth" in names and "TP=4" in names
+    assert sensitivity(w, get_hardware("h100-sxm"), slow_link)["interconnect"] > 1.2
+
+
+def test_levers_are_evaluated_not_only_named():
+    result = diagnose(Workload(LLAMA8, "decode", 1, 1024), get_hardware("h100-sxm"))
+    levers = {lv["name"]: lv for lv in result["levers"]}
+    assert levers["fp8 weights"]["time_s"] < result["time_s"]
+    assert levers["int4 weights (W4A16)"]["time_s"] < levers["fp8 weights"]["time_s"]
+    assert any(line.startswith("fp8 weights: ") and "->" in line for line in result["summary"])
+    assert len(result["top_ops"]) == 3
+
+
+def test_overhead_bound_levers():
+    result = diagnose(Workload(get_model("llama-3.2-1b"), "decode", 1, 128), get_hardware("h100-sxm"))
+    assert result["bound"] == "overhead"
+    graphs = next(lv for lv in result["levers"] if lv["name"] == "CUDA graphs")
+    assert graphs["time_s"] < result["time_s"]
+
+
+def test_a_workload_that_fits_nowhere_says_so():
+    result = advise(Workload(get_model("llama-3.1-405b"), "decode", 1, 1024), DEVICES, get_hardware("h100-sxm"))
+    assert not result["fits_anywhere"]
+    assert all(not r["fits"] and r["why_not"] for r in result["ranking"])
+    h100 = next(r for r in result["ranking"] if r["hardware"] == "h100-sxm")
+    assert h100["smallest_tp"] == 16 and "fits at TP=16" in h100["why_not"]
+
+
+def test_devices_that_cannot_run_it_say_why():
+    rows = rank(Workload(LLAMA8, "decode", 1, 1024), DEVICES)
+    v100 = next(r for r in rows if r["hardware"] == "v100-sxm2-32gb")
+    assert v100["time_s"] is None and v100["why_not"] == "no bf16 peak" and v100["rank"] is None
+
+
+def test_request_ranking_and_objectives():
+    w = Workload(LLAMA8, "request", 8, 512, 64)
+    latency = rank(w, DEVICES, "latency")
+    throughput = rank(w, DEVICES, "throughput")
+    assert latency[0]["hardware"] == throughput[0]["hardware"]
+    per_watt = [r for r in rank(w, DEVICES, "per-watt") if r["rank"]]
+    values = [r["tokens_per_s_per_watt"] for r in per_watt]
+    assert values == sorted(values, reverse=True)
+    with pytest.raises(ValueError, match="objective: 'cheap' is not allowed"):
+        rank(w, DEVICES, "cheap")
+
+
+def test_device_axis_equals_one_device_at_a_time():
+    ops = step_ops(StepConfig(LLAMA8, "decode", 4, np.array([128, 4096]), tp=2))
+    ceilings = [Ceilings.from_hardware(hw) for hw in DEVICES]
+    times, _ = evaluate_devices(ops, ceilings)
+    for c, row in zip(ceilings, times):
+        try:
+            expected = evaluate(ops, c).step_time_s
+        except ValueError:  # no bf16 peak, or no link figure for TP=2
+            assert np.all(np.isnan(row))
+            continue
+        np.testing.assert_allclose(row, expected)
+
+
+def test_what_if_capacity_makes_it_fit():
+    w = Workload(get_model("llama-3.1-70b"), "decode", 1, 1024, precision=Precision())
+    h100 = get_hardware("h100-sxm")
+    assert not rank(w, [h100])[0]["fits"]
+    assert rank(w, [h100], settings=Settings(capacity_scale=2.0))[0]["fits"]
+
+
+def test_html_report_is_offline():
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    page = html_report(
+        "Test",
+        [
+            ("A chart", go.Figure(go.Bar(x=[1], y=[2]))),
+            ("", pd.DataFrame({"a": [None]})),
+            ("Words", "<b>escaped</b>"),
+            ("Second", go.Figure()),
+        ],
+        url="http://x/?a=1",
+    )
+    assert page.count("plotly.js v") == 1  # the library is inlined once
+    assert "<script src=" not in page  # nothing fetched when it opens
+    assert "unknown" in page and "&lt;b&gt;escaped" in page
