@@ -150,7 +150,7 @@ if results.ceilings:
             {
                 "ceiling": "memory bandwidth (read-only)",
                 "measured": f"{c.read_bandwidth_tbps * 1e3:,.1f} GB/s",
-                "datasheet": "",
+                "datasheet": rows[0]["datasheet"],
                 "% of datasheet": (
                     f"{c.read_bandwidth_tbps * 1e12 / datasheet.memory_bandwidth_bytes_per_s:.0%}"
                     if datasheet
@@ -172,7 +172,7 @@ if results.ceilings:
         {
             "ceiling": "launch overhead (eager)",
             "measured": fmt_seconds(c.launch_overhead_s),
-            "datasheet": "",
+            "datasheet": "none published",
             "% of datasheet": "",
         }
     )
@@ -181,7 +181,7 @@ if results.ceilings:
             {
                 "ceiling": "launch overhead (CUDA graph)",
                 "measured": fmt_seconds(c.graph_launch_overhead_s),
-                "datasheet": "",
+                "datasheet": "none published",
                 "% of datasheet": "",
             }
         )
@@ -252,20 +252,19 @@ if results.ops and results.ceilings:
         [
             {
                 "op": op.name,
-                "shape": ", ".join(f"{k}={v}" for k, v in op.shape.items()),
                 "dtype": op.dtype,
                 "measured": fmt_seconds(op.time_s),
-                "spread (p10–p90)": f"{fmt_seconds(op.timing.p10_s)} – {fmt_seconds(op.timing.p90_s)}",
                 "predicted (measured roofs)": fmt_seconds(op.predicted_time_s),
-                "predicted (datasheet)": fmt_seconds(op.predicted_datasheet_time_s)
-                if op.predicted_datasheet_time_s
-                else "n/a",
-                "measured / predicted": round(op.ratio, 2),
-                "model error": f"{op.ratio - 1:+.0%}",
+                "measured / predicted": f"{op.ratio:.2f}",
+                "predicted regime": op.predicted_bound,
                 "% of roof": f"{p:.0%}",
                 "TFLOP/s": round(op.achieved_tflops, 3),
                 "GB/s": round(op.achieved_tbps * 1e3, 1),
-                "predicted regime": op.predicted_bound,
+                "spread (p10–p90)": f"{fmt_seconds(op.timing.p10_s)} – {fmt_seconds(op.timing.p90_s)}",
+                "predicted (datasheet)": fmt_seconds(op.predicted_datasheet_time_s)
+                if op.predicted_datasheet_time_s
+                else "n/a",
+                "shape": ", ".join(f"{k}={v}" for k, v in op.shape.items()),
             }
             for op, p in zip(results.ops, percent_of_roof)
         ]
