@@ -159,7 +159,7 @@ table = pd.DataFrame(
         for r in ranking
     ]
 )
-st.dataframe(table, hide_index=True, width="stretch")
+st.dataframe(table, hide_index=True, width="stretch", placeholder="n/a")
 
 st.subheader(f"Diagnosis on {target.name}")
 diagnosis = result["diagnosis"]

@@ -21,7 +21,8 @@ report = Report()
 st.title("Hardware")
 st.caption(
     "Dense peaks only: where a datasheet prints only the 2:4-sparsity figure it is halved. "
-    "`None` marks a figure nobody publishes (never shown as zero). 1 TB/s = 10¹² B/s, 1 GB = 10⁹ B."
+    "— marks a dtype the part lacks or a figure nobody publishes: unknown, never shown as zero. "
+    "1 TB/s = 10¹² B/s, 1 GB = 10⁹ B."
 )
 
 warn_bad_params({"vendor": some_of(vendors), "compare": some_of(device_ids)})
@@ -53,6 +54,7 @@ def table_row(s: dict) -> dict:
 frame = pd.DataFrame([table_row(s) for s in summaries.values() if s["vendor"] in vendor_filter])
 report.table(
     frame,
+    placeholder="—",
     hide_index=True,
     width="stretch",
     column_config={
