@@ -14,7 +14,7 @@ from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_seconds
 from roofline.inference import Settings
 from roofline.llm import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES, Precision
-from roofline.plots import DEVICE_COLORS, FONT, REGIME_COLORS, op_table_series, roofline_figure
+from roofline.plots import FONT, REGIME_COLORS, op_table_series, roofline_figure
 
 TP_CHOICES = (1, 2, 4, 8, 16)
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -237,9 +237,9 @@ if top:
     )
     st.plotly_chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
     st.caption(
-        "Roofs in rank order: "
-        + ", ".join(f"{hw.name} ({DEVICE_COLORS[i]})" for i, hw in enumerate(top))
-        + ". Ops placed on the first."
+        "Roofs of the fastest devices that fit, in rank order: "
+        + ", ".join(hw.name for hw in top)
+        + f". The ops are placed on the first ({top[0].name})."
     )
 
 share_panel(
