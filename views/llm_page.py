@@ -331,34 +331,35 @@ if len(selected) > 1:
 
 st.subheader("Op table")
 frame = pd.DataFrame([{**r, "phase": phase} for phase, t in tables.items() for r in t.rows()])
-shown = frame[
-    [
-        "phase",
-        "name",
-        "count",
-        "flops",
-        "bytes",
-        "weight_bytes",
-        "activation_bytes",
-        "kv_bytes",
-        "intensity",
-        "time_s",
-        "bound",
-    ]
-].copy()
-shown["bound"] = shown["bound"].map(REGIME_LABELS)
+step_time_s = frame.groupby("phase")["time_s"].transform("sum")
+shown = pd.DataFrame(
+    {
+        "phase": frame["phase"],
+        "op": frame["name"],
+        "count": frame["count"],
+        "GFLOP": frame["flops"] / 1e9,
+        "MB moved": frame["bytes"] / 1e6,
+        "weights MB": frame["weight_bytes"] / 1e6,
+        "activations MB": frame["activation_bytes"] / 1e6,
+        "KV MB": frame["kv_bytes"] / 1e6,
+        "FLOP/B": frame["intensity"],
+        "time (µs)": frame["time_s"] * 1e6,
+        "% of step": frame["time_s"] / step_time_s * 100,
+        "regime": frame["bound"].map(REGIME_LABELS),
+    }
+)
+st.caption("Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s.")
 report.table(
     shown,
     hide_index=True,
     width="stretch",
     column_config={
-        "flops": st.column_config.NumberColumn("FLOPs", format="%.3e"),
-        "bytes": st.column_config.NumberColumn(format="%.3e"),
-        "weight_bytes": st.column_config.NumberColumn(format="%.3e"),
-        "activation_bytes": st.column_config.NumberColumn(format="%.3e"),
-        "kv_bytes": st.column_config.NumberColumn(format="%.3e"),
-        "intensity": st.column_config.NumberColumn("FLOP/B", format="%.2f"),
-        "time_s": st.column_config.NumberColumn("time (s)", format="%.3e"),
+        **{
+            col: st.column_config.NumberColumn(format="%,.2f")
+            for col in ("GFLOP", "MB moved", "weights MB", "activations MB", "KV MB", "FLOP/B")
+        },
+        "time (µs)": st.column_config.NumberColumn(format="%,.1f"),
+        "% of step": st.column_config.NumberColumn(format="%.1f%%"),
     },
 )
 d1, d2 = st.columns(2)
