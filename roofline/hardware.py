@@ -91,10 +91,6 @@ class Hardware(BaseModel):
         return value
 
     @property
-    def memory_bytes(self) -> float:
-        return self.memory_gb * 1e9
-
-    @property
     def memory_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_tbps * 1e12
 
