@@ -22,7 +22,8 @@ st.title("Hardware")
 st.caption(
     "Dense peaks only: where a datasheet prints only the 2:4-sparsity figure it is halved. "
     "— marks a dtype the part lacks or a figure nobody publishes: unknown, never shown as zero. "
-    "1 TB/s = 10¹² B/s, 1 GB = 10⁹ B."
+    "1 TB/s = 10¹² B/s. Memory is the vendor's nominal GB, which capacity math reads as GiB "
+    "(an 80 GB H100 exposes 80 GiB)."
 )
 
 warn_bad_params({"vendor": some_of(vendors), "compare": some_of(device_ids)})
