@@ -13,7 +13,7 @@ import streamlit as st
 from dashboard.data import hardware_db, model_db
 from dashboard.share import Report, share_panel
 from dashboard.state import one_of, warn_bad_params
-from roofline.engine import Ceilings
+from roofline.engine import REGIME_LABELS, Ceilings
 from roofline.format import fmt_seconds
 from roofline.measure.schema import Results, ResultsError, parse_results
 from roofline.plots import FONT, REGIME_COLORS, PointSeries, point_hover, roofline_figure
@@ -256,7 +256,8 @@ if results.ops and results.ceilings:
                 "measured": fmt_seconds(op.time_s),
                 "predicted (measured roofs)": fmt_seconds(op.predicted_time_s),
                 "measured / predicted": f"{op.ratio:.2f}",
-                "predicted regime": op.predicted_bound,
+                "model error": f"{op.ratio - 1:+.0%}",
+                "predicted regime": REGIME_LABELS.get(op.predicted_bound, op.predicted_bound),
                 "% of roof": f"{p:.0%}",
                 "TFLOP/s": round(op.achieved_tflops, 3),
                 "GB/s": round(op.achieved_tbps * 1e3, 1),
