@@ -156,30 +156,19 @@ def roofline_figure(
     if ceilings:
         c0, d0 = ceilings[0]
         ridge0 = c0.ridge_intensity(d0)
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="paper",
-            x0=x_lo,
-            x1=ridge0,
-            y0=0,
-            y1=1,
-            fillcolor=SHADE_MEMORY,
-            line_width=0,
-            layer="below",
-        )
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="paper",
-            x0=ridge0,
-            x1=x_hi,
-            y0=0,
-            y1=1,
-            fillcolor=SHADE_COMPUTE,
-            line_width=0,
-            layer="below",
-        )
+        for x0, x1, shade in ((x_lo, ridge0, SHADE_MEMORY), (ridge0, x_hi, SHADE_COMPUTE)):
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=x0,
+                x1=x1,
+                y0=0,
+                y1=1,
+                fillcolor=shade,
+                line_width=0,
+                layer="below",
+            )
         # Annotations on log axes take log10 coordinates.
         fig.add_annotation(
             x=math.log10(x_lo) + 0.05,
@@ -256,40 +245,17 @@ def roofline_figure(
     y_pos = [v for v in y_values if v > 0]
     y_lo = min(y_pos) / 3 if y_pos else 1e-3
     y_hi = max(y_pos) * 2.5 if y_pos else 1e4
-    fig.update_layout(
-        title=dict(text=title, x=0.01, font=dict(size=17)),
-        height=height,
-        template="plotly_white",
-        font=FONT,
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        uirevision="roofline",
-        hoverlabel=dict(bgcolor="white", font=dict(size=12, color="#222222")),
-        legend=dict(orientation="h", yanchor="top", y=-0.14, xanchor="left", x=0, font=dict(size=12)),
-        margin=dict(l=70, r=20, t=50 if title else 20, b=40),
+    style_figure(
+        fig,
+        height,
+        "roofline",
+        title,
+        title_font_size=17,
+        legend=dict(y=-0.14, font=dict(size=12)),
     )
-    fig.update_xaxes(
-        type="log",
-        title="arithmetic intensity (FLOP/byte)",
-        range=[math.log10(x_lo), math.log10(x_hi)],
-        showgrid=True,
-        gridcolor="#E5E5E5",
-        zeroline=False,
-        linecolor="#444444",
-        mirror=True,
-        ticks="outside",
-    )
-    fig.update_yaxes(
-        type="log",
-        title="performance (TFLOP/s)",
-        range=[math.log10(y_lo), math.log10(y_hi)],
-        showgrid=True,
-        gridcolor="#E5E5E5",
-        zeroline=False,
-        linecolor="#444444",
-        mirror=True,
-        ticks="outside",
-    )
+    _log_axes(fig, "arithmetic intensity (FLOP/byte)", "performance (TFLOP/s)")
+    fig.update_xaxes(range=[math.log10(x_lo), math.log10(x_hi)])
+    fig.update_yaxes(range=[math.log10(y_lo), math.log10(y_hi)])
     return fig
 
 
@@ -320,18 +286,7 @@ def grouped_bar_figure(
                 textposition="none",
             )
         )
-    fig.update_layout(
-        barmode="group",
-        template="plotly_white",
-        font=FONT,
-        height=height,
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        title=dict(text=title, x=0.01),
-        uirevision="bars",
-        legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
-        margin=dict(l=70, r=20, t=50 if title else 20, b=40),
-    )
+    style_figure(fig, height, "bars", title, barmode="group", legend=dict(y=-0.12))
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
     return fig
 
@@ -402,17 +357,7 @@ def time_breakdown_figure(phases: dict[str, list[dict]], height: int = 380) -> g
             shown.add(regime)
         fig.update_xaxes(title_text="time (ms)", row=1, col=col, gridcolor="#E5E5E5")
         fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(
-        barmode="stack",
-        template="plotly_white",
-        font=FONT,
-        height=height,
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        uirevision="breakdown",
-        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
-        margin=dict(l=10, r=10, t=40, b=40),
-    )
+    style_figure(fig, height, "breakdown", barmode="stack", legend=dict(y=-0.18), margin=dict(l=10, r=10, t=40, b=40))
     return fig
 
 
@@ -466,7 +411,9 @@ def _log_axes(fig: go.Figure, x_title: str, y_title: str) -> None:
         )
 
 
-def _layout(fig: go.Figure, height: int, revision: str, title: str = "") -> None:
+def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **overrides) -> None:
+    """The house style of every chart: white background, horizontal legend below, the user's zoom
+    kept across reruns (`revision`). `overrides` go to `update_layout` last."""
     fig.update_layout(
         title=dict(text=title, x=0.01, font=dict(size=16)),
         height=height,
@@ -479,6 +426,8 @@ def _layout(fig: go.Figure, height: int, revision: str, title: str = "") -> None
         legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
         margin=dict(l=70, r=20, t=50 if title else 20, b=40),
     )
+    if overrides:
+        fig.update_layout(**overrides)
 
 
 def capacity_figure(
@@ -561,7 +510,7 @@ def capacity_figure(
         font=dict(size=11, color="#444444"),
     )
     _log_axes(fig, "context length (tokens per sequence)", "max concurrent sequences")
-    _layout(fig, height, "capacity", title)
+    style_figure(fig, height, "capacity", title)
     return fig
 
 
@@ -595,7 +544,7 @@ def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> g
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="GB per device (10⁹ B)", gridcolor="#E5E5E5")
     fig.update_yaxes(autorange="reversed")
-    _layout(fig, height, "memory")
+    style_figure(fig, height, "memory")
     fig.update_layout(legend=dict(y=-0.3, traceorder="normal"))
     return fig
 
@@ -651,5 +600,5 @@ def crossover_figure(
             font=dict(color=REGIME_COLORS["memory"]),
         )
     _log_axes(fig, "context length (tokens cached per sequence)", "GB read per decode step, per device")
-    _layout(fig, height, "crossover")
+    style_figure(fig, height, "crossover")
     return fig

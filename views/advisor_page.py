@@ -8,15 +8,14 @@ import streamlit as st
 
 from dashboard.data import hardware_db, model_db
 from dashboard.share import share_panel
-from dashboard.state import float_in, int_in, one_of, warn_bad_params
+from dashboard.state import TP_CHOICES, float_in, int_in, one_of, warn_bad_params
 from roofline.advisor import OBJECTIVES, PHASES, Workload, advise, ops_on, workload_time
 from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_seconds
 from roofline.inference import Settings
 from roofline.llm import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES, Precision
-from roofline.plots import FONT, REGIME_COLORS, op_table_series, roofline_figure
+from roofline.plots import REGIME_COLORS, op_table_series, roofline_figure, style_figure
 
-TP_CHOICES = (1, 2, 4, 8, 16)
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 devices = hardware_db()
 models = model_db()
@@ -128,19 +127,12 @@ fig = go.Figure(
 )
 fig.update_yaxes(autorange="reversed")
 fig.update_xaxes(title=metric[1], gridcolor="#E5E5E5")
-fig.update_layout(
-    template="plotly_white",
-    font=FONT,
-    height=640,
-    paper_bgcolor="white",
-    plot_bgcolor="white",
-    uirevision="ranking",
+style_figure(
+    fig,
+    640,
+    "ranking",
+    f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
     margin=dict(l=10, r=20, t=40, b=40),
-    title=dict(
-        text=f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
-        x=0.01,
-        font=dict(size=16),
-    ),
 )
 st.plotly_chart(fig, width="stretch", theme=None, key="ranking_chart")
 table = pd.DataFrame(

@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboard.data import hardware_db, model_db
 from dashboard.share import Report, share_panel
-from dashboard.state import float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import TP_CHOICES, float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.format import fmt_bytes
 from roofline.kvcache import (
     DEFAULT_MAX_BATCHED_TOKENS,
@@ -27,7 +27,6 @@ from roofline.kvcache import (
 from roofline.llm import KV_DTYPES, WEIGHT_DTYPES, Precision
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
 
-TP_CHOICES = (1, 2, 4, 8, 16)
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 devices = hardware_db()
 models = model_db()

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard.data import hardware_db, model_db
 from dashboard.share import Report, share_panel
-from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import TP_CHOICES, boolean, float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.engine import DEFAULT_LAUNCH_OVERHEAD_S, REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_seconds
 from roofline.inference import Settings, analyze_request, analyze_step
@@ -35,7 +35,6 @@ from roofline.plots import (
     time_breakdown_figure,
 )
 
-TP_CHOICES = (1, 2, 4, 8, 16)
 MAX_TOKENS = 1 << 20
 devices = hardware_db()
 models = model_db()

@@ -16,7 +16,7 @@ from dashboard.state import one_of, warn_bad_params
 from roofline.engine import REGIME_LABELS, Ceilings
 from roofline.format import fmt_seconds
 from roofline.measure.schema import Results, ResultsError, parse_results
-from roofline.plots import FONT, REGIME_COLORS, PointSeries, point_hover, roofline_figure
+from roofline.plots import REGIME_COLORS, PointSeries, point_hover, roofline_figure, style_figure
 
 RESULTS_KEY = "measure_results_json"
 devices = hardware_db()
@@ -287,15 +287,7 @@ if results.collectives:
     )
     fig.update_xaxes(type="log", title="message (bytes)", gridcolor="#E5E5E5")
     fig.update_yaxes(type="log", title="bus bandwidth (GB/s)", gridcolor="#E5E5E5")
-    fig.update_layout(
-        template="plotly_white",
-        font=FONT,
-        height=380,
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        uirevision="collectives",
-        margin=dict(l=70, r=20, t=20, b=40),
-    )
+    style_figure(fig, 380, "collectives")
     report.chart(fig, width="stretch", theme=None, key="collectives_chart")
     st.caption(
         f"Upload this file on the LLM inference page to use {coll.link_bandwidth_bytes_per_s / 1e9:,.1f} GB/s "
