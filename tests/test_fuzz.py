@@ -332,6 +332,7 @@ PAGES = {
     "views/kv_page.py": ["batch", "context", "block", "mbt", "tp", "mem_util", "hw", "kvdtype", "model"],
     "views/hardware_page.py": ["vendor", "compare", "cdevice"],
     "views/measure_page.py": ["mode", "mdevice", "mmodel", "cmodel"],
+    "views/serving_page.py": ["model", "hw", "prompt", "output", "ttft_ms", "tpot_ms", "tp", "spec_k", "spec_alpha"],
     "views/training_page.py": ["model", "seq", "mb", "gb", "prec", "method", "targets", "dp", "zero", "hostram"],
 }
 url_value = st.one_of(st.sampled_from(HOSTILE_NUMBERS + ["h100-sxm", "tpu-v4", "x" * 3000]), st.text(max_size=10))

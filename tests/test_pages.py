@@ -474,6 +474,21 @@ NON_DEFAULT = {
     },
     "views/hardware_page.py": {"vendor": ["AMD"], "compare": ["mi300x", "mi325x"]},
     "views/measure_page.py": {"mode": "full", "mdevice": "cpu", "mmodel": "llama-2-7b"},
+    "views/serving_page.py": {
+        "model": "qwen3-8b",
+        "hw": ["mi300x", "h200-sxm"],
+        "prompt": "2000",
+        "output": "300",
+        "ttft_ms": "500.0",
+        "tpot_ms": "30.0",
+        "tp": "2",
+        "wdtype": "fp8",
+        "kvdtype": "fp8",
+        "chunked": "false",
+        "xaxis": "tokens per dollar",
+        "spec_k": "3",
+        "spec_alpha": "0.5",
+    },
     "views/training_page.py": {
         "model": "qwen3-8b",
         "hw": ["mi300x"],
@@ -514,5 +529,7 @@ def test_every_page_state_comes_from_its_url(view):
         expected = raw if isinstance(raw, list) else raw
         if isinstance(value, list):
             assert value == expected, key
+        elif isinstance(value, bool):
+            assert str(value).lower() == str(expected).lower(), key
         else:
             assert str(value) == str(expected) or float(value) == pytest.approx(float(expected)), key

@@ -78,6 +78,13 @@ def fraction(text: str) -> float:
     return value
 
 
+def fraction_or_zero(text: str) -> float:
+    value = _finite(text, "a number in [0, 1]")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text[:40]!r}")
+    return value
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument(

@@ -225,3 +225,103 @@ def cmd_load(args: argparse.Namespace) -> None:
             raise CliError(f"measuring needs PyTorch and safetensors ({exc})") from None
         data["measured"] = measure(model, args.checkpoint_dtype)
     emit(args, data, lambda: render.load(data, model.name, hw.name))
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from roofline.serving import (
+        Traffic,
+        best_under_targets,
+        disaggregation,
+        load_prices,
+        parse_price,
+        serving_sweep,
+        speculative,
+    )
+
+    model = get_model(args.model, args.model_dir)
+    every = load_hardware(args.hardware_dir)
+    devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
+    if args.ttft_ms <= 0 or args.tpot_ms <= 0:
+        raise CliError("--ttft-ms and --tpot-ms must be positive")
+    traffic = Traffic(args.prompt_len, args.output_len)
+    settings = settings_from_args(args)
+    shipped = load_prices()
+    prices = {k: v.usd_per_hour for k, v in shipped.items()}
+    for text in args.price:
+        device, usd = parse_price(text)
+        if device not in every:
+            raise CliError(f"--price: unknown device {device!r}")
+        prices[device] = usd
+    tps = tuple(dict.fromkeys(args.tp or (1, 2, 4, 8)))
+    chunked = not args.no_chunked_prefill
+    frontier = []
+    for tp in tps:
+        pts = serving_sweep(model, devices, traffic, tp=tp, settings=settings, prices=prices, chunked=chunked)
+        mask = pts.frontier()
+        for d in range(len(pts.devices)):
+            frontier += [pts.row(d, j) for j in np.flatnonzero(mask[d])]
+    best = best_under_targets(model, devices, traffic, args.ttft_ms / 1e3, args.tpot_ms / 1e3, settings, prices, tps)
+    primary = next((b for b in best if b.meets), None)
+    levers: dict[str, object] = {}
+    if primary is not None:
+        hw = every[primary.hardware]
+        batch, tp = int(primary.point["batch"]), int(primary.point["tp"])
+        spec_batches = np.unique(np.round(np.geomspace(1, max(batch, 2), 12)).astype(int))
+        draft = get_model(args.draft_model, args.model_dir) if args.draft_model else None
+        spec = speculative(
+            model, hw, traffic, spec_batches, args.spec_k, args.spec_alpha, draft, tp=tp, settings=settings
+        )
+        levers["speculative_decoding"] = {
+            "k": args.spec_k,
+            "acceptance_rate": args.spec_alpha,
+            "draft": draft.id if draft else "n-gram (no draft model)",
+            "points": [
+                {
+                    "batch": int(b),
+                    "plain_tpot_s": float(spec["plain_tpot_s"][i]),
+                    "spec_tpot_s": float(spec["spec_tpot_s"][i]),
+                    "speedup": float(spec["speedup"][i]),
+                    "verify_bound": str(spec["verify_bound"][i]),
+                }
+                for i, b in enumerate(spec["batch"])
+            ],
+        }
+        link = args.kv_link_gb_per_s * 1e9 if args.kv_link_gb_per_s else None
+        try:
+            levers["disaggregation"] = disaggregation(
+                model, hw, traffic, batch, tp=tp, settings=settings, link_bytes_per_s=link
+            )
+        except ValueError as exc:
+            levers["disaggregation"] = {"error": str(exc)}
+        unchunked = serving_sweep(
+            model,
+            [hw],
+            traffic,
+            tp=tp,
+            settings=settings,
+            prices=prices,
+            batches=np.array([batch]),
+            chunked=not chunked,
+        )
+        levers["chunked_prefill" if not chunked else "without_chunked_prefill"] = unchunked.row(0, 0)
+    data = {
+        "model": model.id,
+        "prompt_len": traffic.prompt_len,
+        "output_len": traffic.output_len,
+        "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
+        "chunked_prefill": chunked,
+        "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
+        "best": [b.to_json() for b in best],
+        "frontier": frontier,
+        "levers": levers,
+    }
+    emit(args, data, lambda: render.serve(data, model.name))
+
+
+def _price_source(device: str, usd: float, shipped: dict) -> str:
+    entry = shipped.get(device)
+    if entry is not None and entry.usd_per_hour == usd:
+        return f"{entry.provider}; {entry.source.name}; as of {entry.as_of} (a default: set your own)"
+    return "--price"

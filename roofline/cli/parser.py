@@ -14,6 +14,7 @@ from roofline.cli.args import (
     add_model_dir,
     add_precision,
     fraction,
+    fraction_or_zero,
     non_negative_float,
     positive_int,
 )
@@ -153,6 +154,41 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_dir(p)
     add_common(p)
     p.set_defaults(func=commands.cmd_load)
+
+    p = sub.add_parser(
+        "serve", help="serving: latency against throughput per device, the best setup under targets, cost, levers"
+    )
+    p.add_argument("--model", required=True, help="a model id or a config.json")
+    p.add_argument(
+        "--hardware", action="append", default=None, help="a device to plan for (repeat; default: every device)"
+    )
+    p.add_argument("--prompt-len", type=positive_int, default=1024, help="mean prompt tokens")
+    p.add_argument("--output-len", type=positive_int, default=256, help="mean output tokens")
+    p.add_argument("--ttft-ms", type=non_negative_float, default=2000.0, help="TTFT target (p50), ms")
+    p.add_argument("--tpot-ms", type=non_negative_float, default=50.0, help="TPOT target (p50), ms")
+    p.add_argument("--tp", type=positive_int, action="append", default=None, help="TP degrees to try (repeat)")
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="ID=USD",
+        help="a device-hour's price, overriding the shipped defaults (repeat)",
+    )
+    p.add_argument("--no-chunked-prefill", action="store_true", help="prefills as their own steps")
+    p.add_argument("--spec-k", type=positive_int, default=4, help="speculative decoding: drafted tokens per step")
+    p.add_argument("--spec-alpha", type=fraction_or_zero, default=0.7, help="speculative decoding: acceptance rate")
+    p.add_argument("--draft-model", default=None, help="speculative decoding's draft model (default: n-gram drafting)")
+    p.add_argument(
+        "--kv-link-gb-per-s",
+        type=non_negative_float,
+        default=None,
+        help="disaggregation: the link prompts' KV caches cross, GB/s (default the device's scale-up link)",
+    )
+    add_memory(p)
+    add_calibration(p)
+    add_model_dir(p)
+    add_common(p)
+    p.set_defaults(func=commands.cmd_serve)
 
     return parser
 

@@ -338,3 +338,48 @@ def load(d: dict, model_name: str, hardware_name: str) -> str:
             f"{fmt_bytes(m['predicted_peak_bytes'])} predicted"
         )
     return "\n".join(lines)
+
+
+def serve(d: dict, model_name: str) -> str:
+    t = d["targets"]
+    lines = [
+        f"{model_name} serving {d['prompt_len']:,} -> {d['output_len']:,} tokens, targets TTFT "
+        f"{fmt_seconds(t['ttft_s'])}, TPOT {fmt_seconds(t['tpot_s'])}"
+        + (" (chunked prefill)" if d["chunked_prefill"] else " (prefill as its own steps)"),
+    ]
+    rows = []
+    for b in d["best"]:
+        if not b["meets_targets"]:
+            rows.append([b["hardware"], "-", "-", "-", "-", "-", "-", f"no: {b['binding']}"])
+            continue
+        cost = b["usd_per_million_output"]
+        rows.append(
+            [
+                b["hardware"],
+                f"TP{b['tp']} x{b['batch']}",
+                f"{b['weight_dtype']}/{b['kv_dtype']}",
+                fmt_seconds(b["ttft_s"]),
+                fmt_seconds(b["tpot_s"]),
+                f"{b['tokens_per_s_per_device']:,.0f}",
+                f"${cost:,.3f}" if cost is not None else "no price",
+                f"yes ({b['binding']}-bound)",
+            ]
+        )
+    lines.append(
+        table(["hardware", "setup", "weights/KV", "TTFT", "TPOT", "tok/s/device", "$/M out", "meets targets"], rows)
+    )
+    lv = d["levers"]
+    if "speculative_decoding" in lv:
+        sd = lv["speculative_decoding"]
+        pts = ", ".join(
+            f"batch {p['batch']}: {p['speedup']:.2f}x" for p in sd["points"][:: max(1, len(sd["points"]) // 6)]
+        )
+        lines.append(f"speculative decoding (k={sd['k']}, acceptance {sd['acceptance_rate']:g}, {sd['draft']}): {pts}")
+    if "disaggregation" in lv and "error" not in lv["disaggregation"]:
+        for name, v in lv["disaggregation"].items():
+            lines.append(
+                f"{name}: TTFT {fmt_seconds(v['ttft_s'])}, TPOT {fmt_seconds(v['tpot_s'])}, "
+                f"{v['tokens_per_s_per_device']:,.0f} tok/s/device"
+                + (f", KV transfer {fmt_seconds(v['kv_transfer_s'])} per prompt" if "kv_transfer_s" in v else "")
+            )
+    return "\n".join(lines)

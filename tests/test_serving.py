@@ -1,0 +1,230 @@
+"""Serving: frontier points, the chunked-prefill step, speculative decoding, disaggregation and
+cost by hand; the frontier's and the target search's properties; prices; CLI and page."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roofline.hardware import get_hardware, load_hardware
+from roofline.models import get_model
+from roofline.ops import step_ops
+from roofline.serving import (
+    Traffic,
+    best_under_targets,
+    disaggregation,
+    expected_accepted,
+    load_prices,
+    mixed_step_ops,
+    parse_price,
+    serving_sweep,
+    speculative,
+)
+from roofline.workload import Workload
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = get_hardware("h100-sxm")
+LLAMA = get_model("llama-3.1-8b")
+
+
+def test_a_frontier_point_by_hand():
+    # Batch 1, no chunking: a decode step reads the 16.06 GB of weights and 1,152 cached tokens'
+    # KV (1,024 + 256/2, 131,072 B each = 151 MB) at 3.35 TB/s: 4.84 ms; every 256 tokens the
+    # 1,024-token prefill (16.4 TFLOP at 989 TFLOP/s, ~17 ms) stalls the sequence: +0.07 ms.
+    pts = serving_sweep(LLAMA, [H100], Traffic(1024, 256), batches=np.array([1, 64]), chunked=False)
+    weights = 8_030_261_248 * 2
+    kv = 1152 * 131_072
+    memory_time = (weights + kv) / 3.35e12
+    prefill = 2 * 8.03e9 * 1024 / 989.4e12
+    assert pts.tpot_s[0, 0] == pytest.approx(memory_time + prefill / 256, rel=0.05)
+    # tokens/s per group = batch / TPOT; per user = 1 / TPOT; per device = per group / TP.
+    assert pts.tokens_per_s[0, 1] == pytest.approx(64 / pts.tpot_s[0, 1])
+    assert pts.per_user[0, 1] == pytest.approx(1 / pts.tpot_s[0, 1]) and pts.per_device[0, 1] == pts.tokens_per_s[0, 1]
+    assert pts.ttft_s[0, 0] == pytest.approx(prefill, rel=0.1)  # the prefill alone
+    row = pts.row(0, 0)
+    assert row["bound"] == "memory" and 0.8 < row["mbu"] <= 1.0  # decode is judged by MBU
+
+
+def test_the_chunked_prefill_step_for_one_chunk():
+    # 4 decoding sequences (1,152 cached) and a 16-token chunk of 1,024-token prompts.
+    w = Workload(LLAMA, "decode", 4, 1152)
+    ops = {op.name: op for op in mixed_step_ops(w, 4, 16, 1024)}
+    qkv = ops["QKV projection"]
+    assert qkv.meta["m"] == 20  # one pass over the weights for 4 + 16 rows
+    assert qkv.flops == 2 * 20 * 4096 * (32 + 2 * 8) * 128
+    decode = ops["attention (fused decode)"]
+    assert decode.flops == 2 * 32 * 4 * 1153 * 256  # 4 queries x 1,153 keys x (128 + 128) per head
+    chunk = ops["attention (FlashAttention), prefill chunk"]
+    prefill = next(op for op in step_ops(Workload(LLAMA, "prefill", 1, 1024)) if op.meta.get("kind") == "attention")
+    assert chunk.flops == pytest.approx(prefill.flops * 16 / 1024)
+    # It reads the prompt's cache so far: half the prompt on average, 2 x 8 x 128 x 2 B per token per layer.
+    assert chunk.kv_bytes == pytest.approx(prefill.kv_bytes * 16 / 1024 + 512 * 4096)
+    assert "logits (LM head)" in ops and ops["logits (LM head)"].meta["m"] == 4  # the decoding sequences only
+
+
+def test_speculative_expected_tokens_and_where_it_stops_paying():
+    # (1 - a^(k+1)) / (1 - a): a = 0.8, k = 4: (1 - 0.32768) / 0.2 = 3.3616.
+    assert expected_accepted(0.8, 4) == pytest.approx(3.3616)
+    assert expected_accepted(0.0, 4) == 1.0 and expected_accepted(1.0, 4) == 5.0
+    # Short sequences, a large batch: the verify step of 5 positions per sequence is compute-bound,
+    # costs ~5 steps, and at a = 0.3 (1.43 tokens per verify) speculation slows decoding.
+    short = Traffic(64, 64)
+    r = speculative(LLAMA, H100, short, np.array([1, 2048]), k=4, alpha=0.3)
+    assert r["speedup"][0] > 1.0 and r["verify_bound"][0] == "memory"
+    assert r["speedup"][1] < 1.0 and r["verify_bound"][1] == "compute"
+    # A draft model's own k steps come off the gain.
+    with_draft = speculative(LLAMA, H100, short, np.array([1]), 4, 0.3, draft=get_model("llama-3.2-1b"))
+    assert with_draft["speedup"][0] < r["speedup"][0]
+
+
+def test_disaggregated_kv_transfer_for_one_prompt():
+    # Llama 3.1 8B, bf16 KV: 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B per token; a
+    # 1,024-token prompt's cache is 134,217,728 B; over NVLink 4 at 450 GB/s per direction: 298.3 us.
+    out = disaggregation(LLAMA, H100, Traffic(1024, 256), 32)
+    pools = out["prefill and decode pools"]
+    assert pools["kv_bytes_per_prompt"] == 134_217_728
+    assert pools["kv_transfer_s"] == pytest.approx(134_217_728 / 450e9)
+    one = out["one pool (chunked prefill)"]
+    assert pools["tpot_s"] < one["tpot_s"]  # decode steps no longer carry prompt chunks
+    slow_link = disaggregation(LLAMA, H100, Traffic(1024, 256), 32, link_bytes_per_s=12.5e9)  # 100 Gb/s
+    assert slow_link["prefill and decode pools"]["kv_transfer_s"] == pytest.approx(134_217_728 / 12.5e9)
+
+
+def test_cost_per_million_tokens_by_hand():
+    pts = serving_sweep(LLAMA, [H100], Traffic(1024, 256), batches=np.array([64]), prices={"h100-sxm": 6.155})
+    out_rate = pts.tokens_per_s[0, 0]
+    share = pts.prefill_share[0, 0]
+    per_s = 6.155 / 3600  # one device
+    cost = pts.usd_per_million()
+    assert cost["output"][0, 0] == pytest.approx(per_s * (1 - share) / out_rate * 1e6)
+    assert cost["input"][0, 0] == pytest.approx(per_s * share / (out_rate * 4) * 1e6)  # 1,024 in per 256 out
+    assert cost["all"][0, 0] == pytest.approx(per_s / (out_rate * 5) * 1e6)
+    tp2 = serving_sweep(LLAMA, [H100], Traffic(1024, 256), tp=2, batches=np.array([64]), prices={"h100-sxm": 6.155})
+    assert tp2.usd_per_million()["all"][0, 0] == pytest.approx(2 * per_s / (tp2.tokens_per_s[0, 0] * 5) * 1e6)
+
+
+def test_the_frontier_is_a_frontier():
+    devices = [get_hardware(h) for h in ("h100-sxm", "mi300x", "l40s", "b200")]
+    pts = serving_sweep(LLAMA, devices, Traffic(2048, 512))
+    unchunked = serving_sweep(LLAMA, devices, Traffic(2048, 512), chunked=False)  # several devices, one group
+    # Without chunking a new prompt's first token waits only for its own prefill, at any batch.
+    assert unchunked.tpot_s.shape == pts.tpot_s.shape
+    assert np.allclose(unchunked.ttft_s, unchunked.ttft_s[:, :1])
+    mask = pts.frontier()
+    for d in range(len(devices)):
+        x, y = pts.per_device[d][mask[d]], pts.per_user[d][mask[d]]
+        order = np.argsort(x)
+        assert np.all(np.diff(y[order]) <= 1e-12)  # more throughput per device costs per-user speed
+        for j in np.flatnonzero(mask[d]):  # no fitting point beats a frontier point on both
+            fit = pts.fits[d]
+            beats = (pts.per_device[d] > pts.per_device[d, j]) & (pts.per_user[d] > pts.per_user[d, j]) & fit
+            assert not np.any(beats)
+
+
+@pytest.mark.parametrize("tighter", [(2.0, 0.03), (0.5, 0.05), (0.2, 0.02)])
+def test_tighter_targets_never_lower_the_cost(tighter):
+    devices = [get_hardware(h) for h in ("h100-sxm", "h200-sxm", "l40s")]
+    prices = {"h100-sxm": 6.155, "h200-sxm": 6.305, "l40s": 2.25}
+    loose = {b.hardware: b for b in best_under_targets(LLAMA, devices, Traffic(1024, 256), 2.0, 0.05, prices=prices)}
+    tight = best_under_targets(LLAMA, devices, Traffic(1024, 256), *tighter, prices=prices)
+    for b in tight:
+        if b.meets:
+            assert loose[b.hardware].meets
+            assert b.point["usd_per_million_output"] >= loose[b.hardware].point["usd_per_million_output"] - 1e-12
+
+
+def test_what_binds_when_no_setup_meets_the_targets():
+    best = {
+        b.hardware: b for b in best_under_targets(LLAMA, [H100, get_hardware("l4")], Traffic(1024, 256), 2.0, 0.0005)
+    }
+    assert not best["h100-sxm"].meets and best["h100-sxm"].binding.startswith("TPOT:")
+    # On one device a 0.5 ms TPOT needs more bandwidth, not more FLOPS.
+    one = best_under_targets(LLAMA, [H100], Traffic(1024, 256), 2.0, 0.0005, tps=(1,))[0]
+    assert "memory-bound at batch 1" in one.binding
+    huge = {
+        b.hardware: b
+        for b in best_under_targets(get_model("llama-3.1-405b"), [get_hardware("l4")], Traffic(), 2, 0.05, tps=(1,))
+    }
+    assert "memory capacity" in huge["l4"].binding
+
+
+def test_prices_carry_their_source_and_date():
+    prices = load_prices()
+    assert {"h100-sxm", "h200-sxm", "b200", "tpu-v6e"} <= set(prices)
+    devices = load_hardware()
+    for device, price in prices.items():
+        assert device in devices and price.usd_per_hour > 0
+        assert price.source.url.startswith("https://") and price.as_of and price.provider
+    assert parse_price("h100-sxm=2.5") == ("h100-sxm", 2.5)
+    for bad in ("h100-sxm", "h100-sxm=-1", "h100-sxm=inf", "=3", "h100-sxm=nan"):
+        with pytest.raises(ValueError, match="--price"):
+            parse_price(bad)
+
+
+def test_serve_cli_json_and_errors():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "roofline",
+            "serve",
+            "--model",
+            "llama-3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--hardware",
+            "l40s",
+            "--tp",
+            "1",
+            "--tp",
+            "2",
+            "--price",
+            "l40s=1.5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {"best", "frontier", "levers", "prices", "targets"} <= set(data)
+    assert data["prices"]["l40s"] == {"usd_per_hour": 1.5, "source": "--price"}
+    assert "2026-02" in data["prices"]["h100-sxm"]["source"]
+    assert {p["tp"] for p in data["frontier"]} == {1, 2}
+    assert {"speculative_decoding", "disaggregation"} <= set(data["levers"])
+    for args, message in (
+        (["--price", "nope=3"], "unknown device 'nope'"),
+        (["--price", "h100-sxm=abc"], "--price: expected"),
+        (["--spec-alpha", "1.5"], "expected a number in [0, 1]"),
+        (["--prompt-len", "200000"], "exceed Llama 3.1 8B's maximum context"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+
+
+def test_serving_page():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert [c.key for c in at.get("plotly_chart")] == ["frontier_chart", "point_roofline", "spec_chart"]
+    assert any("Open this batch on the LLM inference page" in md.value for md in at.markdown)
+    link = next(md.value for md in at.markdown if "Open this batch" in md.value)
+    assert "/llm?model=llama-3.1-8b&hw=h100-sxm&batch=" in link
+    at.number_input(key="tpot_ms").set_value(10.0).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert set(table.columns) >= {"device", "meets", "$ per M output", "what binds"}

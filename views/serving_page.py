@@ -1,0 +1,406 @@
+"""Serving page: latency against throughput per device, the cheapest setup that meets TTFT and
+TPOT targets, and the serving techniques that move it, each open as a step on the roofline."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard import custom
+from dashboard.measured import measured_panel, roofs_caption
+from dashboard.share import Report, share_panel
+from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
+from roofline.engine import REGIME_LABELS, evaluate
+from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
+from roofline.plots import DEVICE_COLORS, REGIME_COLORS, op_table_series, roofline_figure, style_figure
+from roofline.plots.style import log_axes
+from roofline.serving import (
+    Traffic,
+    best_under_targets,
+    disaggregation,
+    load_prices,
+    mixed_step_ops,
+    serving_sweep,
+    speculative,
+)
+from roofline.settings import Settings
+from roofline.workload import Precision, Workload
+
+devices = custom.devices()
+models = custom.models()
+device_ids, model_ids = list(devices), list(models)
+shipped_prices = load_prices()
+
+report = Report()
+st.title("Serving")
+st.caption(
+    "Latency against throughput for each device: continuous batching with chunked prefill swept over the decode "
+    "batch, every point with its TTFT, TPOT, memory, regime and cost. Then the cheapest setup per device that meets "
+    "your TTFT and TPOT targets, and the serving techniques (chunked prefill, speculative decoding, prefill/decode "
+    "disaggregation) modelled as steps on the roofline. Times are a loaded server's at steady state; queueing is "
+    "not modelled."
+)
+
+warn_bad_params(
+    {
+        "model": one_of(model_ids),
+        "hw": some_of(device_ids),
+        "prompt": int_in(1, 1 << 20),
+        "output": int_in(1, 1 << 20),
+        "tp": one_of([str(t) for t in TP_CHOICES]),
+        "wdtype": one_of(WEIGHT_DTYPES),
+        "kvdtype": one_of(KV_DTYPES),
+        "chunked": boolean,
+        "ttft_ms": float_in(1, 1e6),
+        "tpot_ms": float_in(0.1, 1e5),
+        "xaxis": one_of(["tokens/s per device", "tokens per dollar"]),
+        "spec_k": int_in(1, 16),
+        "spec_alpha": float_in(0.0, 1.0),
+    }
+)
+
+with st.sidebar:
+    st.header("Model and devices")
+    model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
+    selected = st.multiselect(
+        "Devices",
+        device_ids,
+        default=["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"],
+        key="hw",
+        bind="query-params",
+    )
+    st.header("Traffic")
+    prompt = st.number_input("Prompt tokens (mean)", 1, 1 << 20, 1024, key="prompt", bind="query-params")
+    output = st.number_input("Output tokens (mean)", 1, 1 << 20, 256, key="output", bind="query-params")
+    st.header("Targets (p50)")
+    ttft_ms = st.number_input("TTFT (ms)", 1.0, 1e6, 2000.0, 50.0, key="ttft_ms", bind="query-params")
+    tpot_ms = st.number_input("TPOT (ms)", 0.1, 1e5, 50.0, 1.0, key="tpot_ms", bind="query-params")
+    st.header("The frontier's setup")
+    tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
+    wdtype = st.selectbox(
+        "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
+    )
+    kvdtype = st.selectbox("KV dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params")
+    chunked = st.checkbox(
+        "Chunked prefill",
+        True,
+        key="chunked",
+        bind="query-params",
+        help="A step carries a chunk of new prompts beside the decode batch; off, prefills stall every decode.",
+    )
+
+with st.sidebar.expander("Prices (USD per device-hour)"):
+    st.caption(
+        "Defaults are public on-demand list prices, each with its source and date (below the table). They move "
+        "often and differ 2-3x between providers: set your own. Devices without a price get no cost."
+    )
+    editable = pd.DataFrame(
+        [
+            {"device": hid, "USD per hour": shipped_prices[hid].usd_per_hour if hid in shipped_prices else None}
+            for hid in selected
+        ]
+    )
+    edited = st.data_editor(
+        editable,
+        key="prices",
+        hide_index=True,
+        disabled=["device"],
+        column_config={"USD per hour": st.column_config.NumberColumn(min_value=0.0, max_value=1e6, format="%.3f")},
+    )
+    for hid in selected:
+        if hid in shipped_prices:
+            pr = shipped_prices[hid]
+            st.caption(f"{hid}: {pr.provider}; [{pr.source.name}]({pr.source.url}); as of {pr.as_of}")
+prices = {
+    row["device"]: float(row["USD per hour"])
+    for row in edited.to_dict("records")
+    if row["USD per hour"] is not None and np.isfinite(row["USD per hour"]) and row["USD per hour"] > 0
+}
+
+custom.model_upload()
+measured = measured_panel()
+if not selected:
+    st.info("Pick at least one device in the sidebar.")
+    st.stop()
+
+model = models[model_id]
+hws = [devices[h] for h in selected]
+settings = Settings(calibration=measured.calibration)
+note = roofs_caption(measured, list(selected))
+if note:
+    st.caption(note)
+if prompt + output - 1 > model.max_context:
+    asked = f"Prompt {prompt:,} + output {output:,} exceed {model.name}'s maximum context of {model.max_context:,}; "
+    prompt = min(prompt, model.max_context - 1)
+    output = max(1, model.max_context - prompt + 1)
+    st.warning(asked + f"using a prompt of {prompt:,} and an output of {output:,}.")
+traffic = Traffic(int(prompt), int(output))
+try:
+    precision = Precision(weight_dtype=wdtype, act_dtype="bf16", kv_dtype=kvdtype)
+    points = serving_sweep(model, hws, traffic, precision, int(tp), settings, prices, chunked=chunked)
+except ValueError as exc:
+    st.error(f"Cannot plan serving for this setup: {exc}")
+    st.stop()
+for hid, why in points.why_not.items():
+    st.warning(f"{devices[hid].name}: {why}")
+
+# ---- the frontier ------------------------------------------------------------------------------
+st.subheader("Latency against throughput")
+xaxis = st.radio(
+    "x axis",
+    ["tokens/s per device", "tokens per dollar"],
+    horizontal=True,
+    key="xaxis",
+    bind="query-params",
+    help="tokens per dollar needs a price for the device",
+)
+cost = points.usd_per_million()
+frontier = points.frontier()
+fig = go.Figure()
+for d, hid in enumerate(points.devices):
+    if hid in points.why_not:
+        continue
+    fit = points.fits[d]
+    x = points.per_device[d] if xaxis == "tokens/s per device" else 1e6 / cost["output"][d]
+    y = points.per_user[d]
+    hover = [
+        f"<b>{devices[hid].name}</b>, TP={points.tp}, batch {int(b)}<br>TTFT {fmt_seconds(points.ttft_s[d, j])} · "
+        f"TPOT {fmt_seconds(points.tpot_s[d, j])}<br>{points.per_device[d, j]:,.0f} tok/s per device · "
+        f"{points.per_user[d, j]:,.1f} per user<br>memory {fmt_bytes(points.memory_bytes[d, j])} "
+        f"({'fits' if fit[j] else 'does NOT fit'})<br>{REGIME_LABELS.get(points.bound[d, j], '')} · "
+        f"MBU {points.mbu[d, j]:.0%} · MFU {points.mfu[d, j]:.0%}"
+        + (f"<br>${cost['output'][d, j]:,.3f} per M output tokens" if np.isfinite(cost["output"][d, j]) else "")
+        for j, b in enumerate(points.batch)
+    ]
+    color = DEVICE_COLORS[d % len(DEVICE_COLORS)]
+    fig.add_trace(
+        go.Scatter(
+            x=np.where(fit, x, np.nan),
+            y=np.where(fit, y, np.nan),
+            mode="lines+markers",
+            name=devices[hid].name,
+            line=dict(color=color, width=2),
+            marker=dict(
+                size=8,
+                color=[REGIME_COLORS.get(b, "#999999") for b in points.bound[d]],
+                line=dict(color=color, width=1.5),
+            ),
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+fig.add_hline(
+    y=1e3 / tpot_ms,
+    line=dict(color="#555555", dash="dot"),
+    annotation_text=f"TPOT target {tpot_ms:g} ms",
+    annotation_position="top right",
+)
+x_title = "output tokens/s per device" if xaxis == "tokens/s per device" else "output tokens per USD"
+log_axes(fig, x_title, "output tokens/s per user (1 / TPOT)")
+xs = np.concatenate([np.asarray(t.x, float) for t in fig.data if t.x is not None] + [np.array([np.nan])])
+ys = np.concatenate([np.asarray(t.y, float) for t in fig.data if t.y is not None] + [np.array([1e3 / tpot_ms])])
+xs, ys = xs[np.isfinite(xs) & (xs > 0)], ys[np.isfinite(ys) & (ys > 0)]
+if xs.size:
+    fig.update_xaxes(range=[np.log10(xs.min()) - 0.15, np.log10(xs.max()) + 0.15])
+if ys.size:
+    fig.update_yaxes(range=[np.log10(ys.min()) - 0.15, np.log10(ys.max()) + 0.15])
+style_figure(fig, 520, "frontier", f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV")
+report.chart(fig, width="stretch", theme=None, key="frontier_chart")
+st.caption(
+    "Each line is one device as the decode batch grows (left to right); marker colours are the step's regime "
+    "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT target. "
+    "Batches that do not fit in memory are left out."
+)
+
+# ---- open one point ----------------------------------------------------------------------------
+st.subheader("One point as a step on the roofline")
+c1, c2 = st.columns(2)
+runnable = [hid for hid in points.devices if hid not in points.why_not]
+pick_device = c1.selectbox("Device", runnable, key="pick_hw") if runnable else None
+if pick_device is None:
+    st.stop()
+d = points.devices.index(pick_device)
+fitting = [int(b) for b, f in zip(points.batch, points.fits[d]) if f]
+if not fitting:
+    st.warning(f"{model.name} does not fit on {devices[pick_device].name} at TP={tp} at any batch.")
+else:
+    pick_batch = c2.select_slider("Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch")
+    j = int(np.flatnonzero(points.batch == pick_batch)[0])
+    row = points.row(d, j)
+    cols = st.columns(5)
+    cols[0].metric("TTFT", fmt_seconds(row["ttft_s"]))
+    cols[1].metric("TPOT", fmt_seconds(row["tpot_s"]))
+    cols[2].metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}")
+    cols[3].metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help="decode is judged by MBU")
+    usd = row["usd_per_million_output"]
+    cols[4].metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price")
+    hw = devices[pick_device]
+    run, _ = Workload(
+        model, "decode", pick_batch, int(round(traffic.mean_context)), precision=precision, tp=int(tp), cuda_graphs=True
+    ).on(hw)
+    chunk = pick_batch * traffic.prompt_len / traffic.output_len if chunked else 0.0
+    table = evaluate(mixed_step_ops(run, pick_batch, chunk, traffic.prompt_len), settings.ceilings(hw, int(tp), True))
+    report.chart(
+        roofline_figure(
+            [(table.ceilings, run.precision.act_dtype)],
+            [op_table_series(table, "mixed step", "circle", table.total_time_s)],
+            title=f"One step: {pick_batch} decoding sequences + {chunk:,.0f} prompt tokens (chunked prefill)",
+            height=460,
+        ),
+        width="stretch",
+        theme=None,
+        key="point_roofline",
+    )
+    link = "/llm?" + urlencode(
+        {
+            "model": model_id,
+            "hw": pick_device,
+            "batch": pick_batch,
+            "prompt": traffic.prompt_len,
+            "output": traffic.output_len,
+            "tp": tp,
+            "wdtype": wdtype,
+            "kvdtype": kvdtype,
+        }
+    )
+    st.markdown(f"[Open this batch on the LLM inference page]({link}): every op of its prefill and decode steps.")
+
+# ---- targets -----------------------------------------------------------------------------------
+st.subheader(f"Cheapest setup per device that meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms")
+try:
+    best = best_under_targets(model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
+except ValueError as exc:
+    st.error(str(exc))
+    best = []
+ranking = pd.DataFrame(
+    [
+        {
+            "device": b.hardware,
+            "meets": b.meets,
+            "TP": b.point["tp"] if b.meets else None,
+            "batch": b.point["batch"] if b.meets else None,
+            "weights / KV": f"{b.weight_dtype} / {b.kv_dtype}" if b.meets else "",
+            "TTFT": fmt_seconds(b.point["ttft_s"]) if b.meets else "",
+            "TPOT": fmt_seconds(b.point["tpot_s"]) if b.meets else "",
+            "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,
+            "$ per M output": b.point["usd_per_million_output"] if b.meets else None,
+            "$ per M input": b.point["usd_per_million_input"] if b.meets else None,
+            "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
+            "what binds": f"{b.binding}-bound step" if b.meets else b.binding,
+        }
+        for b in best
+    ]
+)
+report.table(
+    ranking,
+    "Targets",
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "$ per M output": st.column_config.NumberColumn(format="$%.3f"),
+        "$ per M input": st.column_config.NumberColumn(format="$%.3f"),
+        "tokens per joule": st.column_config.NumberColumn(format="%.2f"),
+    },
+    placeholder="—",
+)
+st.caption(
+    "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost per "
+    "million output tokens where priced, then by throughput per device."
+)
+
+# ---- levers ------------------------------------------------------------------------------------
+st.subheader(f"Serving techniques on {devices[pick_device].name}")
+if fitting:
+    lc1, lc2 = st.columns(2)
+    spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")
+    alpha = lc2.number_input("Speculative: acceptance rate", 0.0, 1.0, 0.7, 0.05, key="spec_alpha", bind="query-params")
+    batches = np.unique(np.round(np.geomspace(1, max(fitting), 16)).astype(int))
+    spec = speculative(
+        model, hw, traffic, batches, int(spec_k), float(alpha), precision=precision, tp=int(tp), settings=settings
+    )
+    sfig = go.Figure()
+    sfig.add_trace(
+        go.Scatter(
+            x=spec["batch"],
+            y=spec["speedup"],
+            mode="lines+markers",
+            name="speed-up of decode",
+            line=dict(color="#222222", width=2),
+            marker=dict(color=[REGIME_COLORS.get(b, "#999") for b in spec["verify_bound"]], size=9),
+            text=[
+                f"batch {int(b)}: plain TPOT {fmt_seconds(p)}, speculative {fmt_seconds(q)}; verify step "
+                f"{REGIME_LABELS.get(v, v)}, intensity {i:,.0f} FLOP/B"
+                for b, p, q, v, i in zip(
+                    spec["batch"],
+                    spec["plain_tpot_s"],
+                    spec["spec_tpot_s"],
+                    spec["verify_bound"],
+                    spec["verify_intensity"],
+                )
+            ],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    sfig.add_hline(y=1.0, line=dict(color="#D62728", dash="dash"), annotation_text="no gain")
+    sfig.update_xaxes(type="log", title="decode batch", gridcolor="#E5E5E5")
+    sfig.update_yaxes(title="speed-up (below 1: slower)", gridcolor="#E5E5E5", rangemode="tozero")
+    tokens = float(spec["tokens_per_verify"][0])
+    style_figure(
+        sfig, 380, "spec", f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
+    )
+    report.chart(sfig, width="stretch", theme=None, key="spec_chart")
+    st.caption(
+        f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and yields "
+        f"(1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound (blue markers); "
+        "once the verify step is compute-bound (red) it costs nearly k + 1 steps and speculation stops paying. "
+        "Drafting here is n-gram (free); a draft model adds its own k steps (`serve --draft-model`)."
+    )
+    try:
+        disagg = disaggregation(model, hw, traffic, pick_batch, precision, int(tp), settings)
+        report.table(
+            pd.DataFrame(
+                [
+                    {
+                        "setup": name,
+                        "TTFT": fmt_seconds(v["ttft_s"]),
+                        "TPOT": fmt_seconds(v["tpot_s"]),
+                        "tok/s per device": round(v["tokens_per_s_per_device"]),
+                        "KV per prompt": fmt_bytes(v["kv_bytes_per_prompt"]) if "kv_bytes_per_prompt" in v else "",
+                        "KV transfer": fmt_seconds(v["kv_transfer_s"]) if "kv_transfer_s" in v else "",
+                    }
+                    for name, v in disagg.items()
+                ]
+            ),
+            f"Prefill/decode disaggregation at batch {pick_batch}",
+            hide_index=True,
+            width="stretch",
+        )
+        st.caption(
+            "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed (lower "
+            "TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is sized to keep "
+            "pace with the decode pool."
+        )
+    except ValueError as exc:
+        st.info(f"Disaggregation: {exc}")
+
+frame = pd.DataFrame([points.row(d, j) for d in range(len(points.devices)) for j in range(len(points.batch))])
+st.download_button(
+    "Download the frontier (CSV)",
+    data=frame.to_csv(index=False),
+    file_name="roofline_serving.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
+st.download_button(
+    "Download the plan (JSON)",
+    data=lambda: dumps_strict({"frontier": frame.to_dict("records"), "best": [b.to_json() for b in best]}),
+    file_name="roofline_serving.json",
+    mime="application/json",
+    on_click="ignore",
+)
+share_panel("Serving", report.sections)
