@@ -2,12 +2,17 @@
 
 import streamlit as st
 
-st.set_page_config(page_title="roofline", page_icon="📈", layout="wide")
+home = st.Page("views/roofline_page.py", title="Roofline", icon=":material/show_chart:", default=True)
+
+
+def _roofline_address() -> None:
+    """/roofline: the default page lives at /, and its name in a link should reach it too."""
+    st.switch_page(home, query_params={k: st.query_params.get_all(k) for k in st.query_params})
+
 
 pages = [
-    st.Page(
-        "views/roofline_page.py", title="Roofline", icon=":material/show_chart:", url_path="roofline", default=True
-    ),
+    home,
+    st.Page(_roofline_address, title="Roofline", url_path="roofline", visibility="hidden"),
     st.Page("views/llm_page.py", title="LLM inference", icon=":material/bolt:", url_path="llm"),
     st.Page("views/advisor_page.py", title="Which hardware?", icon=":material/compare_arrows:", url_path="advisor"),
     st.Page("views/kv_page.py", title="KV cache", icon=":material/database:", url_path="kv"),
@@ -16,4 +21,7 @@ pages = [
     st.Page("views/measure_page.py", title="Measure", icon=":material/speed:", url_path="measure"),
     st.Page("views/hardware_page.py", title="Hardware", icon=":material/memory:", url_path="hardware"),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+# Each tab names its page, so several open tabs can be told apart.
+st.set_page_config(page_title=f"{page.title} · roofline", page_icon="📈", layout="wide")
+page.run()

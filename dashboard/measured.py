@@ -17,6 +17,7 @@ from roofline.format import fmt_seconds
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Collectives, Results, ResultsError, parse_results
 
 RESULTS_KEY = "measure_results"  # where the Measure page keeps its results (a Results)
+SOURCE_KEY = "measure_results_source"  # where they came from: run, upload or example
 _UPLOAD, _PARSED, _ERROR = "measured_upload", "measured_upload_parsed", "measured_upload_error"
 _CHOICES = ("none", "the Measure page's results", "an uploaded file")
 

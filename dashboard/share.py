@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from urllib.parse import urlencode
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from roofline.report import Section, html_report
+from roofline.report import Chart, Metric, Section, Table, html_report, strip_tags
 
 
 def current_link() -> str:
@@ -17,32 +20,100 @@ def current_link() -> str:
     return base + ("?" + urlencode(params) if params else "")
 
 
-def share_panel(title: str, sections: Sequence[Section]) -> None:
+def share_panel(title: str, sections: Sequence[Section], note: str = "") -> None:
     st.divider()
     st.subheader("Share")
     link = current_link()
-    st.caption("The link reproduces this view: every input is in it (copy with the icon at the right).")
+    st.caption(note or "The link reproduces this view: every input is in it (copy with the icon at the right).")
     st.code(link or "(the address bar of this page)", language=None)
     st.download_button(
         "Download an offline HTML report",
         data=lambda: html_report(title, sections, link or None),
-        file_name=f"roofline_{title.lower().replace(' ', '_')}.html",
+        file_name=f"roofline_{title.lower().replace(' ', '_').replace('?', '')}.html",
         mime="text/html",
         on_click="ignore",
-        help="Figures and tables with plotly.js inline: opens with no network.",
+        help="The page's numbers, text, figures and tables, with plotly.js inline: opens with no network.",
     )
 
 
+def _formats(column_config: dict | None) -> dict[str, str]:
+    """The printf number format of each column a page configured with ``NumberColumn(format=...)``."""
+    out = {}
+    for col, cfg in (column_config or {}).items():
+        fmt = (cfg.get("type_config") or {}).get("format") if isinstance(cfg, dict) else None
+        if isinstance(fmt, str):
+            out[col] = fmt
+    return out
+
+
+def chart_title(fig: go.Figure) -> str:
+    """Take a figure's title out of Plotly, to show above the chart as text that wraps: a Plotly
+    title is one line, and on a phone it runs off the chart."""
+    title = strip_tags(fig.layout.title.text or "")
+    if title:
+        top = fig.layout.margin.t
+        fig.update_layout(title_text=None, margin_t=max(20, (top if top is not None else 50) - 30))
+    return title
+
+
+def show_chart(fig: go.Figure, **kwargs) -> str:
+    """A chart with its title above it as wrapping text; returns the title."""
+    title = chart_title(fig)
+    if title:
+        st.markdown(f"**{md_escape(title)}**")
+    st.plotly_chart(fig, **kwargs)
+    return title
+
+
+def md_escape(text: str) -> str:
+    """Text shown through st.markdown as written: no emphasis, links or LaTeX from its characters."""
+    return re.sub(r"([\\`*_\[\]$<>#|~])", r"\\\1", text)
+
+
 class Report:
-    """Collects what a page shows, so its share panel can export exactly that."""
+    """Collects what a page shows (headings, headline numbers, text, charts, tables) as it shows
+    it, so its share panel exports exactly that."""
 
     def __init__(self) -> None:
         self.sections: list[Section] = []
 
-    def chart(self, fig, heading: str = "", **kwargs) -> None:
-        st.plotly_chart(fig, **kwargs)
-        self.sections.append((heading, fig))
+    def subheader(self, text: str) -> None:
+        st.subheader(text)
+        self.sections.append((text, None))
+
+    def markdown(self, text: str) -> None:
+        st.markdown(text)
+        self.sections.append(("", text))
+
+    def caption(self, text: str) -> None:
+        st.caption(text)
+        self.sections.append(("", text))
+
+    def metrics(self, *metrics: Metric) -> None:
+        """One row of metric tiles, the page's headline numbers."""
+        for col, m in zip(st.columns(len(metrics)), metrics):
+            col.metric(
+                m.label,
+                m.value,
+                m.delta or None,
+                delta_color=m.delta_color,
+                # A delta that is a note ("was fits"), not a change, gets no arrow.
+                delta_arrow="off" if m.delta_color == "off" else "auto",
+                help=m.help or None,
+            )
+        self.sections.append(("", list(metrics)))
+
+    def chart(self, fig: go.Figure, heading: str = "", **kwargs) -> None:
+        title = show_chart(fig, **kwargs)
+        self.sections.append((heading, Chart(fig, title)))  # the report shows the title above the chart too
 
     def table(self, frame, heading: str = "", **kwargs) -> None:
+        # Numbers with thousands separators unless the page set a format (years stay as they are).
+        config = dict(kwargs.pop("column_config", None) or {})
+        for col in frame.columns:
+            if col not in config and "year" not in str(col) and pd.api.types.is_numeric_dtype(frame[col]):
+                if not pd.api.types.is_bool_dtype(frame[col]):
+                    config[col] = st.column_config.NumberColumn(format="localized")
+        kwargs["column_config"] = config
         st.dataframe(frame, **kwargs)
-        self.sections.append((heading, frame))
+        self.sections.append((heading, Table(frame, _formats(kwargs.get("column_config")))))

@@ -28,7 +28,9 @@ def int_in(lo: int, hi: int) -> Validator:
             value = float(raw)
         except ValueError:
             return f"{_shown(raw)!r} is not a number (allowed: integers {lo}..{hi}); using the default"
-        if not value.is_integer() or not lo <= value <= hi:
+        if not value.is_integer():
+            return f"{_shown(raw)!r} is not a whole number (allowed: integers {lo}..{hi}); using the default"
+        if not lo <= value <= hi:
             return f"{_shown(raw)!r} is out of range (allowed: integers {lo}..{hi}); using the default"
         return None
 
@@ -58,15 +60,20 @@ def one_of(options: Sequence[str]) -> Validator:
     return check
 
 
-def some_of(options: Sequence[str]) -> Validator:
+def some_of(options: Sequence[str], at_most: int | None = None) -> Validator:
+    def keep(values: list[str]) -> list[str]:
+        return list(dict.fromkeys(v for v in values if v in options))[:at_most]
+
     def check(values: list[str]) -> str | None:
         unknown = [v for v in values if v not in options]
         if unknown:
             shown = ", ".join(repr(_shown(v)) for v in unknown[:5]) + (" …" if len(unknown) > 5 else "")
             return f"unknown {shown} ignored (allowed: {', '.join(options)})"
+        if at_most is not None and len(keep(values)) < len(dict.fromkeys(values)):
+            return f"{len(dict.fromkeys(values))} chosen, at most {at_most} compared at once; the first {at_most} kept"
         return None
 
-    check.keep = lambda values: list(dict.fromkeys(v for v in values if v in options))  # type: ignore[attr-defined]
+    check.keep = keep  # type: ignore[attr-defined]
     return check
 
 

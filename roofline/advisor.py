@@ -14,6 +14,7 @@ import numpy as np
 
 from roofline.defaults import OBJECTIVES, TP_DEGREES
 from roofline.engine import REGIME_LABELS, REGIMES, Ceilings, OpTable, evaluate, evaluate_devices
+from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.inference import StepResult, analyze_request, analyze_step
 from roofline.memory import Footprint, footprint
@@ -254,13 +255,13 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
     moves = levers(w, hw, base.bound, settings)
     words = [
         f"On {hw.name} this {w.phase} is {REGIME_LABELS[base.bound]} "
-        f"({base.time_s * 1e3:,.2f} ms; the {base.step_phase} step decides it)."
+        f"({fmt_seconds(base.time_s)}; the {base.step_phase} step decides it)."
     ]
     top = base.top_ops()
     words.append("Most expensive ops: " + "; ".join(f"{o['name']} {o['share']:.0%} ({o['bound']})" for o in top) + ".")
     for lever in moves:
         words.append(
-            f"{lever.name}: {base.time_s * 1e3:,.2f} ms -> {lever.time_s * 1e3:,.2f} ms"
+            f"{lever.name}: {fmt_seconds(base.time_s)} -> {fmt_seconds(lever.time_s)}"
             + (f" ({lever.tokens_per_s:,.0f} tokens/s)" if "batch" in lever.name else "")
             + ("" if lever.fits else ", does not fit")
         )

@@ -43,6 +43,11 @@ SOFTMAX_FLOPS_PER_ELEMENT = 5.0
 ROPE_FLOPS_PER_ELEMENT = 3.0
 
 
+# The time breakdown's group for the weight matmuls around attention (QKV, output, MLA up/down and
+# absorbed projections): "attention" is the kernel on Q, K, V and the cache, with RoPE and QK norm.
+PROJECTIONS = "attention projections"
+
+
 def expected_experts_loaded(num_experts: int, top_k: int, tokens: np.ndarray | float) -> np.ndarray:
     """Expected distinct experts among ``tokens`` tokens, each routed to ``top_k`` of them.
 
@@ -201,7 +206,14 @@ def _attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op
         return [
             # Every head has its own W_UK slice (qk_nope x r): all nh of them are read.
             _linear(
-                "MLA query absorb (W_UK)" + suffix, b * nh, m.mla.qk_nope_head_dim, r, p, count, group, matrices=nh
+                "MLA query absorb (W_UK)" + suffix,
+                b * nh,
+                m.mla.qk_nope_head_dim,
+                r,
+                p,
+                count,
+                PROJECTIONS,
+                matrices=nh,
             ),
             Op(
                 name="attention (MLA latent, decode)" + suffix,
@@ -214,7 +226,9 @@ def _attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op
                 group=group,
                 meta={"kind": "attention"},
             ),
-            _linear("MLA output absorb (W_UV)" + suffix, b * nh, r, m.mla.v_head_dim, p, count, group, matrices=nh),
+            _linear(
+                "MLA output absorb (W_UV)" + suffix, b * nh, r, m.mla.v_head_dim, p, count, PROJECTIONS, matrices=nh
+            ),
         ]
 
     ops: list[Op] = []
@@ -223,7 +237,7 @@ def _attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op
         nkv = nh
         r = m.mla.kv_lora_rank
         ops.append(
-            _linear("MLA KV up-projection" + suffix, b * s, r, nh * (m.mla.qk_nope_head_dim + v), p, count, group)
+            _linear("MLA KV up-projection" + suffix, b * s, r, nh * (m.mla.qk_nope_head_dim + v), p, count, PROJECTIONS)
         )
         cached_per_token = r + m.mla.qk_rope_head_dim
     else:
@@ -418,14 +432,14 @@ def step_ops(w: Workload) -> list[Op]:
                 act_bytes=t * (h + out) * ab,
                 count=L,
                 launches=5,
-                group="attention",
+                group=PROJECTIONS,
                 meta={"kind": "matmul", "m": t},
             )
         )
         rope_elements = t * (nh + 1) * ml.qk_rope_head_dim
     else:
         nkv = m.kv_heads_per_device(tp)
-        ops.append(_linear("QKV projection", t, h, (nh + 2 * nkv) * m.head_dim, p, L, "attention"))
+        ops.append(_linear("QKV projection", t, h, (nh + 2 * nkv) * m.head_dim, p, L, PROJECTIONS))
         rope_elements = t * (nh + nkv) * m.head_dim
     if m.qk_norm:
         qk_weights = 2 * m.qk_head_dim * ab if m.qk_norm == "rmsnorm" else 0.0
@@ -453,7 +467,7 @@ def step_ops(w: Workload) -> list[Op]:
     if L - local:
         ops += _attention_ops(w, L - local, None, attention_label(m, False))
 
-    ops.append(_linear("output projection", t, nh * m.v_head_dim, h, p, L, "attention"))
+    ops.append(_linear("output projection", t, nh * m.v_head_dim, h, p, L, PROJECTIONS))
     reduces = 1 if m.parallel_attention else 2
     if tp > 1:
         ops.append(_all_reduce("all-reduce (attention)" if reduces == 2 else "all-reduce", t, h, p, tp, L))

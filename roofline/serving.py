@@ -34,6 +34,7 @@ import numpy as np
 
 from roofline.datafiles import DataError, DataRecord, format_validation_error, read_data_file
 from roofline.engine import REGIMES, Op, evaluate, evaluate_devices
+from roofline.format import fmt_seconds
 from roofline.hardware import Hardware, Source
 from roofline.memory import footprint, kv_bytes_per_token_per_layer
 from roofline.models import ModelConfig
@@ -453,10 +454,10 @@ def _what_binds(pts: ServingPoints, d: int, ttft_s: float, tpot_s: float, previo
         ttft_best = np.nanmin(np.where(fit, pts.ttft_s[d], np.inf))
         j = int(np.nanargmin(np.where(fit, pts.tpot_s[d], np.inf)))
         if tpot_best > tpot_s:
-            reason = f"TPOT: {tpot_best * 1e3:,.1f} ms at best ({pts.bound[d, j]}-bound at batch {pts.batch[j]})"
+            reason = f"TPOT: {fmt_seconds(tpot_best)} at best ({pts.bound[d, j]}-bound at batch {pts.batch[j]})"
             gap = tpot_best / tpot_s
         else:
-            reason = f"TTFT: {ttft_best * 1e3:,.0f} ms at best (the prefill)"
+            reason = f"TTFT: {fmt_seconds(ttft_best)} at best (the prefill)"
             gap = ttft_best / ttft_s
     if previous is not None and previous[1] <= gap:
         return previous

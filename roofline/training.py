@@ -512,7 +512,7 @@ def training_ops(s: TrainSetup) -> list:
     """Every op of one optimizer step per device: forward and backward of each micro-batch (times
     the accumulation steps), recomputation, the optimizer update and the gradient communication."""
     from roofline.engine import Op
-    from roofline.ops import VECTOR, step_ops
+    from roofline.ops import PROJECTIONS, VECTOR, step_ops
 
     w = _forward_workload(s)
     m = s.model
@@ -563,7 +563,14 @@ def training_ops(s: TrainSetup) -> list:
         ops.append(replace(backward, name=f"backward: {op.name}", count=op.count * micro, phase="backward"))
     if s.recompute != "none":
         for op in forward:
-            layer_op = op.count == m.num_layers or op.group in ("attention", "mlp", "moe", "norm", "residual")
+            layer_op = op.count == m.num_layers or op.group in (
+                "attention",
+                PROJECTIONS,
+                "mlp",
+                "moe",
+                "norm",
+                "residual",
+            )
             core = op.meta.get("kind") == "attention"
             if op.group not in ("embedding", "logits") and (layer_op if s.recompute == "full" else core):
                 ops.append(replace(op, name=f"recompute: {op.name}", count=op.count * micro, phase="recompute"))

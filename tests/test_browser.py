@@ -15,14 +15,10 @@ def _chart_state(page) -> str:
 
 
 def _wait_for_chart_titled(page, text: str) -> None:
-    # A page can draw several charts, and a fresh session reruns once while the URL settles, so
-    # wait until some chart carries the title rather than reading whichever chart came first.
-    page.wait_for_function(
-        "(text) => [...document.querySelectorAll('.js-plotly-plot')].some("
-        "p => ((p.layout && p.layout.title && p.layout.title.text) || '').includes(text))",
-        arg=text,
-        timeout=60_000,
-    )
+    # A chart's title is shown above it as text (it wraps on a phone, where a Plotly title would run
+    # off the chart); a fresh session reruns once while the URL settles, so wait for it to appear.
+    page.get_by_text(text).first.wait_for(timeout=60_000)
+    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
 
 
 def test_roofline_page_in_a_browser(app_url, browser):
@@ -93,17 +89,23 @@ def test_a_link_with_a_custom_model_and_device_reproduces_the_view(app_url, brow
     page.close()
 
 
-def test_a_results_file_uploaded_on_measure_calibrates_the_llm_page(app_url, browser):
-    """Upload the shipped H100 results on the Measure page; the same session's LLM page then offers
-    them, and choosing them switches the H100 to its calibrated roofs (and says so)."""
+def _upload_the_example_results(page):
+    """On the Measure page: upload the shipped H100 results and wait for them to show."""
     from pathlib import Path
 
     example = Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-kernel-sweeps.json"
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url + "/measure")
     uploader = page.locator('[data-testid="stMain"] [data-testid="stFileUploader"]')
     uploader.locator('input[type="file"]').set_input_files(str(example))
     page.get_by_text("Calibration: achievable roofs per op class").wait_for(timeout=60_000)
+    return uploader
+
+
+def test_a_results_file_uploaded_on_measure_calibrates_the_llm_page(app_url, browser):
+    """Upload the shipped H100 results on the Measure page; the same session's LLM page then offers
+    them, and choosing them switches the H100 to its calibrated roofs (and says so)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/measure")
+    _upload_the_example_results(page)
     page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
     # Same session: navigate with the sidebar, not a fresh load.
     page.get_by_role("link", name="LLM inference").click()
@@ -111,4 +113,104 @@ def test_a_results_file_uploaded_on_measure_calibrates_the_llm_page(app_url, bro
     page.get_by_text("Measured roofs (calibration, all-reduce)").click()
     page.get_by_text("the Measure page's results").click()
     page.get_by_text("Roofs: calibrated roofs").wait_for(timeout=60_000)
+    # Back on Measure the results are still there: leaving a page is not removing the file.
+    page.get_by_role("link", name="Measure").click()
+    page.get_by_text("Calibration: achievable roofs per op class").wait_for(timeout=60_000)
+    page.close()
+
+
+def test_removing_an_uploaded_results_file_removes_its_results(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/measure")
+    uploader = _upload_the_example_results(page)
+    uploader.get_by_role("button", name="Remove h100-sxm-kernel-sweeps.json").click()
+    page.get_by_text("Results live in this session only").wait_for(timeout=60_000)
+    assert page.get_by_text("Calibration: achievable roofs per op class").count() == 0
+    page.close()
+
+
+# ---- phones, the offline report, tab titles, routes --------------------------------------------
+PAGES_390 = ["/", "/llm", "/advisor", "/kv", "/training", "/serving", "/hardware", "/measure"]
+
+# For every chart: its legend, axis titles and (were one drawn) its Plotly title, as boxes, with the chart's.
+CHART_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(plot => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const all = sel => [...plot.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().width > 0).map(box);
+    return {chart: box(plot.querySelector('.main-svg')), legend: all('.legend'), title: all('.gtitle'),
+            axis_titles: all('.xtitle, .ytitle, [class^="xtitle"], [class^="ytitle"]')};
+})"""
+
+
+def _inside(inner, outer, slack=1.0) -> bool:
+    return (
+        inner[0] >= outer[0] - slack
+        and inner[1] >= outer[1] - slack
+        and inner[2] <= outer[2] + slack
+        and inner[3] <= outer[3] + slack
+    )
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, browser):
+    """On a phone-wide viewport, every chart of every page keeps its legend and titles inside the
+    chart, and no legend sits on an axis title."""
+    checked = 0
+    for path in PAGES_390:
+        page = browser.new_page(viewport={"width": 390, "height": 3000})
+        page.goto(app_url + path)
+        if path == "/measure":
+            page.get_by_text("Open the example: kernel sweeps measured on an H100").click()
+        page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+        page.wait_for_timeout(2500)  # every chart of the page drawn
+        for i, chart in enumerate(page.evaluate(CHART_BOXES)):
+            where = f"{path} chart {i}"
+            assert not chart["title"], f"{where}: a Plotly title does not wrap; show it above the chart"
+            for legend in chart["legend"]:
+                assert _inside(legend, chart["chart"]), f"{where}: legend {legend} outside {chart['chart']}"
+                for axis in chart["axis_titles"]:
+                    assert not _overlap(legend, axis), f"{where}: legend {legend} covers axis title {axis}"
+            for axis in chart["axis_titles"]:
+                assert _inside(axis, chart["chart"]), f"{where}: axis title {axis} outside {chart['chart']}"
+            checked += 1
+        page.close()
+    assert checked >= 15
+
+
+def test_the_offline_report_opens_without_a_network_and_has_the_headline_numbers(app_url, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/llm?batch=8")
+    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    page.wait_for_timeout(1500)
+    shown = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+    assert len(shown) == 6
+    with page.expect_download(timeout=60_000) as download:
+        page.get_by_role("button", name="Download an offline HTML report").click()
+    report = tmp_path / "report.html"
+    download.value.save_as(report)
+    page.close()
+
+    offline = browser.new_context(viewport={"width": 1200, "height": 1000})
+    offline.set_offline(True)
+    view = offline.new_page()
+    view.goto(report.as_uri())
+    view.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)  # plotly.js is inline
+    text = view.inner_text("body")
+    for label, value in zip(["TTFT", "TPOT", "End to end", "Tokens/s (total)", "MFU", "Memory / device"], shown):
+        assert label in text and value in text, (label, value)
+    for heading in ("Where the time goes", "Op table"):
+        assert view.locator("h2", has_text=heading).count() == 1
+    assert "compute-bound" in text and "True" not in text
+    offline.close()
+
+
+def test_each_tab_is_titled_by_its_page_and_roofline_has_its_own_address(app_url, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    for path, title in (("/roofline", "Roofline · roofline"), ("/llm", "LLM inference · roofline")):
+        page.goto(app_url + path)
+        page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+        page.wait_for_function("(t) => document.title === t", arg=title, timeout=30_000)
+        assert page.get_by_text("Page not found").count() == 0
     page.close()

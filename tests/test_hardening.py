@@ -108,6 +108,7 @@ def hostile_folder(tmp_path: Path) -> Path:
     _device(tmp_path, "my-gpu")
     _device(tmp_path, "inf-memory", memory_gb="inf")
     _device(tmp_path, "bool-year", launch_year="true")
+    _device(tmp_path, "400-digits", memory_gb="1" + "0" * 400)  # TOML integers have no size limit
     (tmp_path / "broken.toml").write_text('id = "broken"\nname = [')
     (tmp_path / "folder.toml").mkdir()
     (tmp_path / "dangling.toml").symlink_to(tmp_path / "nowhere")
@@ -123,6 +124,7 @@ def hostile_folder(tmp_path: Path) -> Path:
 BAD = {
     "inf-memory.toml": "finite number",
     "bool-year.toml": "got a boolean",
+    "400-digits.toml": "a 401-digit integer is too large (at most 2^53)",
     "broken.toml": "malformed TOML",
     "folder.toml": "not a regular file",
     "dangling.toml": "no such file",

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
+from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.share import share_panel
+from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, warn_bad_params
 from roofline.advisor import diagnose, ops_on, rank, sensitivity, workload_time
 from roofline.defaults import (
@@ -24,8 +26,9 @@ from roofline.defaults import (
     WORKLOAD_PHASES,
 )
 from roofline.engine import REGIME_LABELS
-from roofline.format import fmt_seconds
+from roofline.format import dumps_strict, fmt_seconds
 from roofline.plots import REGIME_COLORS, op_table_series, roofline_figure, style_figure
+from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
@@ -128,13 +131,24 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(devices))
 if roofs_note:
     st.caption(roofs_note)
+report = Report()
+
+
+def short_name(name: str, limit: int = 26) -> str:
+    """A device name short enough for the chart's axis on a phone (the hover has it in full)."""
+    for vendor in ("NVIDIA ", "AMD ", "Google ", "AWS ", "Intel "):
+        name = name.removeprefix(vendor)
+    return name if len(name) <= limit else name[: limit - 1].rstrip(" (,") + "…"
+
+
 try:
     precision = Precision(weight_dtype=wdtype, act_dtype=adtype, kv_dtype=kvdtype)
     out_len = int(output) if phase == "request" else 1
     workload = Workload(model, phase, int(batch), int(seq), out_len, precision, int(tp), cuda_graphs=graphs)
-    ranking = [r.to_json() for r in rank(workload, list(devices.values()), objective, settings)]
+    ranking = [r.to_json() for r in cached(rank, workload, list(devices.values()), objective, settings)]
 except ValueError as exc:
     st.error(f"Cannot analyse this workload: {exc}")
+    share_panel("Which hardware", report.sections)
     st.stop()
 
 if not any(r["fits"] for r in ranking):
@@ -143,45 +157,69 @@ if not any(r["fits"] for r in ranking):
         "make each one fit."
     )
 
-metric = {
-    "latency": ("time_s", "time (ms)", 1e3),
-    "throughput": ("tokens_per_s_per_device", "tokens/s per device", 1),
-    "per-watt": ("tokens_per_s_per_watt", "tokens/s per device per W", 1),
+key, label = {
+    "latency": ("time_s", "time"),
+    "throughput": ("tokens_per_s_per_device", "tokens/s per device"),
+    "per-watt": ("tokens_per_s_per_watt", "tokens/s per device per W"),
 }[objective]
-shown = [r for r in ranking if r[metric[0]] is not None]
+shown = [r for r in ranking if r[key] is not None]
+left_out = [r for r in ranking if r[key] is None]
+values = [r[key] for r in shown]
+scale, unit = 1.0, ""
+if objective == "latency" and values:  # one unit for the axis, the one the typical device's time reads in
+    scale, unit = next(
+        ((f, u) for f, u in ((1, "s"), (1e3, "ms"), (1e6, "µs")) if np.median(values) * f >= 1), (1e9, "ns")
+    )
+    label = f"time ({unit})"
 colors = [REGIME_COLORS[r["bound"]] if r["fits"] else "#CCCCCC" for r in shown]
 fig = go.Figure(
     go.Bar(
-        x=[r[metric[0]] * metric[2] for r in shown],
-        y=[r["name"] for r in shown],
+        x=[v * scale for v in values],
+        y=[short_name(r["name"]) for r in shown],
         orientation="h",
         marker_color=colors,
         text=[("" if r["fits"] else "does not fit") for r in shown],
-        textposition="auto",
-        customdata=[[REGIME_LABELS[r["bound"]], r["why_not"] or "fits"] for r in shown],
-        hovertemplate="<b>%{y}</b><br>%{x:,.3g} "
-        + metric[1]
-        + "<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        textposition="inside",
+        insidetextanchor="start",
+        textfont=dict(size=11, color="#333333"),
+        customdata=[
+            [
+                REGIME_LABELS[r["bound"]],
+                r["why_not"] or "fits",
+                fmt_seconds(r["time_s"]) if objective == "latency" else f"{r[key]:,.4g} {label}",
+            ]
+            for r in shown
+        ],
+        hovertext=[r["name"] for r in shown],
+        hovertemplate="<b>%{hovertext}</b><br>%{customdata[2]}<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
     )
 )
-fig.update_yaxes(autorange="reversed")
-fig.update_xaxes(title=metric[1], gridcolor="#E5E5E5")
+fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
+fig.update_xaxes(title=label, gridcolor="#E5E5E5")
+fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
 style_figure(
     fig,
-    640,
+    max(320, 16 * len(shown) + 80),
     "ranking",
     f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
     margin=dict(l=10, r=20, t=40, b=40),
 )
-st.plotly_chart(fig, width="stretch", theme=None, key="ranking_chart")
+report.chart(fig, "Ranking", width="stretch", theme=None, key="ranking_chart")
+if left_out:
+    why = "a TDP (or the peaks this workload needs)" if objective == "per-watt" else "the peaks this workload needs"
+    report.caption(
+        f"Not in the chart ({len(left_out)}), for want of {why}; the table gives the reason for each: "
+        + ", ".join(r["name"] for r in left_out)
+        + "."
+    )
 table = pd.DataFrame(
     [
         {
             "#": r["rank"],
             "device": r["name"],
             "time": fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
-            "tokens/s": round(r["tokens_per_s"], 1) if r["tokens_per_s"] else None,
-            "tokens/s/W": round(r["tokens_per_s_per_watt"], 3) if r["tokens_per_s_per_watt"] else None,
+            "tokens/s": r["tokens_per_s"],
+            "tokens/s/W": r["tokens_per_s_per_watt"],
             "regime": REGIME_LABELS[r["bound"]] if r["bound"] else "n/a",
             "fits": r["fits"],
             "smallest TP that fits": r["smallest_tp"],
@@ -190,39 +228,72 @@ table = pd.DataFrame(
         for r in ranking
     ]
 )
-st.dataframe(table, hide_index=True, width="stretch", placeholder="n/a")
+report.table(
+    table,
+    hide_index=True,
+    width="stretch",
+    placeholder="n/a",
+    column_config={
+        "#": st.column_config.NumberColumn(format="%d"),
+        "tokens/s": st.column_config.NumberColumn(format="%,.1f"),
+        "tokens/s/W": st.column_config.NumberColumn(format="%.3f"),
+        "smallest TP that fits": st.column_config.NumberColumn(format="%d"),
+    },
+)
+d1, d2 = st.columns(2)
+d1.download_button(
+    "Download the ranking (CSV)",
+    data=pd.DataFrame(ranking).drop(columns=["workload"], errors="ignore").to_csv(index=False),
+    file_name=f"{model_id}_{phase}_ranking.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
+d2.download_button(
+    "Download the ranking (JSON)",
+    data=lambda: dumps_strict({"workload": workload.describe(), "objective": objective, "ranking": ranking}),
+    file_name=f"{model_id}_{phase}_ranking.json",
+    mime="application/json",
+    on_click="ignore",
+)
 
-st.subheader(f"Diagnosis on {target.name}")
+report.subheader(f"Diagnosis on {target.name}")
 try:
     run, _ = workload.on(target)
-    diagnosis = diagnose(run, target, settings)
-    sensitivities = sensitivity(run, target, settings)
+    diagnosis = cached(diagnose, run, target, settings)
+    sensitivities = cached(sensitivity, run, target, settings)
 except ValueError as exc:
     st.warning(f"{target.name} cannot run this workload, so there is no diagnosis or what-if for it: {exc}.")
-    share_panel("Which hardware", [("Ranking", fig), ("", table)])
+    share_panel("Which hardware", report.sections)
     st.stop()
-st.markdown("\n".join(f"- {line}" for line in diagnosis["summary"]))
+report.markdown("\n".join(f"- {line}" for line in diagnosis["summary"]))
 levers = pd.DataFrame(
     [
         {
             "lever": lv["name"],
             "time": fmt_seconds(lv["time_s"]),
-            "speed-up": round(diagnosis["time_s"] / lv["time_s"], 2),
-            "tokens/s": round(lv["tokens_per_s"], 1),
+            "speed-up": diagnosis["time_s"] / lv["time_s"],
+            "tokens/s": lv["tokens_per_s"],
             "regime after": REGIME_LABELS[lv["bound"]],
             "fits": lv["fits"],
         }
         for lv in diagnosis["levers"]
     ]
 )
-st.dataframe(levers, hide_index=True, width="stretch")
-sensitivity = pd.DataFrame(
-    [{"resource doubled": k.replace("_", " "), "speed-up": round(v, 3)} for k, v in sensitivities.items()]
+SPEEDUP = st.column_config.NumberColumn(format="%.2f×")
+report.table(
+    levers,
+    "Levers",
+    hide_index=True,
+    width="stretch",
+    column_config={"speed-up": SPEEDUP, "tokens/s": st.column_config.NumberColumn(format="%,.1f")},
 )
-st.markdown("**Sensitivity**: the speed-up from 2× of each resource alone; the largest is the binding one.")
-st.dataframe(sensitivity, hide_index=True)
+sensitivity_frame = pd.DataFrame(
+    [{"resource doubled": k.replace("_", " "), "speed-up": v} for k, v in sensitivities.items()]
+)
+report.markdown("**Sensitivity**: the speed-up from 2× of each resource alone; the largest is the binding one.")
+report.table(sensitivity_frame, hide_index=True, column_config={"speed-up": SPEEDUP})
 
-st.subheader("What-if")
+report.subheader("What-if")
 scaled = replace(
     settings,
     compute_scale=x_compute,
@@ -230,67 +301,59 @@ scaled = replace(
     capacity_scale=x_capacity,
     link_scale=x_link,
 )
-base_time = workload_time(run, target, settings)
-new_time = workload_time(run, target, scaled)
-cols = st.columns(3)
-cols[0].metric(
-    "Time",
-    fmt_seconds(new_time.time_s),
-    f"{base_time.time_s / new_time.time_s:.2f}× vs the datasheet",
-    delta_color="off",
-)
-cols[1].metric(
-    "Regime",
-    REGIME_LABELS[new_time.bound].replace("-bound", ""),
-    f"was {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
-    delta_color="off",
-)
-cols[2].metric(
-    "Memory",
-    "fits" if new_time.fits else "does not fit",
-    "was " + ("fits" if base_time.fits else "does not fit"),
-    delta_color="off",
+base_time = cached(workload_time, run, target, settings)
+new_time = cached(workload_time, run, target, scaled)
+report.metrics(
+    Metric(
+        "Time",
+        fmt_seconds(new_time.time_s),
+        f"{base_time.time_s / new_time.time_s:.2f}× vs the datasheet",
+        delta_color="off",
+    ),
+    Metric(
+        "Regime",
+        REGIME_LABELS[new_time.bound].replace("-bound", ""),
+        f"was {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
+        delta_color="off",
+    ),
+    Metric(
+        "Memory",
+        "fits" if new_time.fits else "does not fit",
+        "was " + ("fits" if base_time.fits else "does not fit"),
+        delta_color="off",
+    ),
 )
 base_ceilings = settings.ceilings(target, run.tp, run.cuda_graphs)
 new_ceilings = replace(
     scaled.ceilings(target, run.tp, run.cuda_graphs), name=f"{target.name} what-if", source="what-if"
 )
-table_new = ops_on(run, new_ceilings)
+table_new = cached(ops_on, run, new_ceilings)
 what_if_fig = roofline_figure(
     [(base_ceilings, run.precision.act_dtype), (new_ceilings, run.precision.act_dtype)],
     [op_table_series(table_new, f"{phase} (what-if)", "diamond", table_new.total_time_s)],
     title=f"{target.name}: datasheet roof and the what-if roof, with the workload's ops",
     height=520,
 )
-st.plotly_chart(what_if_fig, width="stretch", theme=None, key="what_if_chart")
+report.chart(what_if_fig, width="stretch", theme=None, key="what_if_chart")
 
-st.subheader("The top devices' roofs with this workload")
+report.subheader("The top devices' roofs with this workload")
 top = [devices[r["hardware"]] for r in ranking if r["fits"]][:3]
-overlay = None
 if top:
     top_ceilings = [settings.ceilings(hw, run.tp, run.cuda_graphs) for hw in top]
-    ops_table = ops_on(workload.on(top[0])[0], top_ceilings[0])
+    ops_table = cached(ops_on, workload.on(top[0])[0], top_ceilings[0])
     overlay = roofline_figure(
         [(c, run.precision.act_dtype) for c in top_ceilings],
         [op_table_series(ops_table, f"{phase} on {top[0].name}", "circle", ops_table.total_time_s)],
+        title=f"The {len(top)} fastest devices that fit, with the ops on {top[0].name}",
         height=520,
     )
-    st.plotly_chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
-    st.caption(
+    report.chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
+    report.caption(
         "Roofs of the fastest devices that fit, in rank order: "
         + ", ".join(hw.name for hw in top)
         + f". The ops are placed on the first ({top[0].name})."
     )
+else:
+    report.caption("No device fits this workload at this TP degree, so there are no top roofs to show.")
 
-share_panel(
-    "Which hardware",
-    [
-        ("Ranking", fig),
-        ("", table),
-        ("Diagnosis", " ".join(diagnosis["summary"])),
-        ("Levers", levers),
-        ("Sensitivity", sensitivity),
-        ("What-if", what_if_fig),
-    ]
-    + ([("Top devices", overlay)] if overlay else []),
-)
+share_panel("Which hardware", report.sections)

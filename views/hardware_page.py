@@ -15,6 +15,7 @@ from roofline.datafiles import PROBLEMS, format_validation_error
 from roofline.dtypes import COMPUTE_DTYPES, PEAK_FIELDS, peak_unit
 from roofline.hardware import Hardware
 from roofline.plots import grouped_bar_figure
+from roofline.plots.style import MAX_COMPARED
 from roofline.records import to_toml
 
 devices = custom.devices()
@@ -32,7 +33,7 @@ st.caption(
     "it is recorded (an 80 GB H100 SXM exposes 79.18 GiB to CUDA), else the nominal GB as 10⁹ B."
 )
 
-warn_bad_params({"vendor": some_of(vendors), "compare": some_of(device_ids)})
+warn_bad_params({"vendor": some_of(vendors), "compare": some_of(device_ids, MAX_COMPARED)})
 if PROBLEMS:
     st.warning(
         f"{len(PROBLEMS)} data file(s) could not be used and were skipped; everything else loaded:\n\n"
@@ -184,6 +185,7 @@ chosen = st.multiselect(
     "Devices to compare",
     device_ids,
     default=["h100-sxm", "h200-sxm", "mi300x", "b200"],
+    max_selections=MAX_COMPARED,
     key="compare",
     bind="query-params",
 )
@@ -215,10 +217,10 @@ mem_fig = grouped_bar_figure(
 with right:
     report.chart(mem_fig, width="stretch", theme=None, key="memory_chart")
 
-st.subheader("Sources")
+report.subheader("Sources")
 for h in chosen:
     s = summaries[h]
     links = "; ".join(f"[{src['name']}]({src['url']})" if src.get("url") else src["name"] for src in s["sources"])
-    st.markdown(f"**{s['name']}**: {links}" + (f"  \n_{s['notes']}_" if s["notes"] else ""))
+    report.markdown(f"**{s['name']}**: {links}" + (f"  \n_{s['notes']}_" if s["notes"] else ""))
 
 share_panel("Hardware", report.sections)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import custom
+from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import float_in, int_in, one_of, some_of, warn_bad_params
@@ -16,6 +17,8 @@ from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES,
 from roofline.format import fmt_bytes
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
+from roofline.plots.style import MAX_COMPARED
+from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
@@ -35,7 +38,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids),
+        "hw": some_of(device_ids, MAX_COMPARED),
         "kvdtype": one_of(KV_DTYPES),
         "wdtype": one_of(WEIGHT_DTYPES),
         "tp": one_of([str(t) for t in TP_CHOICES]),
@@ -54,6 +57,7 @@ with st.sidebar:
         "Devices",
         device_ids,
         default=["h100-sxm", "h200-sxm", "mi300x"],
+        max_selections=MAX_COMPARED,
         key="hw",
         bind="query-params",
         help="One curve per device; the first is analysed in detail.",
@@ -111,49 +115,54 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
-hws = [devices[h] for h in selected]
-primary = hws[0]
 try:
     workload = Workload(model, "decode", precision=Precision(weight_dtype=wdtype, kv_dtype=kvdtype), tp=int(tp))
-    result = analyze_kv(workload, primary, int(batch), int(context), settings)
 except ValueError as exc:
-    st.error(f"Cannot analyse this configuration on {primary.name}: {exc}")
+    st.error(f"Cannot analyse this configuration: {exc}")
+    share_panel("KV cache", report.sections)
     st.stop()
+# Each device on its own: one that cannot hold this configuration is named with the reason, the rest shown.
+results, why_not = per_device(analyze_kv, workload, [devices[h] for h in selected], int(batch), int(context), settings)
+for hid, why in why_not.items():
+    st.warning(f"{devices[hid].name} cannot be analysed for this configuration: {why}")
+if not results:
+    st.error("None of the chosen devices can be analysed for this configuration; the warnings above say why.")
+    share_panel("KV cache", report.sections)
+    st.stop()
+result = next(iter(results.values()))
+primary = result.hardware
 for note in result.notes:
     st.info(note)
 data = result.to_json()
 per_seq = result.kv_bytes_per_sequence
 
-cols = st.columns(3) + st.columns(3)
-cols[0].metric(
-    "KV per token",
-    fmt_bytes(result.kv_bytes_per_token),
-    help=f"{model.attention_kind}, all layers, per device at TP={tp}, before any sliding-window cap",
-)
-cols[1].metric(
-    f"KV per sequence at {context:,}",
-    fmt_bytes(per_seq),
-    help="paged: whole blocks; sliding-window layers hold at most the window",
-)
-cols[2].metric(
-    f"KV budget ({primary.id})",
-    fmt_bytes(data["kv_budget_bytes"]),
-    help=f"{data['kv_budget_tokens']:,} tokens: usable memory - weights - workspace - non-torch memory",
-)
-cols[3].metric(f"Max batch at {context:,}", f"{result.max_batch:,}")
-cols[4].metric(f"Max context at batch {batch}", f"{result.max_context:,}")
-cols[5].metric(
-    "KV overtakes weights",
-    f"{result.crossover_context:,} tokens" if result.crossover_context else "never",
-    help=f"the context at which a decode step at batch {batch} reads more KV cache than weights",
-)
+metrics = [
+    Metric(
+        "KV per token",
+        fmt_bytes(result.kv_bytes_per_token),
+        help=f"{model.attention_kind}, all layers, per device at TP={tp}, before any sliding-window cap",
+    ),
+    Metric(
+        f"KV per sequence at {context:,}",
+        fmt_bytes(per_seq),
+        help="paged: whole blocks; sliding-window layers hold at most the window",
+    ),
+    Metric(
+        f"KV budget ({primary.id})",
+        fmt_bytes(data["kv_budget_bytes"]),
+        help=f"{data['kv_budget_tokens']:,} tokens: usable memory - weights - workspace - non-torch memory",
+    ),
+    Metric(f"Max batch at {context:,}", f"{result.max_batch:,}", help=f"on {primary.name}"),
+    Metric(f"Max context at batch {batch}", f"{result.max_context:,}", help=f"on {primary.name}"),
+    Metric(
+        "KV overtakes weights",
+        f"{result.crossover_context:,} tokens" if result.crossover_context else "never",
+        help=f"the context at which a decode step at batch {batch} reads more KV cache than weights",
+    ),
+]
+report.metrics(*metrics[:3])
+report.metrics(*metrics[3:])
 
-results = {primary.id: result}
-for hw in hws[1:]:
-    try:
-        results[hw.id] = analyze_kv(workload, hw, int(batch), int(context), settings)
-    except ValueError as exc:
-        st.warning(f"{hw.name}: {exc}")
 for r in results.values():
     if r.message:
         st.warning(f"{model.name} does not fit on {r.hardware.name} at TP={tp}: {r.message}.")
@@ -183,7 +192,7 @@ report.chart(
     key="capacity_chart",
 )
 
-st.subheader(f"Memory at batch {batch}, context {context:,}")
+report.subheader(f"Memory at batch {batch}, context {context:,}")
 rows = {}
 for r in results.values():
     f = r.footprint
@@ -198,13 +207,13 @@ for r in results.values():
         "over capacity": over,
     }
 report.chart(memory_bar_figure(rows), width="stretch", theme=None, key="memory_bar")
-st.caption(
+report.caption(
     f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the partly "
     f"filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library workspaces, "
     "communication buffers). Red is what does not fit."
 )
 
-st.subheader("When decode becomes KV-bound")
+report.subheader("When decode becomes KV-bound")
 cross_ctx = np.unique(np.round(np.geomspace(1, model.max_context - 1, 96)).astype(int))
 weights_read, kv_read = decode_read_bytes(result.workload, int(batch), cross_ctx)
 report.chart(
@@ -213,13 +222,13 @@ report.chart(
     theme=None,
     key="crossover_chart",
 )
-st.caption(
+report.caption(
     "A decode step reads every weight once however large the batch, but each sequence's cache on its "
     "own: past the crossover, more bandwidth or a smaller KV (fp8, fewer KV heads) speeds decode more "
     "than smaller weights."
 )
 
-st.subheader(f"KV quantization and GQA on {primary.name}")
+report.subheader(f"KV quantization and GQA on {primary.name}")
 variants: dict[str, np.ndarray] = {}
 dashes: dict[str, str] = {}
 for dtype in dict.fromkeys([kvdtype, "bf16", "fp8", "int4"]):
@@ -236,7 +245,7 @@ report.chart(
     theme=None,
     key="variants_chart",
 )
-st.caption(
+report.caption(
     f"{model.name} has {model.num_kv_heads} KV heads for {model.num_heads} query heads ({model.attention_kind})"
     + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
 )

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import custom
+from dashboard.cache import cached, per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
@@ -32,6 +33,8 @@ from roofline.plots import (
     step_series,
     time_breakdown_figure,
 )
+from roofline.plots.style import MAX_COMPARED
+from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
@@ -50,7 +53,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids),
+        "hw": some_of(device_ids, MAX_COMPARED),
         "batch": int_in(1, 65536),
         "prompt": int_in(1, MAX_TOKENS),
         "output": int_in(1, MAX_TOKENS),
@@ -73,6 +76,7 @@ with st.sidebar:
         "Devices",
         device_ids,
         default=["h100-sxm"],
+        max_selections=MAX_COMPARED,
         key="hw",
         bind="query-params",
         help="The first device is analysed in detail; all are compared in the table.",
@@ -160,7 +164,6 @@ if not selected:
     st.stop()
 
 model = models[model_id]
-hw = devices[selected[0]]
 measured = measured_panel()
 coll = measured.collectives
 settings = Settings(
@@ -177,10 +180,10 @@ if prompt + output - 1 > model.max_context:
     asked = f"Prompt {prompt:,} + output {output:,} exceed {model.name}'s maximum context of {model.max_context:,}; "
     if prompt > model.max_context:
         prompt, output = model.max_context, 1
-        st.warning(asked + f"showing a prompt of {prompt:,} tokens and an output of 1.")
+        st.warning(asked + f"showing a prompt of {prompt:,} tokens and an output of 1 token.")
     else:
         output = max(1, model.max_context - prompt + 1)
-        st.warning(asked + f"showing an output of {output:,} tokens.")
+        st.warning(asked + f"showing an output of {output:,} token{'s' if output > 1 else ''}.")
 try:
     precision = Precision(
         weight_dtype=wdtype,
@@ -189,10 +192,64 @@ try:
         expert_weight_dtype=None if ewdtype == "same as the weights" else ewdtype,
     )
     workload = Workload(model, "request", int(batch), int(prompt), int(output), precision, int(tp), attention, graphs)
-    request = analyze_request(workload, hw, settings)
 except ValueError as exc:
-    st.error(f"Cannot analyse this workload on {hw.name}: {exc}")
+    st.error(f"Cannot analyse this workload: {exc}")
+    share_panel("LLM inference", report.sections)
     st.stop()
+
+# Every device analysed on its own: one that cannot run this choice (no peak for the compute dtype,
+# say) gets a row saying why, and the first device that can is analysed in detail.
+analyses, why_not = per_device(analyze_request, workload, [devices[h] for h in selected], settings)
+
+
+def device_rows() -> pd.DataFrame:
+    rows = []
+    for hid in selected:
+        if hid in why_not:
+            rows.append({"device": devices[hid].name, "why not": why_not[hid]})
+            continue
+        r = analyses[hid].to_json()
+        rows.append(
+            {
+                "device": devices[hid].name,
+                "TTFT": fmt_seconds(r["ttft_s"]),
+                "TPOT": fmt_seconds(r["tpot_s"]) if r["tpot_s"] else "n/a",
+                "end to end": fmt_seconds(r["e2e_s"]),
+                "tokens/s": r["tokens_per_s"],
+                "prefill": REGIME_LABELS[r["prefill_bound"]],
+                "decode": REGIME_LABELS[r["decode_bound"]] if r["decode_bound"] else "n/a",
+                "fits": r["memory"]["fits"],
+                "why not": "; ".join(r["notes"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def devices_table() -> None:
+    report.subheader("Devices")
+    report.table(
+        device_rows(),
+        hide_index=True,
+        width="stretch",
+        column_config={"tokens/s": st.column_config.NumberColumn(format="%,.1f")},
+    )
+
+
+if not analyses:
+    st.error(
+        "None of the chosen devices can run this workload: "
+        + "; ".join(f"{devices[h].name}: {why}" for h, why in why_not.items())
+    )
+    devices_table()
+    share_panel("LLM inference", report.sections)
+    st.stop()
+hw_id = next(iter(analyses))
+hw = devices[hw_id]
+request = analyses[hw_id]
+for hid, why in why_not.items():
+    st.warning(f"{devices[hid].name} cannot run this workload ({why}); the Devices table says so, the rest is shown.")
+if hw_id != selected[0]:
+    st.info(f"Analysed in detail: {hw.name}, the first chosen device that can run this workload.")
 run = request.workload
 for note in request.notes:
     st.info(note)
@@ -201,23 +258,22 @@ mem = data["memory"]
 prefill, decode = request.prefill, request.decode
 # The decode trajectories' context: the output's middle, or (no decode) the prompt, leaving room for a token.
 mid_context = int(decode.workload.seq_len) if decode else min(int(prompt), model.max_context - 1)
-cols = st.columns(6)
-cols[0].metric("TTFT", fmt_seconds(request.ttft_s), help=f"prefill is {prefill.bound}-bound")
-cols[1].metric(
-    "TPOT",
-    fmt_seconds(request.tpot_s) if request.tpot_s else "n/a",
-    help="mean decode step over the output, context growing",
-)
-cols[2].metric("End to end", fmt_seconds(request.e2e_s))
-cols[3].metric(
-    "Tokens/s (total)", f"{data['tokens_per_s']:,.0f}", help=f"{data['tokens_per_s_per_user']:,.1f} per user"
-)
-cols[4].metric("MFU", f"{data['mfu'] * 100:.1f}%", help=f"MBU (memory-bandwidth utilisation) {data['mbu'] * 100:.1f}%")
-cols[5].metric(
-    "Memory / device",
-    fmt_bytes(mem["total_bytes"]),
-    "fits" if mem["fits"] else "does not fit",
-    delta_color="normal" if mem["fits"] else "inverse",
+report.metrics(
+    Metric("TTFT", fmt_seconds(request.ttft_s), help=f"prefill is {REGIME_LABELS[prefill.bound]}"),
+    Metric(
+        "TPOT",
+        fmt_seconds(request.tpot_s) if request.tpot_s else "n/a",
+        help="mean decode step over the output, context growing",
+    ),
+    Metric("End to end", fmt_seconds(request.e2e_s)),
+    Metric("Tokens/s (total)", f"{data['tokens_per_s']:,.0f}", help=f"{data['tokens_per_s_per_user']:,.1f} per user"),
+    Metric("MFU", f"{data['mfu'] * 100:.1f}%", help=f"MBU (memory-bandwidth utilisation) {data['mbu'] * 100:.1f}%"),
+    Metric(
+        "Memory / device",
+        fmt_bytes(mem["total_bytes"]),
+        "fits" if mem["fits"] else "does not fit",
+        delta_color="normal" if mem["fits"] else "inverse",
+    ),
 )
 if not mem["fits"]:
     st.warning(
@@ -228,14 +284,14 @@ if not mem["fits"]:
         + (f" It fits at TP={mem['smallest_tp']}." if mem["smallest_tp"] else " No TP degree up to 64 is enough.")
     )
 decode_text = (
-    f" **Decode** (batch {batch}, {mid_context} tokens cached, the middle of the output) is "
+    f" **Decode** (batch {batch}, {mid_context:,} tokens cached, the middle of the output) is "
     f"**{REGIME_LABELS[decode.bound]}**, {fmt_seconds(decode.time_s)} per step: it reads "
     f"{fmt_bytes(decode.totals()['weight_bytes'])} of weights and {fmt_bytes(decode.totals()['kv_bytes'])} of KV cache."
     if decode
     else ""
 )
-st.markdown(
-    f"**Prefill** ({batch} × {prompt} tokens) is **{REGIME_LABELS[prefill.bound]}**, "
+report.markdown(
+    f"**Prefill** ({batch} × {prompt:,} tokens) on {hw.name} is **{REGIME_LABELS[prefill.bound]}**, "
     f"{fmt_seconds(prefill.time_s)}." + decode_text
 )
 
@@ -252,28 +308,29 @@ fig = roofline_figure(
     title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
 )
 report.chart(fig, width="stretch", theme=None, key="llm_roofline")
-st.caption(
+report.caption(
     "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "
     "performance the model predicts (FLOPs / time), so launch-bound ops fall below the roof."
 )
 
-st.subheader("Where the time goes")
+report.subheader("Where the time goes")
 report.chart(
     time_breakdown_figure({p: t.rows() for p, t in tables.items()}), width="stretch", theme=None, key="llm_breakdown"
 )
 
-st.subheader("How decode moves as batch and context grow")
+report.subheader("How decode moves as batch and context grow")
 batches = np.unique(np.round(np.geomspace(1, 1024, 28)).astype(int))
 max_ctx = model.max_context - 1
 contexts = np.unique(np.round(np.geomspace(min(128, max_ctx), max_ctx, 28)).astype(int))
-by_batch = run.step("decode", mid_context, batches)
-by_context = run.step("decode", contexts)
-b_table = evaluate(step_ops(by_batch), ceilings)
-c_table = evaluate(step_ops(by_context), ceilings)
 
 
-def fit_notes(step: Workload) -> tuple[list[list[str]], list[bool]]:
-    fp = footprint(step, hw, settings, with_smallest_tp=False)
+def decode_sweeps(run: Workload, ceilings, mid_context: int, batches, contexts) -> list:
+    """Decode over batch 1→1024 and over the context: each step's ops evaluated, and its footprint."""
+    steps = (run.step("decode", mid_context, batches), run.step("decode", contexts))
+    return [(evaluate(step_ops(w), ceilings), footprint(w, hw, settings, with_smallest_tp=False)) for w in steps]
+
+
+def fit_notes(fp) -> tuple[list[list[str]], list[bool]]:
     kv = np.broadcast_to(fp.kv_cache_bytes, np.shape(fp.total_bytes))
     fits = np.broadcast_to(fp.fits, np.shape(fp.total_bytes))
     return [[f"KV cache {fmt_bytes(k)}; " + ("fits" if f else "does NOT fit in memory")] for k, f in zip(kv, fits)], [
@@ -281,8 +338,9 @@ def fit_notes(step: Workload) -> tuple[list[list[str]], list[bool]]:
     ]
 
 
-b_notes, b_fits = fit_notes(by_batch)
-c_notes, c_fits = fit_notes(by_context)
+(b_table, b_fp), (c_table, c_fp) = cached(decode_sweeps, run, ceilings, mid_context, batches, contexts)
+b_notes, b_fits = fit_notes(b_fp)
+c_notes, c_fits = fit_notes(c_fp)
 trajectories = [
     step_series(
         f"decode, batch 1→1024 at {mid_context} cached",
@@ -313,41 +371,25 @@ trajectories = [
     ),
 ]
 report.chart(
-    roofline_figure([(ceilings, run.precision.act_dtype)], trajectories, height=520),
+    roofline_figure(
+        [(ceilings, run.precision.act_dtype)],
+        trajectories,
+        title=f"{model.name} on {hw.name}: one decode step as the batch grows and as the context grows",
+        height=520,
+    ),
     width="stretch",
     theme=None,
     key="llm_trajectory",
 )
-st.caption(
+report.caption(
     "Batching reuses each weight byte for more tokens, so the step moves right (more FLOP per byte). "
     "A longer context adds KV bytes that every sequence reads alone, so the step moves left and down."
 )
 
 if len(selected) > 1:
-    st.subheader("Devices")
-    rows = []
-    for hid in selected:
-        try:
-            r = analyze_request(workload, devices[hid], settings).to_json()
-        except ValueError as exc:
-            rows.append({"device": devices[hid].name, "why not": str(exc)})
-            continue
-        rows.append(
-            {
-                "device": devices[hid].name,
-                "TTFT": fmt_seconds(r["ttft_s"]),
-                "TPOT": fmt_seconds(r["tpot_s"]) if r["tpot_s"] else "n/a",
-                "end to end": fmt_seconds(r["e2e_s"]),
-                "tokens/s": round(r["tokens_per_s"], 1),
-                "prefill": r["prefill_bound"],
-                "decode": r["decode_bound"],
-                "fits": "yes" if r["memory"]["fits"] else "no",
-                "why not": "; ".join(r["notes"]),
-            }
-        )
-    report.table(pd.DataFrame(rows), hide_index=True, width="stretch")
+    devices_table()
 
-st.subheader("Op table")
+report.subheader("Op table")
 frame = pd.DataFrame([{**r, "phase": phase} for phase, t in tables.items() for r in t.rows()])
 step_time_s = frame.groupby("phase")["time_s"].transform("sum")
 shown = pd.DataFrame(
@@ -366,7 +408,7 @@ shown = pd.DataFrame(
         "regime": frame["bound"].map(REGIME_LABELS),
     }
 )
-st.caption("Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s.")
+report.caption("Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s.")
 report.table(
     shown,
     hide_index=True,

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
-from dashboard.measured import RESULTS_KEY
+from dashboard.measured import RESULTS_KEY, SOURCE_KEY
 from dashboard.share import Report, share_panel
 from dashboard.state import one_of, warn_bad_params
 from roofline.calibration import linear_bucket
@@ -22,6 +22,7 @@ from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
 from roofline.plots import DEVICE_COLORS, REGIME_COLORS, PointSeries, point_hover, roofline_figure, style_figure
+from roofline.report import Metric
 from roofline.settings import Settings
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-kernel-sweeps.json"
@@ -117,45 +118,56 @@ with run_col:
                     status.update(label=f"Measurement failed: {exc}", state="error")
                 else:
                     st.session_state[RESULTS_KEY] = measured
+                    st.session_state[SOURCE_KEY] = "run"
                     status.update(label=f"Measured {measured.device.name}", state="complete", expanded=False)
+
+
+def _on_upload_change() -> None:
+    """Parse a new upload once; when the file is removed, forget the results it brought (only a
+    user's change calls this: leaving the page and coming back keeps them)."""
+    uploaded = st.session_state.get("upload")
+    st.session_state.pop("upload_error", None)
+    if uploaded is None:
+        if st.session_state.get(SOURCE_KEY) == "upload":
+            st.session_state.pop(RESULTS_KEY, None)
+            st.session_state.pop(SOURCE_KEY, None)
+        return
+    try:
+        st.session_state[RESULTS_KEY] = parse_results(uploaded.getvalue(), uploaded.name)
+        st.session_state[SOURCE_KEY] = "upload"
+    except ResultsError as exc:
+        st.session_state["upload_error"] = str(exc)
+        if st.session_state.get(SOURCE_KEY) == "upload":
+            st.session_state.pop(RESULTS_KEY, None)
+
 
 with upload_col:
     st.subheader("Or open a results file")
-    uploaded = st.file_uploader(
+    st.file_uploader(
         f"Results file (JSON, up to {MAX_RESULTS_BYTES // 2**20} MB and {MAX_OPS:,} kernels and ops)",
         type=["json"],
         max_upload_size=MAX_RESULTS_BYTES // 2**20,
         key="upload",
+        on_change=_on_upload_change,
         help="Written by `python -m roofline measure --out results.json` (or torchrun … collectives).",
     )
-    # Parse an upload once (not on every rerun), and forget it when the file is removed.
-    if uploaded is not None:
-        if st.session_state.get("upload_id") != uploaded.file_id:
-            st.session_state["upload_id"] = uploaded.file_id
-            try:
-                st.session_state[RESULTS_KEY] = parse_results(uploaded.getvalue(), uploaded.name)
-                st.session_state.pop("upload_error", None)
-            except ResultsError as exc:
-                st.session_state["upload_error"] = str(exc)
-                st.session_state.pop(RESULTS_KEY, None)
-        if st.session_state.get("upload_error"):
-            st.error(f"Cannot use this file: {st.session_state['upload_error']}")
-    elif st.session_state.pop("upload_id", None) is not None:
-        st.session_state.pop(RESULTS_KEY, None)
-        st.session_state.pop("upload_error", None)
+    if st.session_state.get("upload_error"):
+        st.error(f"Cannot use this file: {st.session_state['upload_error']}")
     if st.button("Open the example: kernel sweeps measured on an H100", key="example"):
         st.session_state[RESULTS_KEY] = load_results(EXAMPLE)
+        st.session_state[SOURCE_KEY] = "example"
 
 results: Results | None = st.session_state.get(RESULTS_KEY)
 if results is None:
     st.caption("Results live in this session only: the page's link does not carry them (download the JSON to share).")
+    share_panel("Measure", report.sections, note="The link restores this page's settings; no results are open.")
     st.stop()
 
 info = results.device
 hw = devices.get(info.matched_hardware_id or "")
 st.divider()
-st.subheader(info.name)
-st.caption(
+report.subheader(info.name)
+report.caption(
     f"{info.kind.upper()} · torch {info.torch_version}"
     + (f" · CUDA {info.cuda_version}" if info.cuda_version else "")
     + (f" · driver {info.driver}" if info.driver else "")
@@ -178,7 +190,7 @@ measured = results.ceilings_for_engine(launch_from_graphs=True) if results.ceili
 # ---- ceilings ----------------------------------------------------------------------------------
 if results.ceilings:
     c = results.ceilings
-    st.subheader("Achievable ceilings")
+    report.subheader("Achievable ceilings")
 
     def share(value: float, sheet: float | None) -> str:
         return f"{value / sheet:.0%}" if sheet else "n/a"
@@ -272,8 +284,8 @@ def percent(share: float) -> str:
 # ---- calibration -------------------------------------------------------------------------------
 cal = results.calibration
 if cal is not None:
-    st.subheader("Calibration: achievable roofs per op class, fitted on the kernel sweeps")
-    st.caption(
+    report.subheader("Calibration: achievable roofs per op class, fitted on the kernel sweeps")
+    report.caption(
         "time = latency + max(bytes / bandwidth, FLOPs / peak), with an occupancy term where a kernel's parallelism "
         "varies (decode attention: batch x KV heads). Fitted on the sweeps only; the model steps below are the "
         "held-out check. Linear layers are fitted by the rows they see (GEMV, up to 64, more)."
@@ -300,7 +312,7 @@ if cal is not None:
         ]
     )
     report.table(cal_table, "Calibration", hide_index=True, width="stretch", placeholder="—")
-    st.caption(
+    report.caption(
         f"Use it on the other pages' device ({cal.hardware_id or 'no database match'}): "
         "`--calibration results.json` on the command line, or the sidebar's *Measured roofs* panel on the LLM "
         "inference, KV cache and Advisor pages (this session's results are offered there)."
@@ -308,7 +320,7 @@ if cal is not None:
 
 # ---- kernel sweeps on the roofline -------------------------------------------------------------
 if results.sweeps:
-    st.subheader("Kernel sweeps on the roofline")
+    report.subheader("Kernel sweeps on the roofline")
     roofs: list[tuple[Ceilings, str]] = []
     if datasheet and "bf16" in datasheet.peak_flops_per_s:
         roofs.append((datasheet, "bf16"))
@@ -359,23 +371,26 @@ if results.sweeps:
 
 # ---- model steps -------------------------------------------------------------------------------
 for i, step in enumerate(results.steps):
-    st.subheader(
+    report.subheader(
         f"{step.model} {step.phase}, batch {step.batch}, {step.seq_len} tokens "
         f"({step.layers_measured} of {step.layers_total} layers measured)"
     )
-    cols = st.columns(5)
-    cols[0].metric("Eager step", fmt_seconds(step.eager.median_s), help="wall time, host and device together")
-    cols[1].metric(
-        "From a CUDA graph", fmt_seconds(step.graph.median_s) if step.graph else "n/a", help=step.graph_note or None
-    )
-    cols[2].metric("Kernel time", fmt_seconds(step.kernel_time_s), help=f"{step.kernels} kernels")
-    cols[3].metric(
-        "Overhead (eager − kernels)",
-        fmt_seconds(step.overhead_s),
-        help="the host's dispatching the device waits for: the overhead regime, measured",
-    )
-    cols[4].metric(
-        "Attributed to ops", f"{step.attribution:.0%}", help="kernel time inside ranges named like the engine's ops"
+    report.metrics(
+        Metric("Eager step", fmt_seconds(step.eager.median_s), help="wall time, host and device together"),
+        Metric(
+            "From a CUDA graph",
+            fmt_seconds(step.graph.median_s) if step.graph else "n/a",
+            help=step.graph_note or "",
+        ),
+        Metric("Kernel time", fmt_seconds(step.kernel_time_s), help=f"{step.kernels} kernels"),
+        Metric(
+            "Overhead (eager − kernels)",
+            fmt_seconds(step.overhead_s),
+            help="the host's dispatching the device waits for: the overhead regime, measured",
+        ),
+        Metric(
+            "Attributed to ops", f"{step.attribution:.0%}", help="kernel time inside ranges named like the engine's ops"
+        ),
     )
     # Measured wall time beside the device's kernel time (the gap is the host: the overhead regime)
     # and the predictions; the CUDA-graph column only where the step was captured.
@@ -428,7 +443,7 @@ for i, step in enumerate(results.steps):
             }
         )
     errors = {r: step.op_error(r) for r in ("datasheet", "measured", "calibrated") if step.op_error(r) is not None}
-    st.markdown(
+    report.markdown(
         " · ".join(
             f"on {r} roofs: step {step.step_ratio(r):.2f}x measured, per-op median error {e:.0%}"
             for r, e in errors.items()
@@ -488,7 +503,7 @@ for i, step in enumerate(results.steps):
 
 if results.collectives:
     coll = results.collectives
-    st.subheader(f"All-reduce over {coll.world_size} ranks ({coll.backend})")
+    report.subheader(f"All-reduce over {coll.world_size} ranks ({coll.backend})")
     fig = go.Figure(
         go.Scatter(
             x=[p.message_bytes for p in coll.points],
@@ -503,11 +518,15 @@ if results.collectives:
     fig.update_yaxes(type="log", title="bus bandwidth (GB/s)", gridcolor="#E5E5E5")
     style_figure(fig, 380, "collectives")
     report.chart(fig, "All-reduce", width="stretch", theme=None, key="collectives_chart")
-    st.caption(
+    report.caption(
         f"Choose it in the *Measured roofs* panel of the LLM inference or Advisor page to use "
         f"{coll.link_bandwidth_bytes_per_s / 1e9:,.1f} GB/s and {fmt_seconds(coll.latency_s)} as the "
         "communication ceiling."
     )
 
-share_panel("Measure", report.sections)
-st.caption("The link restores this page's settings, not the results: download the JSON to share them.")
+share_panel(
+    "Measure",
+    report.sections,
+    note="The link restores this page's settings, not the results (they can be megabytes): download the results "
+    "JSON above to share them, or the offline report, which holds every table and chart of this page.",
+)

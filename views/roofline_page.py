@@ -11,6 +11,7 @@ import streamlit as st
 from dashboard import custom
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.teach import teach_the_roofline
 from roofline.api import matmul_result
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S
 from roofline.dtypes import COMPUTE_DTYPES
@@ -19,6 +20,8 @@ from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 from roofline.matmul import log_sweep_values, matmul_sweep
 from roofline.ops import step_ops
 from roofline.plots import DEVICE_COLORS, PointSeries, op_table_series, point_hover, roofline_figure
+from roofline.plots.style import MAX_COMPARED
+from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Workload
 
@@ -38,7 +41,7 @@ st.caption(
 
 warn_bad_params(
     {
-        "hw": some_of(device_ids),
+        "hw": some_of(device_ids, MAX_COMPARED),
         "dtypes": some_of(COMPUTE_DTYPES),
         "gemm_dtype": one_of(COMPUTE_DTYPES),
         "m": int_in(1, MAX_DIM),
@@ -59,6 +62,7 @@ with st.sidebar:
         "Devices",
         device_ids,
         default=["h100-sxm"],
+        max_selections=MAX_COMPARED,
         key="hw",
         bind="query-params",
         help="Each device draws its own roofs. The first one's regions are shaded.",
@@ -135,7 +139,8 @@ missing = [
 if missing:
     st.info("Not drawn (the datasheet gives no figure): " + "; ".join(missing) + ".")
 
-series: list[PointSeries] = []
+sweeps: list[PointSeries] = []
+stars: list[PointSeries] = []
 results = []
 for i, hid in enumerate(selected):
     c = ceilings_by_id[hid]
@@ -146,13 +151,15 @@ for i, hid in enumerate(selected):
         )
         continue
     if sweep:
-        sw = matmul_sweep(log_sweep_values(1, 16384, 48), int(n), int(k), gemm_dtype, c)
+        # The sweep leaves out the points that would sit under the GEMM's star, so the star's hover is its own.
+        ms = np.array([v for v in log_sweep_values(1, 16384, 48) if abs(np.log2(v / int(m))) > 0.15])
+        sw = matmul_sweep(ms, int(n), int(k), gemm_dtype, c)
         attainable = c.attainable_flops_per_s(sw.intensity, gemm_dtype)
         hover = [
             point_hover(f"M={int(mv)} (sweep) on {c.name}", f, b, t, r, a, [f"N={n}, K={k}, {gemm_dtype}"])
             for mv, f, b, t, r, a in zip(sw.m, sw.flops, sw.bytes, sw.time_s, sw.bounds, attainable)
         ]
-        series.append(
+        sweeps.append(
             PointSeries(
                 f"M sweep · {c.name}",
                 sw.intensity,
@@ -174,7 +181,7 @@ for i, hid in enumerate(selected):
         r["bound"],
         r["attainable_tflops"] * 1e12,
     )
-    series.append(
+    stars.append(
         PointSeries(
             f"GEMM {m}×{n}×{k} · {c.name}",
             np.array([r["intensity"] or np.inf]),
@@ -186,6 +193,12 @@ for i, hid in enumerate(selected):
             outline_color=color,
         )
     )
+if len(stars) > 1:  # one legend entry for all sweeps and one for all stars: the colour says the device
+    for group, label in ((sweeps, "M sweep"), (stars, f"GEMM {m}×{n}×{k}")):
+        for j, ps in enumerate(group):
+            ps.show_legend = j == 0
+            ps.name = f"{label} (in each device's colour)" if j == 0 else ps.name
+series: list[PointSeries] = sweeps + stars  # stars drawn last: on top, and first for the hover
 
 if llm_id != "none":
     c0 = ceilings_by_id[selected[0]]
@@ -202,22 +215,35 @@ if llm_id != "none":
             "The LLM inference page has the full analysis."
         )
 
-fig = roofline_figure(roofs, series)
+fig = roofline_figure(
+    roofs,
+    series,
+    title=f"GEMM {m}×{n}×{k} ({gemm_dtype}) on the roofs of "
+    + ", ".join(devices[h].name for h in selected[:3])
+    + (f" and {len(selected) - 3} more" if len(selected) > 3 else ""),
+)
 report.chart(fig, width="stretch", theme=None, key="roofline_chart")
 
 if results:
-    st.subheader(f"GEMM {m} × {n} × {k} ({gemm_dtype})")
     first = results[0]
-    cols = st.columns(3)
-    cols[0].metric("FLOPs", fmt_flops(first["flops"]))
-    cols[1].metric("Bytes (ideal)", fmt_bytes(first["bytes"]))
-    cols[2].metric("Intensity", f"{first['intensity']:,.1f} FLOP/B")
-    st.markdown(
+    report.subheader(f"GEMM {m} × {n} × {k} ({gemm_dtype})")
+    report.metrics(
+        Metric("FLOPs", fmt_flops(first["flops"]), help="2·M·N·K"),
+        Metric("Bytes (ideal)", fmt_bytes(first["bytes"]), help="A, B read once and C written once"),
+        Metric(
+            "Intensity",
+            f"{first['intensity']:,.0f} FLOP/B" if first["intensity"] >= 100 else f"{first['intensity']:.3g} FLOP/B",
+        ),
+        Metric("Bound by", first["bound"], help=f"{REGIME_LABELS[first['bound']]} on {first['hardware_name']}"),
+        Metric("Time", fmt_seconds(first["time_s"]), help=f"on {first['hardware_name']}"),
+    )
+    report.markdown(
         f"On **{first['hardware_name']}** this GEMM is **{REGIME_LABELS[first['bound']]}**: "
         f"{fmt_seconds(first['time_s'])} (compute {fmt_seconds(first['compute_s'])}, "
         f"memory {fmt_seconds(first['memory_s'])}, kernel floor {fmt_seconds(first['overhead_s'])}); "
         f"the ridge is at {first['ridge_intensity']:,.0f} FLOP/B."
     )
+    teach_the_roofline(first, ceilings_by_id[selected[0]])
     frame = pd.DataFrame(
         [
             {
@@ -225,10 +251,10 @@ if results:
                 "time": fmt_seconds(r["time_s"]),
                 "time_s": r["time_s"],
                 "regime": r["bound_label"],
-                "attainable TFLOP/s": round(r["attainable_tflops"], 2),
-                "achieved TFLOP/s": round(r["achieved_tflops"], 2),
+                "attainable TFLOP/s": r["attainable_tflops"],
+                "achieved TFLOP/s": r["achieved_tflops"],
                 "peak TFLOP/s": r["peak_tflops"],
-                "ridge FLOP/B": round(r["ridge_intensity"], 1),
+                "ridge FLOP/B": r["ridge_intensity"],
                 "compute time": fmt_seconds(r["compute_s"]),
                 "memory time": fmt_seconds(r["memory_s"]),
                 "kernel floor": fmt_seconds(r["overhead_s"]),
@@ -236,7 +262,16 @@ if results:
             for r in results
         ]
     )
-    report.table(frame.drop(columns=["time_s"]), hide_index=True, width="stretch")
+    report.table(
+        frame.drop(columns=["time_s"]),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%,.2f")
+            for c in ("attainable TFLOP/s", "achieved TFLOP/s", "peak TFLOP/s")
+        }
+        | {"ridge FLOP/B": st.column_config.NumberColumn(format="%,.1f")},
+    )
     d1, d2 = st.columns(2)
     d1.download_button(
         "Download CSV",

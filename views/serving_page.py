@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
+from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
@@ -18,7 +19,8 @@ from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.plots import DEVICE_COLORS, REGIME_COLORS, op_table_series, roofline_figure, style_figure
-from roofline.plots.style import log_axes
+from roofline.plots.style import MAX_COMPARED, log_axes
+from roofline.report import Metric
 from roofline.serving import (
     Traffic,
     best_under_targets,
@@ -49,7 +51,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids),
+        "hw": some_of(device_ids, MAX_COMPARED),
         "prompt": int_in(1, 1 << 20),
         "output": int_in(1, 1 << 20),
         "tp": one_of([str(t) for t in TP_CHOICES]),
@@ -71,6 +73,7 @@ with st.sidebar:
         "Devices",
         device_ids,
         default=["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"],
+        max_selections=MAX_COMPARED,
         key="hw",
         bind="query-params",
     )
@@ -142,7 +145,7 @@ if prompt + output - 1 > model.max_context:
 traffic = Traffic(int(prompt), int(output))
 try:
     precision = Precision(weight_dtype=wdtype, act_dtype="bf16", kv_dtype=kvdtype)
-    points = serving_sweep(model, hws, traffic, precision, int(tp), settings, prices, chunked=chunked)
+    points = cached(serving_sweep, model, hws, traffic, precision, int(tp), settings, prices, chunked=chunked)
 except ValueError as exc:
     st.error(f"Cannot plan serving for this setup: {exc}")
     st.stop()
@@ -150,7 +153,7 @@ for hid, why in points.why_not.items():
     st.warning(f"{devices[hid].name}: {why}")
 
 # ---- the frontier ------------------------------------------------------------------------------
-st.subheader("Latency against throughput")
+report.subheader("Latency against throughput")
 xaxis = st.radio(
     "x axis",
     ["tokens/s per device", "tokens per dollar"],
@@ -211,14 +214,14 @@ if ys.size:
     fig.update_yaxes(range=[np.log10(ys.min()) - 0.15, np.log10(ys.max()) + 0.15])
 style_figure(fig, 520, "frontier", f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV")
 report.chart(fig, width="stretch", theme=None, key="frontier_chart")
-st.caption(
+report.caption(
     "Each line is one device as the decode batch grows (left to right); marker colours are the step's regime "
     "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT target. "
     "Batches that do not fit in memory are left out."
 )
 
 # ---- open one point ----------------------------------------------------------------------------
-st.subheader("One point as a step on the roofline")
+report.subheader("One point as a step on the roofline")
 c1, c2 = st.columns(2)
 runnable = [hid for hid in points.devices if hid not in points.why_not]
 pick_device = c1.selectbox("Device", runnable, key="pick_hw") if runnable else None
@@ -232,13 +235,14 @@ else:
     pick_batch = c2.select_slider("Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch")
     j = int(np.flatnonzero(points.batch == pick_batch)[0])
     row = points.row(d, j)
-    cols = st.columns(5)
-    cols[0].metric("TTFT", fmt_seconds(row["ttft_s"]))
-    cols[1].metric("TPOT", fmt_seconds(row["tpot_s"]))
-    cols[2].metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}")
-    cols[3].metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help="decode is judged by MBU")
     usd = row["usd_per_million_output"]
-    cols[4].metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price")
+    report.metrics(
+        Metric("TTFT", fmt_seconds(row["ttft_s"]), help=f"{devices[pick_device].name}, decode batch {pick_batch}"),
+        Metric("TPOT", fmt_seconds(row["tpot_s"])),
+        Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}"),
+        Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help="decode is judged by MBU"),
+        Metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price"),
+    )
     hw = devices[pick_device]
     run, _ = Workload(
         model, "decode", pick_batch, int(round(traffic.mean_context)), precision=precision, tp=int(tp), cuda_graphs=True
@@ -268,12 +272,12 @@ else:
             "kvdtype": kvdtype,
         }
     )
-    st.markdown(f"[Open this batch on the LLM inference page]({link}): every op of its prefill and decode steps.")
+    report.markdown(f"[Open this batch on the LLM inference page]({link}): every op of its prefill and decode steps.")
 
 # ---- targets -----------------------------------------------------------------------------------
-st.subheader(f"Cheapest setup per device that meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms")
+report.subheader(f"Cheapest setup per device that meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms")
 try:
-    best = best_under_targets(model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
+    best = cached(best_under_targets, model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
 except ValueError as exc:
     st.error(str(exc))
     best = []
@@ -308,13 +312,13 @@ report.table(
     },
     placeholder="—",
 )
-st.caption(
+report.caption(
     "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost per "
     "million output tokens where priced, then by throughput per device."
 )
 
 # ---- levers ------------------------------------------------------------------------------------
-st.subheader(f"Serving techniques on {devices[pick_device].name}")
+report.subheader(f"Serving techniques on {devices[pick_device].name}")
 if fitting:
     lc1, lc2 = st.columns(2)
     spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")
@@ -354,7 +358,7 @@ if fitting:
         sfig, 380, "spec", f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
     )
     report.chart(sfig, width="stretch", theme=None, key="spec_chart")
-    st.caption(
+    report.caption(
         f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and yields "
         f"(1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound (blue markers); "
         "once the verify step is compute-bound (red) it costs nearly k + 1 steps and speculation stops paying. "
@@ -380,7 +384,7 @@ if fitting:
             hide_index=True,
             width="stretch",
         )
-        st.caption(
+        report.caption(
             "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed (lower "
             "TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is sized to keep "
             "pace with the decode pool."

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import custom
+from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
@@ -17,6 +18,8 @@ from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
 from roofline.plots import loading_figure, op_table_series, roofline_figure, training_memory_figure
+from roofline.plots.style import MAX_COMPARED
+from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.training import (
     LORA_TARGETS,
@@ -48,7 +51,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids),
+        "hw": some_of(device_ids, MAX_COMPARED),
         "seq": int_in(1, 1 << 20),
         "mb": int_in(1, 1 << 12),
         "gb": int_in(0, 1 << 20),
@@ -78,6 +81,7 @@ with st.sidebar:
         "Devices",
         device_ids,
         default=["h100-sxm", "h200-sxm", "b200"],
+        max_selections=MAX_COMPARED,
         key="hw",
         bind="query-params",
         help="Each one's usable memory is a line on the charts; the first is analysed in detail.",
@@ -150,7 +154,6 @@ if not selected:
     st.info("Pick at least one device in the sidebar.")
     st.stop()
 hws = [devices[h] for h in selected]
-primary = hws[0]
 settings = Settings(memory_utilization=mem_util, calibration=measured.calibration)
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
@@ -177,29 +180,40 @@ try:
         zero=int(zero),
         offload_optimizer=offload,
     )
-    result = analyze_training(setup, primary, settings)
 except ValueError as exc:
-    st.error(f"Cannot analyse this training setup on {primary.name}: {exc}")
+    st.error(f"Cannot analyse this training setup: {exc}")
+    share_panel("Training", report.sections)
     st.stop()
+# Each device on its own: one that cannot run this setup is named with the reason, the rest shown.
+results, why_not = per_device(analyze_training, setup, hws, settings)
+for hid, why in why_not.items():
+    st.warning(f"{devices[hid].name} cannot run this training setup: {why}")
+if not results:
+    st.error("None of the chosen devices can run this training setup; the warnings above say why.")
+    share_panel("Training", report.sections)
+    st.stop()
+primary = devices[next(iter(results))]
+result = results[primary.id]
 mem = result.memory
 peak = float(mem.peak_bytes)
-cols = st.columns(6)
-cols[0].metric(
-    "Peak / device",
-    fmt_bytes(peak),
-    "fits" if result.fits else "does not fit",
-    delta_color="normal" if result.fits else "inverse",
-    help=f"at the {mem.peak_at} of the step; {fmt_bytes(result.capacity_bytes)} usable on {primary.name}",
+report.metrics(
+    Metric(
+        "Peak / device",
+        fmt_bytes(peak),
+        "fits" if result.fits else "does not fit",
+        delta_color="normal" if result.fits else "inverse",
+        help=f"at the {mem.peak_at} of the step; {fmt_bytes(result.capacity_bytes)} usable on {primary.name}",
+    ),
+    Metric("Max micro-batch", f"{result.largest_micro_batch:,}", help=f"the largest that fits, at {seq:,} tokens"),
+    Metric("Step", fmt_seconds(result.step_time_s), help=f"{setup.accumulation_steps} micro-batch(es) per step"),
+    Metric("Tokens/s", f"{result.tokens_per_s:,.0f}", help=f"over {dp} device(s)"),
+    Metric("MFU", f"{result.mfu * 100:.1f}%", help=f"on {settings.ceilings(primary).source} roofs"),
+    Metric("Bound", result.bound, help=REGIME_LABELS.get(result.bound, result.bound)),
 )
-cols[1].metric("Max micro-batch", f"{result.largest_micro_batch:,}", help=f"the largest that fits, at {seq:,} tokens")
-cols[2].metric("Step", fmt_seconds(result.step_time_s), help=f"{setup.accumulation_steps} micro-batch(es) per step")
-cols[3].metric("Tokens/s", f"{result.tokens_per_s:,.0f}", help=f"over {dp} device(s)")
-cols[4].metric("MFU", f"{result.mfu * 100:.1f}%", help=f"on {settings.ceilings(primary).source} roofs")
-cols[5].metric("Bound", result.bound, help=REGIME_LABELS.get(result.bound, result.bound))
 for note in result.notes:
-    st.caption(note)
+    report.caption(note)
 p = mem.params
-st.markdown(
+report.markdown(
     f"**{model.name}**: {p.total / 1e9:,.2f} B parameters, {p.trainable / 1e9:,.3g} B trained. At the peak "
     f"({mem.peak_at}): "
     + ", ".join(f"{k} **{fmt_bytes(float(v))}**" for k, v in mem.at_peak.items() if float(v) > 0)
@@ -207,14 +221,9 @@ st.markdown(
     + "."
 )
 
-capacities: dict[str, float] = {}
-for hw in hws:
-    try:
-        capacities[hw.name] = analyze_training(setup, hw, settings, with_largest=False).capacity_bytes
-    except ValueError as exc:
-        st.warning(f"{hw.name}: {exc}")
+capacities = {devices[hid].name: r.capacity_bytes for hid, r in results.items()}
 
-st.subheader("Memory against micro-batch and sequence length")
+report.subheader("Memory against micro-batch and sequence length")
 sweep_mb = training_memory(replace(setup, micro_batch=MICRO_BATCHES))
 report.chart(
     training_memory_figure(
@@ -242,13 +251,13 @@ report.chart(
     theme=None,
     key="memory_by_length",
 )
-st.caption(
+report.caption(
     "Each bar is the step's peak: at the end of forward (every activation and the loss), the start of backward "
     "(the loss's gradients), the end of backward (every gradient) or the optimizer step, whichever is largest. "
     "Dashed lines are each device's usable memory: a bar above a line does not fit that device."
 )
 
-st.subheader("Levers")
+report.subheader("Levers")
 lever_rows = levers(setup, primary, settings)
 frame = pd.DataFrame(
     [
@@ -257,7 +266,7 @@ frame = pd.DataFrame(
             "peak per device": fmt_bytes(lv.peak_bytes),
             "change": f"{fmt_bytes(peak)} → {fmt_bytes(lv.peak_bytes)}",
             "fits": lv.fits,
-            "time per token": f"{lv.slowdown:.2f}x",
+            "time per token": f"{lv.slowdown:.2f}×",
         }
         for lv in lever_rows
     ]
@@ -266,18 +275,18 @@ report.table(frame, "Levers", hide_index=True, width="stretch")
 plan, planned = plan_to_fit(setup, primary, settings)
 if plan and planned is not None:
     verdict = "fits" if planned.fits else "still does not fit"
-    st.markdown(
+    report.markdown(
         f"**To fit on {primary.name}**: " + " + ".join(plan) + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
         f"{verdict}, step {fmt_seconds(planned.step_time_s)} against {fmt_seconds(result.step_time_s)}."
     )
 elif result.fits:
-    st.markdown(f"It fits on {primary.name} as it is.")
-st.caption(
+    report.markdown(f"It fits on {primary.name} as it is.")
+report.caption(
     "Each lever alone against this setup; time per token is per device (below 1x is faster). Levers that train "
     "the same model are tried first; LoRA and QLoRA train adapters instead."
 )
 
-st.subheader("The step on the roofline")
+report.subheader("The step on the roofline")
 table = result.table
 phases = {}
 for phase in ("forward", "backward", "recompute", "optimizer", "communication"):
@@ -298,12 +307,12 @@ report.chart(
     key="train_roofline",
 )
 by_phase = result.to_json()["time_by_phase_s"]
-st.markdown(
+report.markdown(
     "Time by phase: " + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in by_phase.items()) + ". Backward does about "
     "twice the forward's matmul work (the gradient of the input and of the weight); recomputation adds a forward."
 )
 
-st.subheader("Loading the checkpoint")
+report.subheader("Loading the checkpoint")
 lc1, lc2, lc3 = st.columns(3)
 ckdtype = lc1.selectbox("Checkpoint dtype", CHECKPOINT_DTYPES, index=1, key="ckdtype", bind="query-params")
 ltp = lc2.selectbox("Devices the model is split over", DP_CHOICES, key="ltp", bind="query-params")
@@ -337,7 +346,7 @@ report.table(
     hide_index=True,
     width="stretch",
 )
-st.caption(
+report.caption(
     "A naive load holds the model built in fp32 and the whole checkpoint at once, per process; meta-device init "
     "holds the checkpoint once; memory-mapped files (safetensors, torch.load(mmap=True)) are page cache that every "
     "process on the host shares. torch.load here always means weights_only=True."

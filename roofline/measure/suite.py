@@ -24,7 +24,7 @@ from roofline.measure.schema import DeviceInfo, MeasuredCeilings, Results, StepM
 from roofline.measure.step import measure_step
 from roofline.measure.timing import synchronize
 from roofline.models import ModelConfig, get_model
-from roofline.ops import step_ops
+from roofline.ops import PROJECTIONS, step_ops
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
@@ -291,7 +291,9 @@ def run_step(
     run = measure_step(model, layers, phase, batch, seq, plan.dtype, device, plan.repeats, names, built)
     # Scale what the first ``layers`` layers took to the whole model; per-model ops once.
     scale = model.num_layers / layers
-    layer_ops = {op.name for op in ops if op.count >= model.num_layers or op.group in ("attention", "mlp", "moe")}
+    layer_ops = {
+        op.name for op in ops if op.count >= model.num_layers or op.group in ("attention", PROJECTIONS, "mlp", "moe")
+    }
     once = sum(t for n, t in run.op_time_s.items() if n not in layer_ops)
 
     def scaled(seconds: float) -> float:

@@ -37,19 +37,24 @@ def grouped_bar_figure(
                 textposition="none",
             )
         )
-    style_figure(fig, height, "bars", title, barmode="group", legend=dict(y=-0.12))
+    style_figure(fig, height, "bars", title, barmode="group")
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
     return fig
 
 
-def time_breakdown_figure(phases: dict[str, list[dict]], height: int = 380) -> go.Figure:
-    """Time by op group, stacked by regime, one panel per phase (rows as from ``OpTable.rows``)."""
+def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210) -> go.Figure:
+    """Time by op group, stacked by regime, one panel per phase (rows as from ``OpTable.rows``),
+    the panels one above the other so each keeps the full width (and a phone can read it)."""
     from plotly.subplots import make_subplots
 
     names = list(phases)
     shown: set[str] = set()
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[f"{n} step" for n in names], horizontal_spacing=0.16)
-    for col, name in enumerate(names, start=1):
+    # 110 px between panels: the upper one's tick labels and axis title, then the lower one's title.
+    plot_px = (panel_height + 110) * len(names) - 110
+    fig = make_subplots(
+        rows=len(names), cols=1, subplot_titles=[f"{n} step" for n in names], vertical_spacing=110 / plot_px
+    )
+    for panel, name in enumerate(names, start=1):
         rows = phases[name]
         groups = list(dict.fromkeys(r["group"] for r in rows))
         for regime in REGIMES:
@@ -67,13 +72,21 @@ def time_breakdown_figure(phases: dict[str, list[dict]], height: int = 380) -> g
                     showlegend=regime not in shown,
                     hovertemplate=f"%{{y}}: %{{x:.3f}} ms {REGIME_LABELS[regime]}<extra>{name}</extra>",
                 ),
-                row=1,
-                col=col,
+                row=panel,
+                col=1,
             )
             shown.add(regime)
-        fig.update_xaxes(title_text="time (ms)", row=1, col=col, gridcolor="#E5E5E5")
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
-    style_figure(fig, height, "breakdown", barmode="stack", legend=dict(y=-0.18), margin=dict(l=10, r=10, t=40, b=40))
+        fig.update_xaxes(title_text="time (ms)", row=panel, col=1, gridcolor="#E5E5E5")
+        fig.update_yaxes(autorange="reversed", row=panel, col=1)
+    # The legend goes above the panels' own titles.
+    style_figure(
+        fig,
+        plot_px + 100,
+        "breakdown",
+        barmode="stack",
+        margin=dict(l=10, r=10, t=40, b=60),
+        legend_y=1.0 + 30 / plot_px,
+    )
     return fig
 
 
@@ -99,5 +112,5 @@ def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> g
     fig.update_xaxes(title="GB per device (10⁹ B)", gridcolor="#E5E5E5")
     fig.update_yaxes(autorange="reversed")
     style_figure(fig, height, "memory")
-    fig.update_layout(legend=dict(y=-0.3, traceorder="normal"))
+    fig.update_layout(legend=dict(traceorder="normal"))
     return fig

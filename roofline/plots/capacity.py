@@ -80,16 +80,16 @@ def capacity_figure(
     )
     fig.add_annotation(
         x=math.log10(max_context),
-        y=1.0,
+        y=0.99,
         xref="x",
         yref="paper",
         xanchor="right",
-        yanchor="bottom",
+        yanchor="top",
         showarrow=False,
-        text=f"model max {max_context:,}",
+        text=f"model max {max_context:,} ",
         font=dict(size=11, color="#444444"),
     )
-    log_axes(fig, "context length (tokens per sequence)", "max concurrent sequences")
+    log_axes(fig, "context (tokens per sequence)", "max concurrent sequences")
     style_figure(fig, height, "capacity", title)
     return fig
 
@@ -141,9 +141,10 @@ def crossover_figure(
             yref="paper",
             xanchor="right" if right_half else "left",
             showarrow=False,
-            text=f"  KV reads overtake weights at {crossover:,} tokens  ",
-            font=dict(color=REGIME_COLORS["memory"]),
+            text=f" KV > weights from {crossover:,} tokens ",
+            font=dict(color=REGIME_COLORS["memory"], size=11),
+            bgcolor="rgba(255,255,255,0.8)",
         )
-    log_axes(fig, "context length (tokens cached per sequence)", "GB read per decode step, per device")
+    log_axes(fig, "tokens cached per sequence", "GB read per decode step")
     style_figure(fig, height, "crossover")
     return fig

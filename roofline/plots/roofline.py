@@ -64,8 +64,9 @@ def point_hover(
         f"bytes: {fmt_bytes(bytes_moved)}",
         f"intensity: {intensity:,.2f} FLOP/B",
         f"time: {fmt_seconds(time_s)}",
-        f"achieved: {flops / time_s / 1e12:,.2f} TFLOP/s" if time_s > 0 else "achieved: n/a",
-        f"roof here: {attainable_flops_per_s / 1e12:,.2f} TFLOP/s",
+        # In the unit that reads: a decode norm achieves GFLOP/s, and "0.00 TFLOP/s" says nothing.
+        f"achieved: {fmt_flops(flops / time_s)}/s" if time_s > 0 else "achieved: n/a",
+        f"roof here: {fmt_flops(attainable_flops_per_s)}/s",
         f"regime: <b>{REGIME_LABELS[bound]}</b>",
         *extra,
     ]
@@ -105,7 +106,8 @@ def roofline_figure(
         xs = np.array([x_lo, ridge, x_hi])
         ys = np.minimum(peak, bw * xs) / 1e12
         y_values.extend(ys.tolist())
-        label = f"{c.name} · {dtype} ({sig(peak / 1e12)} TFLOP/s, {sig(bw / 1e12)} TB/s)"
+        # Two lines, so a long device name and its figures fit a phone-wide legend.
+        label = f"{c.name} · {dtype}<br>{sig(peak / 1e12)} TFLOP/s, {sig(bw / 1e12)} TB/s"
         if c.source != "datasheet":
             label += f" [{c.source}]"
         fig.add_trace(
@@ -236,7 +238,6 @@ def roofline_figure(
         "roofline",
         title,
         title_font_size=17,
-        legend=dict(y=-0.14, font=dict(size=12)),
     )
     log_axes(fig, "arithmetic intensity (FLOP/byte)", "performance (TFLOP/s)")
     fig.update_xaxes(range=[math.log10(x_lo), math.log10(x_hi)])

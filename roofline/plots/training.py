@@ -70,16 +70,17 @@ def training_memory_figure(
         fig.update_yaxes(range=[0, top])
         fig.add_annotation(
             x=1,
-            y=1,
+            y=0.99,
             xref="paper",
             yref="paper",
             xanchor="right",
-            yanchor="bottom",
+            yanchor="top",
             showarrow=False,
-            text="taller bars are cut at the top",
+            text="taller bars are cut at the top ",
             font=dict(size=11, color="#555555"),
+            bgcolor="rgba(255,255,255,0.8)",
         )
-    style_figure(fig, height, f"train-{x_title}", title, legend=dict(y=-0.25, traceorder="normal"))
+    style_figure(fig, height, f"train-{x_title}", title, legend=dict(traceorder="normal"))
     return fig
 
 
@@ -123,5 +124,5 @@ def loading_figure(
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title="GB (10⁹ B)", gridcolor="#E5E5E5", rangemode="tozero")
-    style_figure(fig, 380, "loading", "Peak memory while loading the checkpoint", legend=dict(y=-0.2))
+    style_figure(fig, 380, "loading", "Peak memory while loading the checkpoint")
     return fig
