@@ -35,8 +35,13 @@ def fingerprint(*args, **kwargs) -> str:
 
 
 def cached(fn: Callable[..., T], *args, **kwargs) -> T:
-    """``fn(*args, **kwargs)``, from the cache when the same call was made before."""
-    return _call(f"{fn.__module__}.{fn.__qualname__}", fingerprint(*args, **kwargs), fn, args, kwargs)
+    """``fn(*args, **kwargs)``, from the cache when the same call was made before.
+
+    ``fn`` must be pure in its arguments: whatever it reads from outside them (a page's globals)
+    is not in the key. Functions defined in page scripts all live in ``__main__``, so the key
+    names the file too."""
+    where = getattr(getattr(fn, "__code__", None), "co_filename", "")
+    return _call(f"{fn.__module__}.{fn.__qualname__}@{where}", fingerprint(*args, **kwargs), fn, args, kwargs)
 
 
 def per_device(fn: Callable[..., T], first, hws, *rest) -> tuple[dict[str, T], dict[str, str]]:

@@ -65,13 +65,15 @@ def some_of(options: Sequence[str], at_most: int | None = None) -> Validator:
         return list(dict.fromkeys(v for v in values if v in options))[:at_most]
 
     def check(values: list[str]) -> str | None:
+        problems = []
         unknown = [v for v in values if v not in options]
         if unknown:
             shown = ", ".join(repr(_shown(v)) for v in unknown[:5]) + (" …" if len(unknown) > 5 else "")
-            return f"unknown {shown} ignored (allowed: {', '.join(options)})"
-        if at_most is not None and len(keep(values)) < len(dict.fromkeys(values)):
-            return f"{len(dict.fromkeys(values))} chosen, at most {at_most} compared at once; the first {at_most} kept"
-        return None
+            problems.append(f"unknown {shown} ignored (allowed: {', '.join(options)})")
+        known = list(dict.fromkeys(v for v in values if v in options))
+        if at_most is not None and len(known) > at_most:
+            problems.append(f"{len(known)} chosen, at most {at_most} compared at once; the first {at_most} kept")
+        return "; ".join(problems) or None
 
     check.keep = keep  # type: ignore[attr-defined]
     return check

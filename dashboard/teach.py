@@ -77,6 +77,17 @@ def teach_the_roofline(r: dict, c: Ceilings) -> None:
     peak, bw = c.peak(dtype), c.memory_bandwidth_bytes_per_s
     ridge = peak / bw
     small = matmul_result(c, 1, n, k, dtype)
+    side = "left" if r["intensity"] < ridge else "right"
+    roof_regime = "memory-bound" if side == "left" else "compute-bound"
+    if r["bound"] == "overhead":
+        verdict = (
+            f": the roofs would make it {roof_regime}, but it is small enough that the kernel floor "
+            "decides, so it is **overhead-bound** (step 5)"
+        )
+        floor_note = "this GEMM is one of them."
+    else:
+        verdict = f", so it is **{REGIME_LABELS[r['bound']]}**"
+        floor_note = "this GEMM is large enough to sit on its roof."
     with st.expander("How to read a roofline (worked on this GEMM)", icon=":material/school:"):
         st.markdown(
             f"""
@@ -92,21 +103,22 @@ and memory feeds it {bw / 1e12:.3g} TB/s, so at intensity I it can do at most {b
 
 **3. The ridge** is where the roofs meet: peak ÷ bandwidth = {peak / 1e12:,.0f} TFLOP/s ÷
 {bw / 1e12:.3g} TB/s = **{ridge:,.0f} FLOP/B**. Left of it a kernel waits on memory (memory-bound), right
-of it on math (compute-bound). This GEMM is **{REGIME_LABELS[r["bound"]]}**
-({r["intensity"]:,.1f} {"<" if r["intensity"] < ridge else "≥"} {ridge:,.0f}).
+of it on math (compute-bound). This GEMM sits {side} of the ridge ({r["intensity"]:,.1f}
+{"<" if r["intensity"] < ridge else "≥"} {ridge:,.0f}){verdict}.
 
-**4. Log-log axes.** Each gridline is ten times the last, so equal distances are equal ratios, and
-the slanted roof is a straight line of slope 1: twice the intensity, twice the performance, until the
-ridge.
+**4. Log-log axes.** Each decade (0.1, 1, 10, 100 …) is ten times the last, so equal distances are
+equal ratios, and the slanted roof is a straight line of slope 1: twice the intensity, twice the
+performance, until the ridge.
 
-**5. Below the roof** means time is lost to something the two roofs do not count: here the kernel
-floor, the least time any kernel takes ({fmt_seconds(r["overhead_s"])}), which is what keeps tiny
-GEMMs far under the roof (overhead-bound). Points on this page sit at FLOPs ÷ predicted time.
+**5. Below the roof** means time is lost to something the two roofs do not count. Here that is the
+kernel floor, the least time any kernel takes ({fmt_seconds(r["overhead_s"])}), which keeps tiny GEMMs
+far under the roof (overhead-bound); {floor_note} Points on this page sit at FLOPs ÷ predicted time.
 
 **What moves a point.** The same weights used for one token (M=1, the round marker) have intensity
-{small["intensity"]:,.2f} FLOP/B, far left: that is decode at batch 1, memory-bound. Batching (larger M)
-moves a point right; fewer bytes per weight (quantization) moves it right too; faster memory raises
-the slanted roof, more FLOP/s the flat one. The M sweep on the chart above traces the whole path.
+{small["intensity"]:,.2f} FLOP/B, far left: that is decode at batch 1, **{REGIME_LABELS[small["bound"]]}**.
+Batching (larger M) moves a point right; fewer bytes per weight (quantization) moves it right too;
+faster memory raises the slanted roof, more FLOP/s the flat one. The M sweep on the chart above traces
+the whole path.
 """
         )
         show_chart(teaching_figure(c, r, small), width="stretch", theme=None, key="teach_chart")

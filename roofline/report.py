@@ -81,15 +81,15 @@ def plain_number(value: float) -> str:
         return "—"
     if float(value).is_integer():
         return f"{value:,.0f}"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.4g}"
 
 
 def _cell(value: object, fmt: str | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
         return "—"
     if isinstance(value, bool | np.bool_):
         return "yes" if value else "no"
-    if isinstance(value, int | float) or hasattr(value, "dtype"):
+    if pd.api.types.is_number(value):
         number = float(value)
         if fmt and math.isfinite(number):
             return fmt.format(number)

@@ -206,7 +206,7 @@ def device_rows() -> pd.DataFrame:
     rows = []
     for hid in selected:
         if hid in why_not:
-            rows.append({"device": devices[hid].name, "why not": why_not[hid]})
+            rows.append({"device": devices[hid].name, "notes": f"cannot run it: {why_not[hid]}"})
             continue
         r = analyses[hid].to_json()
         rows.append(
@@ -219,10 +219,11 @@ def device_rows() -> pd.DataFrame:
                 "prefill": REGIME_LABELS[r["prefill_bound"]],
                 "decode": REGIME_LABELS[r["decode_bound"]] if r["decode_bound"] else "n/a",
                 "fits": r["memory"]["fits"],
-                "why not": "; ".join(r["notes"]),
+                "notes": "; ".join(r["notes"]),
             }
         )
-    return pd.DataFrame(rows)
+    columns = ["device", "TTFT", "TPOT", "end to end", "tokens/s", "prefill", "decode", "fits", "notes"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def devices_table() -> None:
@@ -324,8 +325,9 @@ max_ctx = model.max_context - 1
 contexts = np.unique(np.round(np.geomspace(min(128, max_ctx), max_ctx, 28)).astype(int))
 
 
-def decode_sweeps(run: Workload, ceilings, mid_context: int, batches, contexts) -> list:
-    """Decode over batch 1→1024 and over the context: each step's ops evaluated, and its footprint."""
+def decode_sweeps(run: Workload, hw, settings: Settings, ceilings, mid_context: int, batches, contexts) -> list:
+    """Decode over batch 1→1024 and over the context: each step's ops evaluated, and its footprint.
+    Cached: everything it reads comes in as an argument, so the cache key covers it."""
     steps = (run.step("decode", mid_context, batches), run.step("decode", contexts))
     return [(evaluate(step_ops(w), ceilings), footprint(w, hw, settings, with_smallest_tp=False)) for w in steps]
 
@@ -338,7 +340,7 @@ def fit_notes(fp) -> tuple[list[list[str]], list[bool]]:
     ]
 
 
-(b_table, b_fp), (c_table, c_fp) = cached(decode_sweeps, run, ceilings, mid_context, batches, contexts)
+(b_table, b_fp), (c_table, c_fp) = cached(decode_sweeps, run, hw, settings, ceilings, mid_context, batches, contexts)
 b_notes, b_fits = fit_notes(b_fp)
 c_notes, c_fits = fit_notes(c_fp)
 trajectories = [

@@ -243,7 +243,7 @@ if results:
         f"memory {fmt_seconds(first['memory_s'])}, kernel floor {fmt_seconds(first['overhead_s'])}); "
         f"the ridge is at {first['ridge_intensity']:,.0f} FLOP/B."
     )
-    teach_the_roofline(first, ceilings_by_id[selected[0]])
+    teach_the_roofline(first, ceilings_by_id[first["hardware"]])
     frame = pd.DataFrame(
         [
             {

@@ -23,7 +23,7 @@ DEVICE_COLORS: tuple[str, ...] = (
     "#56B4E9",
     "#8C564B",
     "#F0E442",
-    "#D55E00",
+    "#A6761D",
     "#7F7F7F",
     "#17BECF",
     "#BCBD22",
