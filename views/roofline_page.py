@@ -231,8 +231,9 @@ if results:
         Metric("FLOPs", fmt_flops(first["flops"]), help="2·M·N·K"),
         Metric("Bytes (ideal)", fmt_bytes(first["bytes"]), help="A, B read once and C written once"),
         Metric(
-            "Intensity",
-            f"{first['intensity']:,.0f} FLOP/B" if first["intensity"] >= 100 else f"{first['intensity']:.3g} FLOP/B",
+            "Intensity (FLOP/B)",
+            f"{first['intensity']:,.0f}" if first["intensity"] >= 100 else f"{first['intensity']:.3g}",
+            help="FLOPs ÷ bytes",
         ),
         Metric("Bound by", first["bound"], help=f"{REGIME_LABELS[first['bound']]} on {first['hardware_name']}"),
         Metric("Time", fmt_seconds(first["time_s"]), help=f"on {first['hardware_name']}"),
