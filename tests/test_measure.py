@@ -374,3 +374,31 @@ def test_quick_gpu_suite():
         # A healthy GPU copies at 50-100% of its datasheet bandwidth and runs bf16 GEMMs at 30-100% of peak.
         assert 0.5 < c.memory_bandwidth_tbps / hw.memory_bandwidth_tbps < 1.0
         assert 0.3 < c.peak_tflops["bf16"] / hw.peak_tflops.bf16 < 1.0
+
+
+def test_profiler_ranges_mirrored_on_the_gpu_are_not_counted_as_kernels():
+    """The profiler mirrors each record_function range on the GPU timeline as a user annotation
+    spanning its kernels and the idle gaps between them. On an H100, counting those beside the
+    kernels made an 8B decode step's kernel time 27.4 ms against 7.5 ms replayed from a CUDA graph;
+    without them it is 7.3 ms. Only real device work counts, and an op's time is its host range's."""
+    from types import SimpleNamespace
+
+    from roofline.measure.step import _is_kernel, _on_host
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    kernel = SimpleNamespace(device_type=cuda, is_user_annotation=False)
+    mirrored_range = SimpleNamespace(device_type=cuda, is_user_annotation=True)
+    host_range = SimpleNamespace(device_type=cpu, is_user_annotation=False)
+    assert _is_kernel(kernel) and not _is_kernel(mirrored_range) and not _is_kernel(host_range)
+    assert _on_host(host_range) and not _on_host(mirrored_range)
+
+
+def test_the_h100_quick_run_counts_each_kernel_once():
+    """The shipped quick run measured on an H100: the kernels of a step add up to what the same
+    step takes replayed from a CUDA graph (the graph removes the host, not device work), and the
+    op ranges cover them once."""
+    results = load_results(Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-quick-run.json")
+    assert results.device.kind == "cuda" and "H100" in results.device.name
+    for step in results.steps:
+        assert 0.9 < step.kernel_time_s / step.graph.median_s < 1.1, step.phase
+        assert 0.95 < step.attribution < 1.05, step.phase

@@ -38,9 +38,18 @@ def _event_time(evt, on_device: bool) -> float:
     return evt.cpu_time_total / 1e6
 
 
+def _on_host(evt) -> bool:
+    return getattr(evt, "device_type", None) == torch.autograd.DeviceType.CPU
+
+
 def _is_kernel(evt) -> bool:
+    """A device event that is work (a kernel, a copy), not the device-side copy of a profiler range:
+    the profiler mirrors each ``record_function`` range on the GPU timeline as a user annotation
+    spanning from its first kernel's start to its last kernel's end, idle gaps included. Counting
+    those beside the kernels would count every kernel twice and, in an eager step where the GPU
+    waits on the host, the host's gaps as well."""
     kind = getattr(evt, "device_type", None)
-    return kind is not None and kind != torch.autograd.DeviceType.CPU
+    return kind is not None and not _on_host(evt) and not getattr(evt, "is_user_annotation", False)
 
 
 def measure_step(
@@ -100,11 +109,11 @@ def measure_step(
                     step()
                 synchronize(device)
             events = prof.events()
-            for evt in events:
-                if evt.name in op_names:
+            for evt in events:  # the host-side range: the kernels it launched, its children's included
+                if evt.name in op_names and _on_host(evt):
                     op_time[evt.name] += _event_time(evt, True) / runs
             kernels = [e for e in events if _is_kernel(e)]
-            kernel_total = sum(getattr(e, "device_time", getattr(e, "cuda_time", 0.0)) for e in kernels) / 1e6 / runs
+            kernel_total = sum(e.device_time for e in kernels) / 1e6 / runs
             count = round(len(kernels) / runs)
         else:  # on a CPU the work is the host's: a clock around each op's range, against the wall time
             # A noisy host (a shared 2-core machine) has outlier runs: medians over 5+ runs, per op
