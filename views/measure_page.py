@@ -16,7 +16,7 @@ from dashboard import custom
 from dashboard.measured import RESULTS_KEY, SOURCE_KEY
 from dashboard.share import Report, share_panel
 from dashboard.state import one_of, warn_bad_params
-from roofline.calibration import linear_bucket
+from roofline.calibration import CLASSES, linear_bucket
 from roofline.dtypes import peak_unit
 from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
@@ -28,16 +28,7 @@ from roofline.settings import Settings
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-kernel-sweeps.json"
 CLASS_COLORS = dict(
     zip(
-        [
-            "linear_m1",
-            "linear_skinny",
-            "linear_large",
-            "attention_decode",
-            "attention_prefill",
-            "norm",
-            "residual",
-            "activation",
-        ],
+        CLASSES,
         ["#1F77B4", "#17BECF", "#D62728", "#2CA02C", "#98DF8A", "#9467BD", "#8C564B", "#E377C2"],
         strict=True,
     )

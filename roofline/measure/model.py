@@ -64,7 +64,9 @@ def _suffix(model: ModelConfig, local: bool) -> str:
     return f" ({label})" if label else ""
 
 
-class _Norm(nn.Module):
+class Norm(nn.Module):
+    """RMSNorm or LayerNorm over the last dimension (the model's and the training harness's)."""
+
     def __init__(self, width: int, kind: str):
         super().__init__()
         self.kind = kind
@@ -109,19 +111,19 @@ class DecoderLayer(nn.Module):
         h = m.hidden_size
         self.local = is_local_layer(m, index)
         self.suffix = _suffix(m, self.local)
-        self.norms = nn.ModuleList(_Norm(h, m.norm) for _ in range(m.norms_per_layer))
+        self.norms = nn.ModuleList(Norm(h, m.norm) for _ in range(m.norms_per_layer))
         bias = m.qkv_bias or m.linear_bias
         if m.mla:
             ml = m.mla
             q_out = m.num_heads * m.qk_head_dim
             if ml.q_lora_rank:
                 self.q_a = nn.Linear(h, ml.q_lora_rank, bias=False)
-                self.q_norm = _Norm(ml.q_lora_rank, "rmsnorm")
+                self.q_norm = Norm(ml.q_lora_rank, "rmsnorm")
                 self.q_b = nn.Linear(ml.q_lora_rank, q_out, bias=False)
             else:
                 self.q_b = nn.Linear(h, q_out, bias=False)
             self.kv_a = nn.Linear(h, ml.kv_lora_rank + ml.qk_rope_head_dim, bias=False)
-            self.kv_norm = _Norm(ml.kv_lora_rank, "rmsnorm")
+            self.kv_norm = Norm(ml.kv_lora_rank, "rmsnorm")
             # W_UK and W_UV per head: (heads, nope, r) and (heads, r, v)
             self.w_uk = nn.Parameter(torch.randn(m.num_heads, ml.qk_nope_head_dim, ml.kv_lora_rank) * 0.02)
             self.w_uv = nn.Parameter(torch.randn(m.num_heads, ml.kv_lora_rank, ml.v_head_dim) * 0.02)
@@ -322,7 +324,7 @@ class Model(nn.Module):
         self.embed = nn.Embedding(m.vocab_size, h)
         self.pos_embed = nn.Embedding(m.max_context, h) if m.positional == "learned" else None
         self.layers = nn.ModuleList(DecoderLayer(m, i) for i in range(layers or m.num_layers))
-        self.final_norm = _Norm(h, m.norm)
+        self.final_norm = Norm(h, m.norm)
         self.lm_head = None if m.tied_embeddings else nn.Linear(h, m.vocab_size, bias=False)
 
     def new_cache(self, batch: int, context: int, device, dtype) -> list[dict]:

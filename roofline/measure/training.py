@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from roofline.measure.model import Norm
 from roofline.models import ModelConfig
 from roofline.training import TrainSetup, training_memory
 
@@ -60,19 +61,6 @@ def check_measurable(s: TrainSetup) -> None:
         raise ValueError("dp, zero and offload are not measured on one device")
 
 
-class _Norm(nn.Module):
-    def __init__(self, width: int, kind: str):
-        super().__init__()
-        self.kind = kind
-        self.weight = nn.Parameter(torch.ones(width))
-        self.bias = nn.Parameter(torch.zeros(width)) if kind == "layernorm" else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.kind == "layernorm":
-            return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias)
-        return F.rms_norm(x, (x.shape[-1],), self.weight, 1e-6)
-
-
 class LoRALinear(nn.Module):
     """A frozen base matrix plus a trainable rank-r update B A (A: r x in, B: out x r, B = 0)."""
 
@@ -95,7 +83,7 @@ class _Layer(nn.Module):
         super().__init__()
         h, hd = m.hidden_size, m.head_dim
         self.m, self.selective = m, selective
-        self.norm1, self.norm2 = _Norm(h, m.norm), _Norm(h, m.norm)
+        self.norm1, self.norm2 = Norm(h, m.norm), Norm(h, m.norm)
         bias = m.qkv_bias or m.linear_bias
         self.q = nn.Linear(h, m.num_heads * hd, bias=bias)
         self.k = nn.Linear(h, m.num_kv_heads * hd, bias=bias)
@@ -140,7 +128,7 @@ class TrainModel(nn.Module):
         self.m, self.full_recompute = m, s.recompute == "full"
         self.embed = nn.Embedding(m.vocab_size, m.hidden_size)
         self.layers = nn.ModuleList(_Layer(m, s.recompute == "selective") for _ in range(m.num_layers))
-        self.norm = _Norm(m.hidden_size, m.norm)
+        self.norm = Norm(m.hidden_size, m.norm)
         self.lm_head = None if m.tied_embeddings else nn.Linear(m.hidden_size, m.vocab_size, bias=False)
         if s.method == "lora":
             self.requires_grad_(False)
