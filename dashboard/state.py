@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import streamlit as st
 
+from roofline.plots.style import MAX_COMPARED
+
 # A validator takes the raw values of one parameter and returns a problem, or None if fine.
 Validator = Callable[[list[str]], str | None]
 
@@ -130,3 +132,17 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
     for message in problems:
         st.warning(message, icon="⚠️")
     return problems
+
+
+def devices_param(device_ids: Sequence[str]) -> Validator:
+    """The URL check of a device picker: known ids, at most MAX_COMPARED of them."""
+    return some_of(device_ids, MAX_COMPARED)
+
+
+def device_picker(
+    device_ids: Sequence[str], default: Sequence[str], help: str | None = None, label: str = "Devices", key: str = "hw"
+) -> list[str]:
+    """The devices a page compares, bound to the URL: at most MAX_COMPARED, one colour each."""
+    return st.multiselect(
+        label, device_ids, default=list(default), max_selections=MAX_COMPARED, key=key, bind="query-params", help=help
+    )

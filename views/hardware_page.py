@@ -9,13 +9,12 @@ from pydantic import ValidationError
 from dashboard import custom
 from dashboard.data import hardware_db
 from dashboard.share import Report, share_panel
-from dashboard.state import some_of, warn_bad_params
+from dashboard.state import device_picker, devices_param, some_of, warn_bad_params
 from roofline.api import hardware_summary
 from roofline.datafiles import PROBLEMS, format_validation_error
 from roofline.dtypes import COMPUTE_DTYPES, PEAK_FIELDS, peak_unit
 from roofline.hardware import Hardware
 from roofline.plots import grouped_bar_figure
-from roofline.plots.style import MAX_COMPARED
 from roofline.records import to_toml
 
 devices = custom.devices()
@@ -33,7 +32,7 @@ st.caption(
     "it is recorded (an 80 GB H100 SXM exposes 79.18 GiB to CUDA), else the nominal GB as 10⁹ B."
 )
 
-warn_bad_params({"vendor": some_of(vendors), "compare": some_of(device_ids, MAX_COMPARED)})
+warn_bad_params({"vendor": some_of(vendors), "compare": devices_param(device_ids)})
 if PROBLEMS:
     st.warning(
         f"{len(PROBLEMS)} data file(s) could not be used and were skipped; everything else loaded:\n\n"
@@ -181,13 +180,8 @@ if current is not None:
         st.rerun()
 
 st.header("Compare")
-chosen = st.multiselect(
-    "Devices to compare",
-    device_ids,
-    default=["h100-sxm", "h200-sxm", "mi300x", "b200"],
-    max_selections=MAX_COMPARED,
-    key="compare",
-    bind="query-params",
+chosen = device_picker(
+    device_ids, ["h100-sxm", "h200-sxm", "mi300x", "b200"], label="Devices to compare", key="compare"
 )
 if len(chosen) < 1:
     st.info("Pick two or more devices to compare.")

@@ -12,12 +12,11 @@ from dashboard import custom
 from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
-from dashboard.state import float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.format import fmt_bytes
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
-from roofline.plots.style import MAX_COMPARED
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
@@ -38,7 +37,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids, MAX_COMPARED),
+        "hw": devices_param(device_ids),
         "kvdtype": one_of(KV_DTYPES),
         "wdtype": one_of(WEIGHT_DTYPES),
         "tp": one_of([str(t) for t in TP_CHOICES]),
@@ -53,14 +52,8 @@ warn_bad_params(
 with st.sidebar:
     st.header("Model and devices")
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
-    selected = st.multiselect(
-        "Devices",
-        device_ids,
-        default=["h100-sxm", "h200-sxm", "mi300x"],
-        max_selections=MAX_COMPARED,
-        key="hw",
-        bind="query-params",
-        help="One curve per device; the first is analysed in detail.",
+    selected = device_picker(
+        device_ids, ["h100-sxm", "h200-sxm", "mi300x"], "One curve per device; the first is analysed in detail."
     )
     kvdtype = st.selectbox(
         "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"

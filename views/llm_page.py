@@ -10,7 +10,7 @@ from dashboard import custom
 from dashboard.cache import cached, per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
-from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import (
     ACT_DTYPES,
     ATTENTION_KERNELS,
@@ -33,7 +33,6 @@ from roofline.plots import (
     step_series,
     time_breakdown_figure,
 )
-from roofline.plots.style import MAX_COMPARED
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
@@ -53,7 +52,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids, MAX_COMPARED),
+        "hw": devices_param(device_ids),
         "batch": int_in(1, 65536),
         "prompt": int_in(1, MAX_TOKENS),
         "output": int_in(1, MAX_TOKENS),
@@ -72,14 +71,8 @@ warn_bad_params(
 with st.sidebar:
     st.header("Workload")
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
-    selected = st.multiselect(
-        "Devices",
-        device_ids,
-        default=["h100-sxm"],
-        max_selections=MAX_COMPARED,
-        key="hw",
-        bind="query-params",
-        help="The first device is analysed in detail; all are compared in the table.",
+    selected = device_picker(
+        device_ids, ["h100-sxm"], "The first device is analysed in detail; all are compared in the table."
     )
     c1, c2, c3 = st.columns(3)
     batch = c1.number_input("Batch", 1, 65536, 1, key="batch", bind="query-params")

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.share import Report, share_panel
-from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
 from dashboard.teach import teach_the_roofline
 from roofline.api import matmul_result
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S
@@ -20,7 +20,6 @@ from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 from roofline.matmul import log_sweep_values, matmul_sweep
 from roofline.ops import step_ops
 from roofline.plots import DEVICE_COLORS, PointSeries, op_table_series, point_hover, roofline_figure
-from roofline.plots.style import MAX_COMPARED
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Workload
@@ -41,7 +40,7 @@ st.caption(
 
 warn_bad_params(
     {
-        "hw": some_of(device_ids, MAX_COMPARED),
+        "hw": devices_param(device_ids),
         "dtypes": some_of(COMPUTE_DTYPES),
         "gemm_dtype": one_of(COMPUTE_DTYPES),
         "m": int_in(1, MAX_DIM),
@@ -58,14 +57,8 @@ warn_bad_params(
 
 with st.sidebar:
     st.header("Devices")
-    selected = st.multiselect(
-        "Devices",
-        device_ids,
-        default=["h100-sxm"],
-        max_selections=MAX_COMPARED,
-        key="hw",
-        bind="query-params",
-        help="Each device draws its own roofs. The first one's regions are shaded.",
+    selected = device_picker(
+        device_ids, ["h100-sxm"], "Each device draws its own roofs. The first one's regions are shaded."
     )
     roof_dtypes = st.multiselect(
         "Roof dtypes",

@@ -14,12 +14,12 @@ from dashboard import custom
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
-from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.plots import DEVICE_COLORS, REGIME_COLORS, op_table_series, roofline_figure, style_figure
-from roofline.plots.style import MAX_COMPARED, log_axes
+from roofline.plots.style import log_axes
 from roofline.report import Metric
 from roofline.serving import (
     Traffic,
@@ -51,7 +51,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids, MAX_COMPARED),
+        "hw": devices_param(device_ids),
         "prompt": int_in(1, 1 << 20),
         "output": int_in(1, 1 << 20),
         "tp": one_of([str(t) for t in TP_CHOICES]),
@@ -69,14 +69,7 @@ warn_bad_params(
 with st.sidebar:
     st.header("Model and devices")
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
-    selected = st.multiselect(
-        "Devices",
-        device_ids,
-        default=["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"],
-        max_selections=MAX_COMPARED,
-        key="hw",
-        bind="query-params",
-    )
+    selected = device_picker(device_ids, ["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"])
     st.header("Traffic")
     prompt = st.number_input("Prompt tokens (mean)", 1, 1 << 20, 1024, key="prompt", bind="query-params")
     output = st.number_input("Output tokens (mean)", 1, 1 << 20, 256, key="output", bind="query-params")

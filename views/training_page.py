@@ -13,12 +13,11 @@ from dashboard import custom
 from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
-from dashboard.state import boolean, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
 from roofline.plots import loading_figure, op_table_series, roofline_figure, training_memory_figure
-from roofline.plots.style import MAX_COMPARED
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.training import (
@@ -51,7 +50,7 @@ st.caption(
 warn_bad_params(
     {
         "model": one_of(model_ids),
-        "hw": some_of(device_ids, MAX_COMPARED),
+        "hw": devices_param(device_ids),
         "seq": int_in(1, 1 << 20),
         "mb": int_in(1, 1 << 12),
         "gb": int_in(0, 1 << 20),
@@ -77,14 +76,10 @@ warn_bad_params(
 with st.sidebar:
     st.header("Model and devices")
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
-    selected = st.multiselect(
-        "Devices",
+    selected = device_picker(
         device_ids,
-        default=["h100-sxm", "h200-sxm", "b200"],
-        max_selections=MAX_COMPARED,
-        key="hw",
-        bind="query-params",
-        help="Each one's usable memory is a line on the charts; the first is analysed in detail.",
+        ["h100-sxm", "h200-sxm", "b200"],
+        "Each one's usable memory is a line on the charts; the first is analysed in detail.",
     )
     st.header("Batch")
     model = models[model_id]

@@ -14,8 +14,6 @@ Run as ``python -m roofline.measure.loading`` (the parent does this).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 import torch
 
 from roofline.loading import load_peaks
+from roofline.measure.child import run_child
 from roofline.measure.training import TrainModel, _rss_bytes
 from roofline.models import ModelConfig
 from roofline.training import TrainSetup
@@ -115,23 +114,13 @@ def _load(method: str, m: ModelConfig, dtype: torch.dtype, files: dict[str, list
 def measure(m: ModelConfig, checkpoint_dtype: str = "bf16", timeout_s: float = 600) -> list[dict]:
     """Each measured method's peak beside its prediction (the model loaded on this host)."""
     predicted = {p.method: p for p in load_peaks(m, checkpoint_dtype, checkpoint_dtype, 2, device_is_host=True)}
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
     out = []
     with tempfile.TemporaryDirectory(prefix="roofline-load-") as tmp:
         files = write_checkpoints(m, checkpoint_dtype, Path(tmp))
         for method in MEASURED:
             args = {"method": method, "model": m.model_dump(mode="json"), "dtype": checkpoint_dtype, "files": files}
-            proc = subprocess.run(
-                [sys.executable, "-m", "roofline.measure.loading", json.dumps(args)],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=env,
-            )
-            if proc.returncode != 0:
-                last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit status {proc.returncode}"
-                raise RuntimeError(f"loading ({method}) failed: {last}")
-            peak = float(json.loads(proc.stdout)["peak_bytes"])
+            stdout = run_child("roofline.measure.loading", [json.dumps(args)], f"loading ({method})", timeout_s)
+            peak = float(json.loads(stdout)["peak_bytes"])
             out.append(
                 {
                     "method": method,

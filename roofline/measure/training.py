@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 import time
 from dataclasses import replace
 
@@ -32,6 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from roofline.measure.child import run_child
 from roofline.measure.model import Norm
 from roofline.models import ModelConfig
 from roofline.training import TrainSetup, training_memory
@@ -289,18 +287,13 @@ def measure(s: TrainSetup, device: str = "cpu", timeout_s: float = 600) -> dict:
     with the prediction for the same setup as this device runs it (fused or decomposed norms)."""
     check_measurable(s)
     s = replace(s, fused_norms=norms_are_fused(device))
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "roofline.measure.training", "--device", device, "--json", json.dumps(setup_to_json(s))],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
+    stdout = run_child(
+        "roofline.measure.training",
+        ["--device", device, "--json", json.dumps(setup_to_json(s))],
+        "the training step",
+        timeout_s,
     )
-    if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit status {proc.returncode}"
-        raise RuntimeError(f"the training step failed: {last}")
-    result = json.loads(proc.stdout)
+    result = json.loads(stdout)
     predicted = training_memory(s)
     result["predicted_peak_bytes"] = float(predicted.peak_bytes)
     result["predicted_peak_at"] = str(predicted.peak_at)
