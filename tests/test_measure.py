@@ -402,3 +402,6 @@ def test_the_h100_quick_run_counts_each_kernel_once():
     for step in results.steps:
         assert 0.9 < step.kernel_time_s / step.graph.median_s < 1.1, step.phase
         assert 0.95 < step.attribution < 1.05, step.phase
+    # Its 13 MB in-cache read was slower than the read from memory: no cache roof, and a note why.
+    assert results.ceilings.cache_bandwidth_tbps is None
+    assert any("no cache roof is drawn" in note for note in results.notes)
