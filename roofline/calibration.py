@@ -52,8 +52,10 @@ def linear_bucket(m: float) -> str:
 
 
 # Which terms a class's fit has: bandwidth, peak, occupancy.
+# A GEMV (M = 1) does two FLOPs per weight read: memory binds it on every device, and with its
+# points all at one intensity a compute term could not be told from the bandwidth term.
 _TERMS = {
-    "linear_m1": (True, True, False),
+    "linear_m1": (True, False, False),
     "linear_skinny": (True, True, False),
     "linear_large": (True, True, False),
     "attention_decode": (True, False, True),
@@ -119,8 +121,37 @@ def _predict(params: np.ndarray, terms: tuple[bool, bool, bool], f, b, p) -> np.
     return latency + np.maximum(memory, compute)
 
 
+def _nelder_mead(loss, x0: np.ndarray, step: float, iterations: int = 300) -> np.ndarray:
+    """Minimise ``loss`` from ``x0`` with the downhill simplex (Nelder and Mead 1965)."""
+    n = len(x0)
+    simplex = np.vstack([x0, x0 + step * np.eye(n)])
+    values = np.array([loss(x) for x in simplex])
+    for _ in range(iterations):
+        order = np.argsort(values)
+        simplex, values = simplex[order], values[order]
+        centroid = simplex[:-1].mean(axis=0)
+        reflected = 2 * centroid - simplex[-1]
+        r = loss(reflected)
+        if r < values[0]:
+            expanded = 3 * centroid - 2 * simplex[-1]
+            e = loss(expanded)
+            simplex[-1], values[-1] = (expanded, e) if e < r else (reflected, r)
+        elif r < values[-2]:
+            simplex[-1], values[-1] = reflected, r
+        else:
+            contracted = (centroid + simplex[-1]) / 2
+            c = loss(contracted)
+            if c < values[-1]:
+                simplex[-1], values[-1] = contracted, c
+            else:
+                simplex[1:] = (simplex[0] + simplex[1:]) / 2
+                values[1:] = [loss(x) for x in simplex[1:]]
+    return simplex[int(np.argmin(values))]
+
+
 def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
-    """Least squares on log(time) over a coarse-to-fine grid of the class's parameters."""
+    """Least squares on log(time): a coarse-to-fine grid finds the basin, then a simplex descent
+    polishes it (the grid alone stalls where latency and bandwidth trade off along a valley)."""
     if not points:
         raise ValueError("no kernel points to fit")
     op_class = points[0].op_class
@@ -139,8 +170,7 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
         "half": (np.log(p.min() / 100 + 1e-9), np.log(p.max() * 10)),
     }
     best = np.array([0.0, np.log(rate_b.max()), np.log(rate_f.max()), np.log(p.max())])
-    active = [0, 1 if terms[0] else None, 2 if terms[1] else None, 3 if terms[2] else None]
-    active = [i for i in active if i is not None]
+    active = [i for i, on in enumerate((True, *terms)) if on]
     names = ["latency", "bw", "peak", "half"]
     lo = np.array([spans[n][0] for n in names])
     hi = np.array([spans[n][1] for n in names])
@@ -156,6 +186,31 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
         best = mesh[int(np.argmin(losses))]
         width = (hi - lo) / 4
         lo, hi = np.maximum(best - width, [0, -np.inf, -np.inf, -np.inf]), best + width
+
+    # The polish works on unbounded coordinates: latency as a logistic share of the fastest kernel.
+    t_min = float(t.min())
+
+    def params_of(x: np.ndarray) -> np.ndarray:
+        full = best.copy()
+        full[active] = x
+        full[0] = t_min / (1 + np.exp(-x[0]))
+        return full
+
+    floor, ceiling = np.array([spans[n][0] for n in names]), np.array([spans[n][1] for n in names])
+
+    def bounded_loss(x: np.ndarray) -> float:
+        full = params_of(x)
+        if np.any(full[1:] < floor[1:]) or np.any(full[1:] > ceiling[1:]):
+            return np.inf  # rates and occupancy stay in the ranges the data allows
+        return float(loss(full[None])[0])
+
+    share = np.clip(best[0] / t_min, 1e-6, 1 - 1e-6)
+    x0 = best[active].copy()
+    x0[0] = np.log(share / (1 - share))
+    x = _nelder_mead(bounded_loss, x0, step=0.5)
+    x = _nelder_mead(bounded_loss, x, step=0.05)
+    if loss(params_of(x)[None])[0] < loss(best[None])[0]:
+        best = params_of(x)
     errors = np.abs(_predict(best, terms, f, b, p) / t - 1)
     return ClassFit(
         op_class=op_class,
