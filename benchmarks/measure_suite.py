@@ -1,5 +1,7 @@
 """Time the measurement suite itself, quick and full, on the local device: the whole run and each
-part of it (ceilings, sweeps, building the model, each step), with what it measured.
+part of it (ceilings, sweeps, building the model, each step), with what it measured: each fit's
+error on its own sweep, the share of each step inside op ranges, and how well the calibrated and
+the measured roofs predict the held-out steps (figures of this machine, so not tests).
 
 Run from the repository root: python -m benchmarks.measure_suite [--device cpu|cuda] [--model ID]
 """
@@ -46,11 +48,14 @@ def main() -> None:
         )
         for seconds, message in sorted(timer.parts, reverse=True)[:6]:
             print(f"  {seconds:7.2f} s  {message}")
+        for name, fit in sorted(results.calibration.fits.items()):
+            print(f"  fit {name}: {fit.points} points, median error {fit.median_abs_error:.1%}")
         for step in results.steps:
             graph = fmt_seconds(step.graph.median_s) if step.graph else "n/a"
             print(
                 f"  {step.phase} batch {step.batch} x {step.seq_len}: eager {fmt_seconds(step.eager.median_s)}, "
-                f"graph {graph}, calibrated prediction {step.step_ratio('calibrated'):.2f}x measured"
+                f"graph {graph}, {step.attribution:.0%} of kernel time inside op ranges; predicted / measured: "
+                f"calibrated {step.step_ratio('calibrated'):.2f}, measured roofs {step.step_ratio('measured'):.2f}"
             )
 
 
