@@ -1,0 +1,182 @@
+"""The load a benchmark puts on a server, as the serving benchmarks define it.
+
+- Closed loop (``vllm bench serve --max-concurrency``, GuideLLM's concurrent profile, aiperf's
+  concurrency): C clients, each sending its next request as soon as its last one finishes.
+- Open loop at a rate (``--request-rate``, GuideLLM's poisson / constant profiles): arrivals
+  with exponential gaps (Poisson), gamma gaps with a burstiness factor (vLLM's ``--burstiness``:
+  shape = burstiness, mean gap = 1 / rate; 1 is Poisson, lower is burstier), or evenly spaced.
+- A trace: a JSONL file, one request per line (the format is in ``read_trace``).
+
+Prompt and output lengths are fixed, uniform within a range, or drawn from a list, with a seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MAX_REQUESTS = 1_000_000
+MAX_TRACE_BYTES = 64 * 2**20
+MAX_TOKENS = 1 << 24
+LOAD_KINDS = ("concurrency", "poisson", "gamma", "constant", "trace")
+
+
+def _check_int(value, name: str, top: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 1 <= value <= top:
+        raise ValueError(f"{name} must be an integer in [1, {top:,}], got {value!r}")
+    return int(value)
+
+
+def _check_number(value, name: str, low: float, high: float) -> float:
+    ok = isinstance(value, int | float | np.floating) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not low < value <= high:
+        raise ValueError(f"{name} must be a number in ({low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Token counts of prompts or outputs: ``low`` alone is fixed; ``low`` to ``high`` uniform."""
+
+    low: int
+    high: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_int(self.low, "length", MAX_TOKENS)
+        if self.high is not None:
+            _check_int(self.high, "length", MAX_TOKENS)
+            if self.high < self.low:
+                raise ValueError(f"length range: {self.high} is below {self.low}")
+
+    @property
+    def mean(self) -> float:
+        return self.low if self.high is None else (self.low + self.high) / 2
+
+    @property
+    def most(self) -> int:
+        return self.low if self.high is None else self.high
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.high is None:
+            return np.full(n, self.low, np.int64)
+        return rng.integers(self.low, self.high + 1, n, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What arrives: ``kind`` in LOAD_KINDS; ``concurrency`` clients for a closed loop, ``rate``
+    requests per second for an open one; ``requests`` in all."""
+
+    kind: str
+    requests: int
+    prompt: Lengths
+    output: Lengths
+    rate_per_s: float | None = None
+    concurrency: int | None = None
+    burstiness: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOAD_KINDS:
+            raise ValueError(f"load: {self.kind!r} is not allowed; allowed: {', '.join(LOAD_KINDS)}")
+        _check_int(self.requests, "requests", MAX_REQUESTS)
+        if self.kind == "concurrency":
+            _check_int(self.concurrency, "concurrency", 1 << 20)
+        elif self.kind in ("poisson", "gamma", "constant"):
+            _check_number(self.rate_per_s, "rate", 0.0, 1e9)
+        _check_number(self.burstiness, "burstiness", 0.0, 1e3)
+        _check_int(self.seed + 1, "seed + 1", 2**62)
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Requests in the order they are sent: arrival times (NaN: sent by a closed-loop client
+    when one of its requests finishes), prompt and output tokens."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    concurrency: int | None = None  # closed loop: this many clients
+
+    @property
+    def count(self) -> int:
+        return int(self.prompt_tokens.size)
+
+
+def make_requests(load: Load) -> Requests:
+    """Draw the requests of ``load`` (the same seed gives the same requests)."""
+    rng = np.random.default_rng(load.seed)
+    n = load.requests
+    prompt, output = load.prompt.draw(n, rng), load.output.draw(n, rng)
+    if load.kind == "concurrency":
+        return Requests(np.full(n, np.nan), prompt, output, concurrency=load.concurrency)
+    mean_gap = 1.0 / load.rate_per_s
+    if load.kind == "constant":
+        gaps = np.full(n, mean_gap)
+    elif load.kind == "poisson":
+        gaps = rng.exponential(mean_gap, n)
+    else:
+        gaps = rng.gamma(load.burstiness, mean_gap / load.burstiness, n)
+    arrival = np.cumsum(gaps) - gaps[0]  # the first request at t = 0
+    return Requests(arrival, prompt, output)
+
+
+_TIME_KEYS = ("arrival_s", "timestamp")
+_PROMPT_KEYS = ("prompt_tokens", "input_length")
+_OUTPUT_KEYS = ("output_tokens", "output_length")
+
+
+def read_trace(path: str | Path, limit: int = MAX_REQUESTS) -> Requests:
+    """A JSONL trace, one request per line: its arrival in seconds from the start
+    (``arrival_s``, or ``timestamp`` in seconds or, above 1e6, in milliseconds as Mooncake's
+    traces record it), and its prompt and output tokens (``prompt_tokens`` / ``input_length``,
+    ``output_tokens`` / ``output_length``). Lines are sorted by arrival; the first arrives at 0."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"trace: {path} is not a file")
+    if path.stat().st_size > MAX_TRACE_BYTES:
+        raise ValueError(f"trace: {path} is larger than {MAX_TRACE_BYTES // 2**20} MiB")
+    times, prompts, outputs = [], [], []
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            if len(times) >= limit:
+                raise ValueError(f"trace: more than {limit:,} requests")
+            where = f"trace line {number}"
+            try:
+                row = json.loads(raw, parse_constant=_refuse_constant)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: expected an object with arrival, prompt and output tokens")
+            times.append(_field(row, _TIME_KEYS, where, number=True))
+            prompts.append(_field(row, _PROMPT_KEYS, where))
+            outputs.append(_field(row, _OUTPUT_KEYS, where))
+    if not times:
+        raise ValueError(f"trace: {path} has no requests")
+    t = np.asarray(times, float)
+    if t.max() > 1e6:
+        t = t / 1e3  # milliseconds
+    order = np.argsort(t, kind="stable")
+    return Requests(t[order] - t[order][0], np.asarray(prompts, np.int64)[order], np.asarray(outputs, np.int64)[order])
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def _field(row: dict, keys: tuple[str, ...], where: str, number: bool = False):
+    for key in keys:
+        if key in row:
+            value = row[key]
+            if number:
+                _check_number(value, f"{where}: {key}", -1.0, 1e12)
+            else:
+                _check_int(value, f"{where}: {key}", MAX_TOKENS)
+            return value
+    raise ValueError(f"{where}: missing {' or '.join(keys)}")

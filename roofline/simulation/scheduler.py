@@ -1,0 +1,116 @@
+"""One scheduling decision of a continuous-batching engine, in the shape of vLLM's V1 scheduler.
+
+Every request has ``tokens`` (its prompt and the outputs sampled so far) of which ``computed``
+are in the KV cache; a step gives it ``tokens - computed`` new tokens (a prompt chunk, or the one
+token of a decode), capped by the step's token budget. Running requests are served first, in the
+order they were admitted; then waiting requests are admitted first come, first served while the
+budget lasts, fewer than ``max_num_seqs`` run, and their blocks fit. When the cache cannot hold
+a running request's new tokens, the request admitted last is preempted: its blocks are freed and
+it waits at the head of the queue to be recomputed (prompt and outputs so far), as vLLM's
+recompute preemption does. A request that reaches ``computed == tokens`` samples one token.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EngineKnobs:
+    """The scheduler's settings, named as vLLM names them."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    block_size: int = 16
+    chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0  # 0: a prompt chunk may take the whole budget
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 24:
+                raise ValueError(f"{name} must be an integer in [1, 16777216], got {value!r}")
+        t = self.long_prefill_token_threshold
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= 1 << 24:
+            raise ValueError(f"long_prefill_token_threshold must be an integer in [0, 16777216], got {t!r}")
+
+
+@dataclass
+class Pool:
+    """The state the scheduler works on; arrays are indexed by request."""
+
+    tokens: np.ndarray
+    computed: np.ndarray
+    blocks: np.ndarray  # KV blocks each request holds
+    free_blocks: int
+    running: list[int]
+    waiting: deque[int]
+    preemptions: np.ndarray
+
+
+def _blocks_for(tokens: np.ndarray | int, block_size: int) -> np.ndarray:
+    return -(-np.asarray(tokens) // block_size)
+
+
+def schedule(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
+    """Choose this step's requests and their new tokens (arrays in admission order), taking
+    and freeing KV blocks and preempting as needed; updates ``pool`` in place."""
+    budget = knobs.max_num_batched_tokens
+    cap = knobs.long_prefill_token_threshold or budget
+    chosen: list[int] = []
+    taken: list[int] = []
+    run = np.asarray(pool.running, np.int64)
+    if run.size:
+        want = np.minimum(pool.tokens[run] - pool.computed[run], cap)
+        before = np.cumsum(want) - want
+        take = np.clip(budget - before, 0, want)
+        served = take > 0
+        run, take = run[served], take[served]
+        need = np.maximum(_blocks_for(pool.computed[run] + take, knobs.block_size) - pool.blocks[run], 0)
+        while need.sum() > pool.free_blocks and run.size:
+            victim = pool.running.pop()  # the request admitted last
+            _preempt(pool, victim)
+            keep = run != victim
+            run, take, need = run[keep], take[keep], need[keep]
+        pool.blocks[run] += need
+        pool.free_blocks -= int(need.sum())
+        budget -= int(take.sum())
+        chosen, taken = run.tolist(), take.tolist()
+    while budget > 0 and pool.waiting and len(pool.running) < knobs.max_num_seqs:
+        i = pool.waiting[0]
+        want = int(pool.tokens[i] - pool.computed[i])
+        if not knobs.chunked_prefill and want > budget:
+            break
+        take = min(want, budget, cap)
+        need = int(_blocks_for(pool.computed[i] + take, knobs.block_size)) - int(pool.blocks[i])
+        if need > pool.free_blocks:
+            break
+        pool.waiting.popleft()
+        pool.running.append(i)
+        pool.blocks[i] += need
+        pool.free_blocks -= need
+        budget -= take
+        chosen.append(i)
+        taken.append(take)
+    return np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
+
+
+def _preempt(pool: Pool, i: int) -> None:
+    pool.free_blocks += int(pool.blocks[i])
+    pool.blocks[i] = 0
+    pool.computed[i] = 0
+    pool.preemptions[i] += 1
+    pool.waiting.appendleft(i)
+
+
+def release(pool: Pool, done: np.ndarray) -> None:
+    """Finished requests leave the batch and give their blocks back."""
+    if not done.size:
+        return
+    pool.free_blocks += int(pool.blocks[done].sum())
+    pool.blocks[done] = 0
+    gone = set(done.tolist())
+    pool.running[:] = [i for i in pool.running if i not in gone]

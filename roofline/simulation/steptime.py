@@ -1,0 +1,200 @@
+"""The time of any continuous-batching step, from the roofline engine's ops, tabulated once.
+
+A step runs ``tokens`` new tokens through every linear and elementwise layer (the weights are
+read once for all of them), samples ``sampled`` sequences through the LM head, attends
+``decodes`` single-token queries over their caches (``context`` tokens on average), and attends
+each prompt chunk of ``c`` tokens over its ``p`` cached tokens and itself. Each part is a sum of
+the engine's ops on the device's roofs (``Settings.ceilings``: datasheet, calibrated or
+measured), evaluated over a grid of shapes in one vectorised pass and interpolated in log-log
+space, so a simulation of thousands of steps never rebuilds an op.
+
+The parts are separate kernels, so their times add. The decode attention's time at the mean
+context is its time at every context under these roofs: its bytes and FLOPs are linear in the
+tokens cached.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from roofline.engine import Op, evaluate
+from roofline.hardware import Hardware
+from roofline.models import ModelConfig
+from roofline.ops import step_ops
+from roofline.settings import Settings
+from roofline.workload import Precision, Workload
+
+GRID_POINTS = 24
+
+
+def is_attention(op: Op) -> bool:
+    """Ops whose work depends on the cache (attention, and MLA's absorbed per-head products)."""
+    return op.meta.get("kind") == "attention" or op.name.startswith("MLA ")
+
+
+def _grid(top: float) -> np.ndarray:
+    return np.unique(np.round(np.geomspace(1, max(1.0, top), GRID_POINTS)))
+
+
+class Table1:
+    """Seconds over a geometric grid of one count, interpolated in log-log space (linearly
+    extrapolated past the largest point, clamped below the smallest)."""
+
+    def __init__(self, grid: np.ndarray, seconds: np.ndarray) -> None:
+        self.grid = np.asarray(grid, float)
+        self.seconds = np.asarray(seconds, float)
+        self._lx = [math.log(g) for g in self.grid]
+        self._ly = [math.log(max(v, 1e-15)) for v in self.seconds]
+
+    def at(self, x: float) -> float:
+        """One value, in plain Python: the simulation calls this once per step."""
+        lx, ly = self._lx, self._ly
+        u = math.log(max(x, 1.0))
+        if len(lx) == 1:
+            return math.exp(ly[0])
+        i = min(max(bisect_right(lx, u) - 1, 0), len(lx) - 2)
+        f = (u - lx[i]) / (lx[i + 1] - lx[i])
+        return math.exp(ly[i] + max(f, 0.0) * (ly[i + 1] - ly[i]))
+
+    def many(self, x) -> np.ndarray:
+        return np.vectorize(self.at, otypes=[float])(np.asarray(x, float))
+
+
+class Table2:
+    """Seconds over two geometric grids, bilinear in log space, clamped to the grid."""
+
+    def __init__(self, gx: np.ndarray, gy: np.ndarray, seconds: np.ndarray) -> None:
+        self.gx, self.gy, self.seconds = np.asarray(gx, float), np.asarray(gy, float), np.asarray(seconds, float)
+        self._lx = [math.log(g) for g in self.gx]
+        self._ly = [math.log(g) for g in self.gy]
+        self._lt = np.log(np.maximum(self.seconds, 1e-15)).tolist()
+
+    @staticmethod
+    def _place(grid: list[float], u: float) -> tuple[int, float]:
+        if len(grid) == 1:
+            return 0, 0.0
+        u = min(max(u, grid[0]), grid[-1])
+        i = min(max(bisect_right(grid, u) - 1, 0), len(grid) - 2)
+        return i, (u - grid[i]) / (grid[i + 1] - grid[i])
+
+    def at(self, x: float, y: float) -> float:
+        i, fx = self._place(self._lx, math.log(max(x, 1.0)))
+        j, fy = self._place(self._ly, math.log(max(y, 1.0)))
+        t = self._lt
+        i1 = min(i + 1, len(t) - 1)
+        j1 = min(j + 1, len(t[0]) - 1)
+        low = t[i][j] * (1 - fx) + t[i1][j] * fx
+        high = t[i][j1] * (1 - fx) + t[i1][j1] * fx
+        return math.exp(low * (1 - fy) + high * fy)
+
+    def many(self, x, y) -> np.ndarray:
+        return np.vectorize(self.at, otypes=[float])(np.asarray(x, float), np.asarray(y, float))
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Tabulated step parts on one device (seconds); ``roofs`` says what they rest on."""
+
+    roofs: str
+    rows: Table1  # every linear and elementwise op at that many new tokens
+    logits: Table1  # the LM head at that many sampled sequences
+    decode_attention: Table2  # (decoding sequences, their mean context)
+    chunk_attention: Table2  # (chunk tokens, cached tokens before it + 1)
+    step_overhead_s: float = 0.0  # host or device cost paid once per step
+
+    def decode_attention_s(self, decodes: float, mean_context: float) -> float:
+        if decodes <= 0:
+            return 0.0
+        top = self.decode_attention.gx[-1]
+        # Past the largest tabulated batch the cache read grows in proportion to the sequences.
+        return self.decode_attention.at(decodes, mean_context) * max(1.0, decodes / top)
+
+    def chunk_attention_s(self, chunk: float, prefix: float) -> float:
+        return self.chunk_attention.at(chunk, prefix + 1) if chunk > 0 else 0.0
+
+    def step_s(
+        self, tokens: float, sampled: float, decodes: float, mean_context: float, chunks=(), prefixes=()
+    ) -> float:
+        """One step: ``tokens`` new tokens in all, ``decodes`` of them single-token decodes over
+        ``mean_context`` cached tokens on average, and prompt chunks of ``chunks`` tokens after
+        ``prefixes`` cached ones."""
+        t = self.rows.at(tokens) + (self.logits.at(sampled) if sampled > 0 else 0.0)
+        t += self.decode_attention_s(decodes, mean_context)
+        for c, p in zip(chunks, prefixes):
+            t += self.chunk_attention_s(c, p)
+        return t + self.step_overhead_s
+
+
+def _sum_time(ops: list[Op], hw_settings: tuple[Hardware, Settings, int], keep) -> np.ndarray:
+    hw, settings, tp = hw_settings
+    chosen = [op for op in ops if keep(op)]
+    table = evaluate(chosen, settings.ceilings(hw, tp, cuda_graphs=True))
+    return np.asarray(table.time_s, float).sum(axis=0)
+
+
+def step_times(
+    model: ModelConfig,
+    hw: Hardware,
+    precision: Precision,
+    tp: int,
+    settings: Settings,
+    max_tokens: int,
+    max_seqs: int,
+) -> StepTimes:
+    """Tabulate every part of a step on ``hw`` for steps of up to ``max_tokens`` new tokens and
+    ``max_seqs`` sequences, contexts up to the model's maximum."""
+    where = (hw, settings, tp)
+    rows = _grid(max(max_tokens, max_seqs))
+    w = Workload(model, "decode", rows, 1, precision=precision, tp=tp, cuda_graphs=True)
+    ops = step_ops(w)
+    rows_s = _sum_time(ops, where, lambda op: not is_attention(op) and op.group != "logits")
+    logits_s = _sum_time(ops, where, lambda op: op.group == "logits")
+
+    batches, contexts = _grid(max_seqs), _grid(model.max_context - 1)
+    w = Workload(model, "decode", batches[:, None], contexts[None, :], precision=precision, tp=tp, cuda_graphs=True)
+    decode_s = _sum_time(step_ops(w), where, is_attention) * np.ones((batches.size, contexts.size))
+
+    chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
+    chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
+    roofs = settings.ceilings(hw, tp, cuda_graphs=True).source
+    return StepTimes(
+        roofs=roofs,
+        rows=Table1(rows, rows_s),
+        logits=Table1(rows, logits_s),
+        decode_attention=Table2(batches, contexts, decode_s),
+        chunk_attention=Table2(chunks, np.concatenate([[1.0], prefixes + 1]), chunk_s),
+    )
+
+
+def _chunk_table(model, precision, tp, where, chunks, prefixes) -> np.ndarray:
+    """Attention of a chunk of c prompt tokens after p cached ones: the causal work of p + c
+    tokens less that of p, the chunk's own queries and outputs, and every key and value of the
+    p + c tokens read once (a fused kernel over a paged cache)."""
+    c = chunks[:, None]
+    p = np.concatenate([[0.0], prefixes])[None, :]
+    total = np.minimum(c + p, model.max_context)
+    full = step_ops(Workload(model, "prefill", 1, total, precision=precision, tp=tp, cuda_graphs=True))
+    before = step_ops(
+        Workload(
+            model, "prefill", 1, np.maximum(p, 1) * np.ones_like(total), precision=precision, tp=tp, cuda_graphs=True
+        )
+    )
+    had_prefix = (p > 0) * np.ones_like(total)
+    ops = []
+    for whole, head in zip(full, before):
+        if not is_attention(whole):
+            continue
+        ops.append(
+            replace(
+                whole,
+                flops=np.maximum(np.asarray(whole.flops) - np.asarray(head.flops) * had_prefix, 0.0),
+                act_bytes=np.asarray(whole.act_bytes) * c / total,
+                kv_bytes=np.asarray(whole.kv_bytes),
+                weight_bytes=np.asarray(whole.weight_bytes) * c / total,
+            )
+        )
+    return _sum_time(ops, where, lambda op: True) * np.ones(total.shape)
