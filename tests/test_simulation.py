@@ -225,3 +225,66 @@ def test_a_bad_trace_line_is_named(tmp_path, line, message):
     path.write_text(line + "\n")
     with pytest.raises(ValueError, match=message):
         read_trace(path)
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    from roofline.cli import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+SERVE = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
+
+
+def test_serve_simulates_a_closed_loop_with_outputs_longer_than_prompts(capsys):
+    code, out, err = _cli(
+        SERVE + ["--concurrency", "4", "--requests", "8", "--prompt-len", "128", "--output-len", "2048", "--json"],
+        capsys,
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["completed"] == 8 and data["load"]["kind"] == "concurrency"
+    assert (
+        data["tpot_s"]["p50"] > 0
+        and data["ttft_s"]["p50"] > 0
+        and "datasheet" in data["engine"]["what_the_times_rest_on"]
+    )
+    assert len(data["series"]["time_s"]) == len(data["series"]["waiting"]) > 0
+
+
+def test_serve_simulates_w8a8_fp8_faster_than_bf16(capsys):
+    runs = {}
+    for dtype in ("bf16", "fp8"):
+        argv = SERVE + ["--rate", "4", "--requests", "60", "--weight-dtype", dtype, "--act-dtype", dtype, "--json"]
+        code, out, err = _cli(argv, capsys)
+        assert code == 0, err
+        runs[dtype] = json.loads(out)
+    assert runs["fp8"]["tpot_s"]["p50"] < runs["bf16"]["tpot_s"]["p50"]
+
+
+def test_serve_reads_a_trace(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "\n".join(json.dumps({"timestamp": i * 100, "input_length": 300, "output_length": 20}) for i in range(30))
+    )
+    code, out, err = _cli(SERVE + ["--trace", str(path), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["completed"] == 30
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--rate", "0"], "--rate: expected a positive number"),
+        (["--rate", "1", "--hardware", "a100-sxm-80gb"], "give exactly one --hardware"),
+        (["--rate", "1", "--tp", "1", "--tp", "2"], "give at most one --tp"),
+        (["--rate", "1", "--requests", "300000"], "--requests: at most 200,000"),
+        (["--concurrency", "2", "--prompt-len", "131000"], "exceed Llama 3.1 8B's maximum context"),
+        (["--trace", "/nonexistent.jsonl"], "is not a file"),
+    ],
+)
+def test_serve_simulation_refuses_clearly(extra, message, capsys):
+    code, out, err = _cli(SERVE + extra, capsys)
+    assert code == 2 and message in err and "Traceback" not in err

@@ -230,6 +230,11 @@ def cmd_load(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import numpy as np
 
+    from roofline.cli.simulate import cmd_simulate, wants_simulation
+
+    if wants_simulation(args):
+        return cmd_simulate(args, emit, render)
+
     from roofline.serving import (
         Traffic,
         best_under_targets,
@@ -246,6 +251,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.ttft_ms <= 0 or args.tpot_ms <= 0:
         raise CliError("--ttft-ms and --tpot-ms must be positive")
     traffic = Traffic(args.prompt_len, args.output_len)
+    precision = precision_from_args(args)
     settings = settings_from_args(args)
     shipped = load_prices()
     prices = {k: v.usd_per_hour for k, v in shipped.items()}
@@ -258,7 +264,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
     chunked = not args.no_chunked_prefill
     frontier = []
     for tp in tps:
-        pts = serving_sweep(model, devices, traffic, tp=tp, settings=settings, prices=prices, chunked=chunked)
+        pts = serving_sweep(
+            model, devices, traffic, precision, tp=tp, settings=settings, prices=prices, chunked=chunked
+        )
         mask = pts.frontier()
         for d in range(len(pts.devices)):
             frontier += [pts.row(d, j) for j in np.flatnonzero(mask[d])]
@@ -312,6 +320,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "output_len": traffic.output_len,
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
         "chunked_prefill": chunked,
+        "precision": {"weights": precision.weight_dtype, "math": precision.act_dtype, "kv": precision.kv_dtype},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "best": [b.to_json() for b in best],
         "frontier": frontier,

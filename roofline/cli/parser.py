@@ -18,6 +18,7 @@ from roofline.cli.args import (
     non_negative_float,
     positive_int,
 )
+from roofline.cli.simulate import add_load
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_MEMORY_UTILIZATION, OBJECTIVES
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.loading import CHECKPOINT_DTYPES
@@ -175,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a device-hour's price, overriding the shipped defaults (repeat)",
     )
     p.add_argument("--no-chunked-prefill", action="store_true", help="prefills as their own steps")
+    add_precision(p)
     p.add_argument("--spec-k", type=positive_int, default=4, help="speculative decoding: drafted tokens per step")
     p.add_argument("--spec-alpha", type=fraction_or_zero, default=0.7, help="speculative decoding: acceptance rate")
     p.add_argument("--draft-model", default=None, help="speculative decoding's draft model (default: n-gram drafting)")
@@ -188,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibration(p)
     add_model_dir(p)
     add_common(p)
+    add_load(p)
     p.set_defaults(func=commands.cmd_serve)
 
     return parser

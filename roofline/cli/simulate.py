@@ -1,0 +1,110 @@
+"""``serve --rate | --concurrency | --trace``: a simulated benchmark of one device setup, with
+the metrics ``vllm bench serve``, GuideLLM and aiperf report."""
+
+from __future__ import annotations
+
+import argparse
+
+from roofline.cli.args import CliError, non_negative_float, positive_int, precision_from_args, settings_from_args
+from roofline.format import fmt_seconds
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+
+MAX_SIMULATED_REQUESTS = 200_000
+
+
+def add_load(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("simulated load (one device setup, one run)")
+    which = group.add_mutually_exclusive_group()
+    which.add_argument("--rate", type=non_negative_float, default=None, help="open loop: requests per second")
+    which.add_argument("--concurrency", type=positive_int, default=None, help="closed loop: this many clients")
+    which.add_argument("--trace", default=None, metavar="FILE", help="a JSONL trace of arrivals and lengths")
+    group.add_argument("--requests", type=positive_int, default=1000, help="requests to send (default 1000)")
+    group.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths")
+    group.add_argument(
+        "--burstiness", type=non_negative_float, default=1.0, help="gamma arrivals' shape: 1 Poisson, < 1 burstier"
+    )
+    group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
+    group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")
+
+
+def wants_simulation(args: argparse.Namespace) -> bool:
+    return args.rate is not None or args.concurrency is not None or args.trace is not None
+
+
+def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
+    from roofline.simulation.api import simulate_serving, to_json
+    from roofline.simulation.load import Lengths, Load, make_requests, read_trace
+    from roofline.simulation.metrics import Targets
+
+    if not args.hardware or len(args.hardware) != 1:
+        raise CliError("--rate, --concurrency and --trace simulate one device setup: give exactly one --hardware")
+    if args.tp and len(args.tp) != 1:
+        raise CliError("--rate, --concurrency and --trace simulate one TP degree: give at most one --tp")
+    if args.requests > MAX_SIMULATED_REQUESTS:
+        raise CliError(f"--requests: at most {MAX_SIMULATED_REQUESTS:,}, got {args.requests:,}")
+    if not 0 <= args.seed < 2**62:
+        raise CliError(f"--seed: expected an integer in [0, 2^62), got {args.seed}")
+    model = get_model(args.model, args.model_dir)
+    hw = get_hardware(args.hardware[0], args.hardware_dir)
+    if args.trace is not None:
+        requests = read_trace(args.trace, MAX_SIMULATED_REQUESTS)
+        load = {"kind": "trace", "file": args.trace}
+    else:
+        prompt = Lengths(args.prompt_len, args.prompt_max)
+        output = Lengths(args.output_len, args.output_max)
+        if args.rate is not None:
+            if args.rate <= 0:
+                raise CliError("--rate: expected a positive number of requests per second")
+            kind = "poisson" if args.burstiness == 1 else "gamma"
+            spec = Load(
+                kind, args.requests, prompt, output, rate_per_s=args.rate, burstiness=args.burstiness, seed=args.seed
+            )
+        else:
+            spec = Load("concurrency", args.requests, prompt, output, concurrency=args.concurrency, seed=args.seed)
+        requests = make_requests(spec)
+        load = {
+            "kind": spec.kind,
+            "rate_per_s": spec.rate_per_s,
+            "concurrency": spec.concurrency,
+            "burstiness": spec.burstiness,
+            "requests": spec.requests,
+            "prompt_tokens": [prompt.low, prompt.most],
+            "output_tokens": [output.low, output.most],
+            "seed": spec.seed,
+        }
+    tp = args.tp[0] if args.tp else 1
+    sim = simulate_serving(
+        model, hw, requests, precision_from_args(args), tp, settings_from_args(args), not args.no_chunked_prefill
+    )
+    data = {"model": model.id, "hardware": hw.id, "tp": tp, "load": load}
+    data |= to_json(sim, Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3))
+    emit(args, data, lambda: render_text(data, model.name, hw.name))
+
+
+def render_text(d: dict, model_name: str, hw_name: str) -> str:
+    load = d["load"]
+    what = {
+        "concurrency": f"{load.get('concurrency')} concurrent clients",
+        "poisson": f"Poisson arrivals at {load.get('rate_per_s')} requests/s",
+        "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
+        "trace": f"the trace {load.get('file')}",
+    }[load["kind"]]
+    lines = [
+        f"{model_name} on {d['tp']} x {hw_name}, {what}: {d['completed']:,} of {d['requests']:,} requests "
+        f"in {d['duration_s']:.1f} s simulated ({d['engine']['what_the_times_rest_on']})",
+        f"  throughput {d['output_throughput_tokens_per_s'] or 0:,.0f} output tokens/s, "
+        f"{d['request_throughput_per_s'] or 0:.2f} requests/s; goodput {d.get('goodput_requests_per_s') or 0:.2f} "
+        f"requests/s ({d.get('met_targets', 0):.0%} met the targets)",
+        "              mean       p50       p90       p99",
+    ]
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "end-to-end")):
+        s = d[key]
+        cells = " ".join(f"{fmt_seconds(s[k]) if s[k] is not None else '—':>9}" for k in ("mean", "p50", "p90", "p99"))
+        lines.append(f"  {label:<10} {cells}")
+    lines.append(
+        f"  mean running {d['mean_running']:.1f}, mean waiting {d['mean_waiting']:.1f}, peak KV use "
+        f"{d['peak_kv_used']:.0%} of {d['engine']['kv_tokens']:,} tokens, {d['preemptions']:,} preemptions, "
+        f"{d['rejected']:,} rejected (larger than the cache)"
+    )
+    return "\n".join(lines)

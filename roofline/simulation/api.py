@@ -1,0 +1,94 @@
+"""One call from a model, a device and a load to a simulated benchmark: what the command line
+and the Serving page run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.hardware import Hardware
+from roofline.models import ModelConfig
+from roofline.settings import Settings
+from roofline.simulation.load import Requests
+from roofline.simulation.metrics import Targets, summary
+from roofline.simulation.run import Run, kv_blocks, simulate
+from roofline.simulation.scheduler import EngineKnobs
+from roofline.simulation.steptime import StepTimes, step_times
+from roofline.workload import Precision
+
+SERIES_POINTS = 400  # rows of the time series a result carries (the run is sampled evenly)
+
+
+@dataclass(frozen=True)
+class Simulated:
+    run: Run
+    times: StepTimes
+    knobs: EngineKnobs
+    kv_blocks: int
+
+
+def knobs_from(settings: Settings, chunked_prefill: bool = True) -> EngineKnobs:
+    return EngineKnobs(
+        max_num_batched_tokens=settings.max_batched_tokens,
+        max_num_seqs=settings.max_num_seqs,
+        block_size=settings.block_size,
+        chunked_prefill=chunked_prefill,
+    )
+
+
+def simulate_serving(
+    model: ModelConfig,
+    hw: Hardware,
+    requests: Requests,
+    precision: Precision | None = None,
+    tp: int = 1,
+    settings: Settings | None = None,
+    chunked_prefill: bool = True,
+    times: StepTimes | None = None,
+) -> Simulated:
+    """Run ``requests`` through one replica of ``model`` on ``tp`` devices of ``hw``."""
+    settings = settings or Settings()
+    precision = precision or Precision()
+    knobs = knobs_from(settings, chunked_prefill)
+    blocks = kv_blocks(model, hw, precision, tp, settings)
+    if blocks < 1:
+        raise ValueError(f"{model.name} leaves no memory for a KV cache on {tp} x {hw.name}")
+    most = int((requests.prompt_tokens + requests.output_tokens).max())
+    if most > model.max_context:
+        raise ValueError(
+            f"prompt + output: {most:,} tokens exceed {model.name}'s maximum context of {model.max_context:,}"
+        )
+    if times is None:
+        times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
+    return Simulated(simulate(requests, times, blocks, knobs), times, knobs, blocks)
+
+
+def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]:
+    """The summary, the engine's settings and an evenly sampled time series of the server."""
+    run = sim.run
+    data = summary(run, targets)
+    data["engine"] = {
+        "scheduler": "continuous batching, vLLM V1's policy (running first, then FCFS admission; recompute preemption)",
+        "max_num_batched_tokens": sim.knobs.max_num_batched_tokens,
+        "max_num_seqs": sim.knobs.max_num_seqs,
+        "block_size": sim.knobs.block_size,
+        "chunked_prefill": sim.knobs.chunked_prefill,
+        "kv_blocks": sim.kv_blocks,
+        "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
+        "steps": run.steps,
+        "step_overhead_s": sim.times.step_overhead_s,
+        "what_the_times_rest_on": f"{run.roofs} roofs (the engine's per-step host work is not modelled)",
+    }
+    if targets is not None:
+        data["targets"] = {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s, "e2e_s": targets.e2e_s}
+    pick = np.unique(
+        np.linspace(0, max(run.step_end_s.size - 1, 0), min(SERIES_POINTS, run.step_end_s.size)).astype(int)
+    )
+    data["series"] = {
+        "time_s": run.step_end_s[pick].tolist(),
+        "running": run.step_running[pick].tolist(),
+        "waiting": run.step_waiting[pick].tolist(),
+        "kv_used": run.step_kv_used[pick].tolist(),
+    }
+    return data
