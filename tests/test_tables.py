@@ -1,0 +1,136 @@
+"""Kernel tables: log-space interpolation worked by hand, the converter on a tiny synthetic
+database, and the shipped H100 tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from roofline.tables import TablePredictor, store
+from roofline.tables.grid import LogGrid, leave_one_out_log_errors
+
+
+def test_power_law_between_points_is_exact():
+    # t = 1 us x m on m = 1, 4, 16: halfway in log(m) between 1 and 4 is m = 2, t = 2 us.
+    grid = LogGrid.from_rows([np.array([1, 4, 16])], np.array([1e-6, 4e-6, 16e-6]))
+    log_t, extrapolated = grid((2.0,))
+    assert math.exp(log_t) == pytest.approx(2e-6)
+    assert not extrapolated
+
+
+def test_flat_then_linear():
+    # A launch-bound floor of 10 us up to m = 64, then linear: at m = 128 (between 64 and 256,
+    # t = 10 and 40 us) the power law between the two neighbours gives 10 x 2 = 20 us.
+    grid = LogGrid.from_rows([np.array([16, 64, 256])], np.array([10e-6, 10e-6, 40e-6]))
+    assert math.exp(grid((32.0,))[0]) == pytest.approx(10e-6)
+    assert math.exp(grid((128.0,))[0]) == pytest.approx(20e-6)
+
+
+def test_extrapolation_continues_the_edge_slope():
+    grid = LogGrid.from_rows([np.array([1, 4, 16])], np.array([1e-6, 4e-6, 16e-6]))
+    log_t, extrapolated = grid((64.0,))
+    assert extrapolated
+    assert math.exp(log_t) == pytest.approx(64e-6)
+    # Below the grid a falling edge is clamped to slope 0: the time at the edge.
+    falling = LogGrid.from_rows([np.array([4, 16])], np.array([8e-6, 2e-6]))
+    assert math.exp(falling((1.0,))[0]) == pytest.approx(8e-6)
+
+
+def test_two_axes_and_a_missing_corner():
+    # t = m x n ns on a 2 x 2 grid: at (2, 2) bilinear in log space is exact, 4 ns.
+    m = np.array([1, 1, 4, 4])
+    n = np.array([1, 4, 1, 4])
+    grid = LogGrid.from_rows([m, n], m * n * 1e-9)
+    assert math.exp(grid((2.0, 2.0))[0]) == pytest.approx(4e-9)
+    # Without the (4, 4) corner the three measured corners are averaged with weights 1/3 each:
+    # exp((log 1 + log 4 + log 4) / 3) ns.
+    partial = LogGrid.from_rows([m[:3], n[:3]], (m * n * 1e-9)[:3])
+    assert math.exp(partial((2.0, 2.0))[0]) == pytest.approx(16 ** (1 / 3) * 1e-9)
+
+
+def test_leave_one_out_of_a_power_law_is_zero():
+    m = np.repeat([1, 2, 4, 8], 3)
+    k = np.tile([16, 32, 64], 4)
+    grid = LogGrid.from_rows([m, k], 1e-9 * m * k**2)
+    errors = leave_one_out_log_errors(grid)
+    assert set(errors) == {0, 1}
+    assert len(errors[0]) == 2 * 3 and len(errors[1]) == 4 * 1
+    assert np.allclose(np.concatenate(list(errors.values())), 0.0)
+
+
+def _write_fake_database(root, rows):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    folder = root / "systems" / "data" / "h100_sxm" / "gemm" / "vllm" / "9.9.9"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    return root
+
+
+def test_converter_keeps_the_fastest_kernel_and_the_predictor_reads_it(tmp_path, monkeypatch):
+    from roofline.tables.convert import convert, find_systems_dir
+
+    rows = []
+    for m, ms in [(1, 0.010), (4, 0.010), (16, 0.020)]:
+        for kernel, factor in [("slow", 2.0), ("fast", 1.0)]:
+            rows.append(
+                {
+                    "kernel_source": kernel,
+                    "gemm_dtype": "bfloat16",
+                    "m": m,
+                    "n": 4096,
+                    "k": 4096,
+                    "latency": ms * factor,
+                }
+            )
+    _write_fake_database(tmp_path / "pkg", rows)
+    out = tmp_path / "db"
+    manifest = convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
+    assert [f["file"] for f in manifest["files"]] == ["h100-sxm/vllm-9.9.9.npz"]
+    assert "Apache-2.0" in manifest["licence"]
+    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
+    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
+    p = TablePredictor.open("h100-sxm", "vllm")
+    assert p.version == "9.9.9"
+    assert p.gemm(4, 4096, 4096).time_s == pytest.approx(10e-6, rel=1e-3)  # the fast kernel, ms -> s
+    # m = 8 halfway (in log) between 4 (10 us) and 16 (20 us): 10 x sqrt(2) us.
+    assert p.gemm(8, 4096, 4096).time_s == pytest.approx(10e-6 * 2**0.5, rel=1e-3)
+    assert "vLLM 9.9.9 kernels, h100-sxm" in p.gemm(8, 4096, 4096).label
+    # n off the single measured value: no answer, and the label says so.
+    missing = p.gemm(8, 8192, 4096)
+    assert missing.time_s is None and "outside the measured grid" in missing.label
+    assert p.gemm(8, 4096, 4096, "fp8").time_s is None
+
+
+shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
+
+
+@shipped
+def test_shipped_h100_vllm_gemm_reads_back_a_measured_point():
+    p = TablePredictor.open("h100-sxm", "vllm")
+    t = p.tables["gemm"]
+    i = np.flatnonzero((t["gemm_dtype"] == "bfloat16") & (t["m"] == 64) & (t["n"] == 4096) & (t["k"] == 4096))[0]
+    assert p.gemm(64, 4096, 4096).time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
+    times = [p.gemm(m, 4096, 14336, "fp8").time_s for m in (1, 100, 1000, 10000)]
+    assert all(a <= b for a, b in zip(times, times[1:]))
+    # A large GEMM runs below the datasheet's 989 bf16 TFLOP/s, above half of it.
+    t_big = p.gemm(8192, 8192, 8192).time_s
+    assert 0.5 * 989e12 < 2 * 8192**3 / t_big < 989e12
+
+
+@shipped
+def test_shipped_attention_and_all_reduce():
+    p = TablePredictor.open("h100-sxm", "vllm")
+    decode = p.attention("decode", 64, 2048, 32, 8, 128)
+    kv_bytes = 64 * 2048 * 8 * 128 * 2 * 2
+    assert decode.time_s > kv_bytes / 3.35e12  # no faster than reading the cache at the datasheet rate
+    longer = p.attention("decode", 64, 4096, 32, 8, 128)
+    assert longer.time_s > decode.time_s
+    assert p.attention("prefill", 1, 3000, 32, 8, 128).time_s > 0
+    assert p.attention("decode", 64, 2048, 32, 8, 100).time_s is None  # head dim never measured
+    ar = p.all_reduce(64 * 4096 * 2, 8)
+    assert 1e-6 < ar.time_s < 1e-4
+    assert TablePredictor.open("h100-sxm", "no-such-engine") is None
