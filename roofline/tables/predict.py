@@ -30,6 +30,14 @@ GEMM_DTYPES = {
 }
 KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 ELEMENT_BYTES = {"bfloat16": 2}
+ATTENTION_AXES = ("batch_size", "seq", "num_heads", "num_key_value_heads")
+# table -> (columns that must match exactly, columns read off in log space)
+LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "gemm": (("gemm_dtype",), ("m", "n", "k")),
+    "context_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
+    "generation_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
+    "custom_allreduce": (("allreduce_dtype", "num_gpus"), ("message_size",)),
+}
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,19 @@ class TablePredictor:
             f"public database ({self.entry['source']}, {self.entry['licence'].split(' ')[0]})"
         )
 
-    def _grid(self, table: str, keys: dict[str, object], axes: tuple[str, ...]) -> LogGrid | None:
-        cache_key = (table, tuple(sorted(keys.items())), axes)
+    def categories(self, table: str) -> list[dict[str, object]]:
+        """Every combination of the exact-match columns measured in ``table``."""
+        t = self.tables.get(table)
+        if t is None:
+            return []
+        columns = LAYOUT[table][0]
+        combos = sorted({tuple(row) for row in zip(*(t[c].tolist() for c in columns))})
+        return [dict(zip(columns, combo)) for combo in combos]
+
+    def grid(self, table: str, keys: dict[str, object]) -> LogGrid | None:
+        """The measured grid of ``table`` for one combination of its exact-match columns."""
+        axes = LAYOUT[table][1]
+        cache_key = (table, tuple(sorted(keys.items())))
         if cache_key not in self._grids:
             t = self.tables.get(table)
             grid = None
@@ -88,7 +107,7 @@ class TablePredictor:
 
     def gemm(self, m: float, n: float, k: float, dtype: str = "bf16") -> Prediction:
         table_dtype = GEMM_DTYPES.get(dtype, dtype)
-        grid = self._grid("gemm", {"gemm_dtype": table_dtype}, ("m", "n", "k"))
+        grid = self.grid("gemm", {"gemm_dtype": table_dtype})
         return self._answer(grid, (max(m, 1.0), n, k), f"{dtype} GEMM")
 
     def attention(
@@ -111,14 +130,12 @@ class TablePredictor:
             "window_size": int(window),
             "attn_dtype": "bfloat16",
         }
-        grid = self._grid(table, keys, ("batch_size", "seq", "num_heads", "num_key_value_heads"))
+        grid = self.grid(table, keys)
         return self._answer(grid, (batch, seq_len, num_heads, num_kv_heads), f"{phase} attention (head dim {head_dim})")
 
     def all_reduce(self, message_bytes: float, num_gpus: int, dtype: str = "bf16") -> Prediction:
         table_dtype = KV_DTYPES.get(dtype, dtype)
-        grid = self._grid(
-            "custom_allreduce", {"allreduce_dtype": table_dtype, "num_gpus": int(num_gpus)}, ("message_size",)
-        )
+        grid = self.grid("custom_allreduce", {"allreduce_dtype": table_dtype, "num_gpus": int(num_gpus)})
         elements = message_bytes / ELEMENT_BYTES.get(table_dtype, 2)
         return self._answer(grid, (max(elements, 1.0),), f"{num_gpus}-GPU all-reduce")
 
