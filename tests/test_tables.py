@@ -4,6 +4,7 @@ database, and the shipped H100 tables."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,3 +135,16 @@ def test_shipped_attention_and_all_reduce():
     ar = p.all_reduce(64 * 4096 * 2, 8)
     assert 1e-6 < ar.time_s < 1e-4
     assert TablePredictor.open("h100-sxm", "no-such-engine") is None
+
+
+WHEEL = sorted(Path("/tmp/aic").glob("aiconfigurator_core-*.whl"))
+
+
+@pytest.mark.skipif(not WHEEL, reason="no aiconfigurator-core wheel at /tmp/aic (pip download --no-deps)")
+def test_tables_import_from_a_wheel(tmp_path, capsys):
+    from roofline.cli import main
+
+    out = tmp_path / "db"
+    assert main(["tables", "import", "--source", str(WHEEL[-1]), "--out", str(out), "--devices", "h100-sxm"]) == 0
+    assert "from aiconfigurator-core" in capsys.readouterr().out
+    assert (out / "h100-sxm" / "vllm-0.24.0.npz").exists() and (out / "silicon_sample.csv.gz").exists()

@@ -100,10 +100,13 @@ def find_systems_dir(source: str | Path | None = None) -> Path:
 def unpack_wheel(wheel: Path, into: Path) -> Path:
     """Extract only the data this converter reads (and the version files) from a wheel."""
     with zipfile.ZipFile(wheel) as z:
+        wanted = {f"/{family}/" for family, _, _ in TABLES.values()}
         names = [
             n
             for n in z.namelist()
-            if n.endswith((".parquet", "query_versions.yaml", "silicon_sample.csv")) or ".dist-info/METADATA" in n
+            if (n.endswith(".parquet") and any(w in n for w in wanted))
+            or n.endswith(("query_versions.yaml", "silicon_sample.csv"))
+            or ".dist-info/METADATA" in n
         ]
         z.extractall(into, members=names)
     return into
