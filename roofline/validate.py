@@ -36,18 +36,18 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from roofline.engine import Op, evaluate
+from roofline.engine import evaluate
 from roofline.hardware import get_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
 from roofline.tables import TablePredictor, store
-from roofline.tables.predict import Prediction
+from roofline.tables.ops_times import step_table_times
 from roofline.workload import Precision, Workload
 
 MODEL_IDS = {
@@ -153,65 +153,6 @@ class StepPrediction:
     labels: tuple[str, ...]
 
 
-def _gemm_shape(op: Op, p: Precision) -> tuple[float, float, float, float] | None:
-    """(m, n, k, weight bytes per element) of a linear layer's op: m from its meta; n x k and
-    n + k from its FLOPs and activation bytes (ops carry no n and k)."""
-    m = float(np.asarray(op.meta.get("m", 0.0)))
-    if m <= 0 or "experts_loaded" in op.meta or "absorb" in op.name:
-        return None
-    nk = float(op.flops) / (2.0 * m)
-    n_plus_k = float(op.act_bytes) / (m * p.act_bytes)
-    disc = n_plus_k**2 - 4 * nk
-    if disc < -1e-6 * n_plus_k**2:
-        return None
-    root = math.sqrt(max(disc, 0.0))
-    n, k = (n_plus_k + root) / 2, (n_plus_k - root) / 2
-    return m, n, k, float(np.asarray(op.weight_bytes)) / nk
-
-
-TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625}
-
-
-def op_table_time(
-    op: Op, w: Workload, predictor: TablePredictor, prompt_len: int, chunk: float, gemm_dtype: str
-) -> Prediction:
-    """One op's device time (per occurrence) from the kernel tables, or why not."""
-    kind = op.meta.get("kind")
-    m, p, tp = w.model, w.precision, w.tp
-    if kind == "matmul":
-        shape = _gemm_shape(op, p)
-        if shape is None:
-            return Prediction(None, "MoE experts and MLA projections: no table converted")
-        rows, n, k, weight_bytes = shape
-        dtype = gemm_dtype if op.dtype == p.act_dtype else op.dtype
-        if math.isclose(weight_bytes, 2.0, rel_tol=0.05):  # bf16 weights (the LM head): a bf16 GEMM
-            dtype = "bf16"
-        # Weight-only formats (int4 weights, bf16 math) have no table: the bf16 one would read 4x the weights.
-        if not math.isclose(weight_bytes, TABLE_WEIGHT_BYTES.get(dtype, weight_bytes), rel_tol=0.15):
-            return Prediction(None, f"{weight_bytes:g}-byte weights with {op.dtype} math: no table")
-        a, b = predictor.gemm(rows, n, k, dtype), predictor.gemm(rows, k, n, dtype)
-        if a.time_s is None or b.time_s is None:
-            return a if a.time_s is None else b
-        # Which of n and k is the output is not in the op: the geometric mean of both orientations.
-        return Prediction(math.sqrt(a.time_s * b.time_s), a.label, a.extrapolated or b.extrapolated)
-    if kind == "attention":
-        if m.mla:
-            return Prediction(None, "MLA attention: no table converted")
-        window = m.local_span if "(sliding window)" in op.name else 0
-        if m.local_kind == "chunk" and window:
-            return Prediction(None, "chunked attention: no table")
-        args = (m.num_heads / tp, m.kv_heads_per_device(tp), m.qk_head_dim, p.kv_dtype, window or 0)
-        if "prefill chunk" in op.name:
-            whole = predictor.attention("prefill", 1, prompt_len, *args)
-            share = chunk / prompt_len
-            return whole if whole.time_s is None else replace(whole, time_s=whole.time_s * share)
-        return predictor.attention("decode", float(np.asarray(w.batch)), float(np.asarray(w.seq_len)), *args)
-    if kind == "communication":
-        message = float(np.asarray(op.act_bytes)) / 2
-        return predictor.all_reduce(message, tp)
-    return Prediction(None, "elementwise: datasheet")
-
-
 def predict_tpot(
     model: ModelConfig,
     hardware_id: str,
@@ -240,8 +181,7 @@ def predict_tpot(
     device = np.asarray(table.device_s, float).reshape(len(ops))
     from_tables = np.zeros(len(ops), bool)
     labels = []
-    for i, op in enumerate(ops):
-        pred = op_table_time(op, run, predictor, isl, chunk, gemm_dtype or run.precision.act_dtype)
+    for i, (op, pred) in enumerate(zip(ops, step_table_times(ops, run, predictor, isl, chunk, gemm_dtype))):
         if pred.time_s is not None:
             device[i] = pred.time_s * op.count
             from_tables[i] = True

@@ -148,3 +148,21 @@ def test_tables_import_from_a_wheel(tmp_path, capsys):
     assert main(["tables", "import", "--source", str(WHEEL[-1]), "--out", str(out), "--devices", "h100-sxm"]) == 0
     assert "from aiconfigurator-core" in capsys.readouterr().out
     assert (out / "h100-sxm" / "vllm-0.24.0.npz").exists() and (out / "silicon_sample.csv.gz").exists()
+
+
+@shipped
+def test_step_table_times_of_a_prefill_step():
+    from roofline.models import get_model
+    from roofline.ops import step_ops
+    from roofline.tables.ops_times import step_table_times
+    from roofline.workload import Workload
+
+    w = Workload(get_model("llama-3.1-8b"), "prefill", 2, 1024)
+    ops = step_ops(w)
+    p = TablePredictor.open("h100-sxm", "vllm")
+    times = {op.name: pred for op, pred in zip(ops, step_table_times(ops, w, p))}
+    assert times["attention (FlashAttention)"].time_s == p.attention("prefill", 2, 1024, 32, 8, 128).time_s
+    down = times["MLP down projection"].time_s
+    both = p.gemm(2048, 4096, 14336).time_s * p.gemm(2048, 14336, 4096).time_s
+    assert down == pytest.approx(both**0.5)
+    assert times["input norm"].time_s is None and "datasheet" in times["input norm"].label

@@ -16,8 +16,8 @@ from roofline.models import get_model
 from roofline.ops import _linear
 from roofline.serving import Traffic, serving_sweep
 from roofline.tables import store
+from roofline.tables.ops_times import gemm_shape
 from roofline.validate import (
-    _gemm_shape,
     precision_for,
     predict_tpot,
     validate,
@@ -75,7 +75,7 @@ def test_rows_left_out_say_why():
 def test_gemm_shape_is_recovered_from_an_op():
     p = Precision("fp8", "fp8", "bf16")
     op = _linear("down", np.float64(24.0), 14336, 4096, p, 32, "mlp")
-    m, n, k, weight_bytes = _gemm_shape(op, p)
+    m, n, k, weight_bytes = gemm_shape(op, p)
     assert (m, n, k, weight_bytes) == pytest.approx((24, 14336, 4096, 1.0))
 
 
