@@ -1,8 +1,9 @@
 """Leave-one-out error of the kernel-table prediction on the database's own points.
 
 Every measured point with measured neighbours on both sides along an interpolated axis (m, n, k
-for GEMM; batch, length, heads, KV heads for attention) is predicted from those two neighbours
-alone, in log space, as the predictor reads the table; its error is |predicted / measured - 1|.
+for GEMM; batch, length, heads, KV heads for attention; tokens for a fused MoE layer) is
+predicted from those two neighbours alone, in log space, as the predictor reads the table; its
+error is |predicted / measured - 1|.
 The neighbours are twice as far apart as in the full table, so this is an upper bound for a
 query between two measured points. Pooled over axes and categories (dtype, head dim, KV dtype,
 window) per device, engine and table.
@@ -21,7 +22,7 @@ from roofline.tables import TablePredictor, store
 from roofline.tables.grid import leave_one_out_log_errors
 from roofline.tables.predict import LAYOUT
 
-TABLES = ("gemm", "context_attention", "generation_attention")
+TABLES = ("gemm", "context_attention", "generation_attention", "moe")
 
 
 def loo_rows(devices: list[str] | None = None) -> list[dict[str, object]]:

@@ -15,8 +15,9 @@ plus the prompt tokens that arrive per step (``batch x isl / osl``) as a prefill
 from a CUDA graph. Two columns:
 - ``datasheet``: every op on the datasheet roofs (what roofline prints today);
 - ``tables``: the GEMMs, attention and all-reduces read from the engine-measured kernel tables
-  (``roofline.tables``) of the run's engine on the run's device; every op the tables cannot
-  answer (MoE experts, MLA, weight-only int4, elementwise) keeps its datasheet time, and
+  (``roofline.tables``) of the run's engine on the run's device, and the routed experts from its
+  fused-MoE tables; every op the tables cannot
+  answer (MLA, weight-only int4 GEMMs, elementwise) keeps its datasheet time, and
   ``table_share`` says which part of the step the tables set.
 
 Mapping of names and precisions (documented choices, not fitted):
@@ -27,8 +28,8 @@ Mapping of names and precisions (documented choices, not fitted):
   experts take ``moe_quant_mode`` the same way. gpt-oss keeps its released format (bf16, MXFP4
   experts) whatever the column says.
 - KV cache: bf16. The sample does not record it; bf16 is the engines' default (``auto``).
-- Expert parallelism is counted as tensor parallelism over the experts (same weight bytes and
-  FLOPs per device).
+- Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
+  weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
 """
 
 from __future__ import annotations
@@ -164,6 +165,8 @@ def predict_tpot(
     predictor: TablePredictor | None = None,
     gemm_dtype: str | None = None,
     settings: Settings | None = None,
+    moe_parallel: tuple[int, int] | None = None,
+    moe_dtype: str | None = None,
 ) -> StepPrediction:
     """The steady-state step of a run (see the module notes), on the datasheet and with the tables."""
     settings = settings or Settings()
@@ -181,7 +184,9 @@ def predict_tpot(
     device = np.asarray(table.device_s, float).reshape(len(ops))
     from_tables = np.zeros(len(ops), bool)
     labels = []
-    for i, (op, pred) in enumerate(zip(ops, step_table_times(ops, run, predictor, isl, chunk, gemm_dtype))):
+    for i, (op, pred) in enumerate(
+        zip(ops, step_table_times(ops, run, predictor, isl, chunk, gemm_dtype, moe_parallel, moe_dtype))
+    ):
         if pred.time_s is not None:
             device[i] = pred.time_s * op.count
             from_tables[i] = True
@@ -215,6 +220,9 @@ def score_rows(rows: list[dict[str, str]], tables: bool = True) -> tuple[list[di
             tp = int(_number(row, "tp_size", 1))
             concurrency = int(_number(row, "batch_size"))
             gemm_dtype = "fp8_block" if row.get("gemm_quant_mode") == "fp8_block" else None
+            moe_tp, moe_ep = int(_number(row, "moe_tp_size", 0)), int(_number(row, "moe_ep_size", 0))
+            moe_parallel = (moe_tp, moe_ep) if moe_tp >= 1 and moe_ep >= 1 else None
+            moe_dtype = "fp8_block" if row.get("moe_quant_mode") == "fp8_block" else None
             pred = predict_tpot(
                 model,
                 device,
@@ -225,6 +233,8 @@ def score_rows(rows: list[dict[str, str]], tables: bool = True) -> tuple[list[di
                 concurrency,
                 predictor,
                 gemm_dtype,
+                moe_parallel=moe_parallel,
+                moe_dtype=moe_dtype,
             )
         except ValueError as exc:
             reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])

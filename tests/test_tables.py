@@ -166,3 +166,17 @@ def test_step_table_times_of_a_prefill_step():
     both = p.gemm(2048, 4096, 14336).time_s * p.gemm(2048, 14336, 4096).time_s
     assert down == pytest.approx(both**0.5)
     assert times["input norm"].time_s is None and "datasheet" in times["input norm"].label
+
+
+@shipped
+def test_shipped_moe_reads_back_a_measured_point():
+    p = TablePredictor.open("h100-sxm", "trtllm")
+    t = p.tables["moe"]
+    shape = {"hidden_size": 4096, "inter_size": 1536, "topk": 8, "num_experts": 128, "moe_tp_size": 4, "moe_ep_size": 1}
+    mask = t["moe_dtype"] == "fp8_block"
+    for column, value in shape.items():
+        mask &= t[column] == value
+    i = np.flatnonzero(mask & (t["num_tokens"] == 64))[0]
+    got = p.moe(64, 4096, 1536, 8, 128, 4, 1, "fp8_block")
+    assert got.time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
+    assert p.moe(64, 4096, 1000, 8, 128, 4, 1, "fp8_block").time_s is None  # no such expert shape

@@ -3,7 +3,7 @@
 aiconfigurator-core (NVIDIA, Apache-2.0, https://github.com/ai-dynamo/aiconfigurator) ships per-op
 latencies measured inside vLLM, SGLang and TensorRT-LLM as parquet files under
 ``aiconfigurator_core/systems/data/<system>/<family>/<framework>/<version>/``. This module reads the
-GEMM, context and generation attention, custom all-reduce and NCCL tables and writes one
+GEMM, context and generation attention, MoE, custom all-reduce and NCCL tables and writes one
 ``<device>/<engine>-<version>.npz`` per (device, engine, version) plus ``manifest.json`` with the
 source, its version and licence. Reading the parquet files needs pyarrow (a dependency of
 streamlit); reading the converted files needs only numpy.
@@ -67,7 +67,15 @@ TABLES = {
         ATTENTION_KEYS,
     ),
     "custom_allreduce": ("comm", "custom_allreduce_perf.parquet", ["allreduce_dtype", "num_gpus", "message_size"]),
+    # One fused MoE layer (routed experts' GEMMs and activation) for a model's expert shape.
+    "moe": (
+        "moe",
+        "moe_perf.parquet",
+        ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "num_tokens"],
+    ),
 }
+# Rows kept: MoE tokens routed uniformly ("balanced"), as roofline's expected-experts count assumes.
+ROW_FILTERS = {"moe": ("distribution", "balanced")}
 # The measured TTFT/TPOT of real serving runs: the test set of ``roofline.validate`` (never fitted on).
 SILICON_SAMPLE = "silicon_sample.csv.gz"
 NCCL_KEYS = ["op_name", "nccl_dtype", "num_gpus", "message_size"]
@@ -190,7 +198,11 @@ def convert(
                 version = _pick_version(base / family / engine, wanted)
                 if version is None or not (base / family / engine / version / fname).exists():
                     continue
-                reduced = _reduce(_read(base / family / engine / version / fname), keys)
+                df = _read(base / family / engine / version / fname)
+                if table in ROW_FILTERS and ROW_FILTERS[table][0] in df.columns:
+                    column, value = ROW_FILTERS[table]
+                    df = df[df[column] == value]
+                reduced = _reduce(df, keys)
                 for c, a in reduced.items():
                     arrays[f"{table}/{c}"] = a
                 versions[table] = version

@@ -39,6 +39,8 @@ def gemm_shape(op: Op, p: Precision) -> tuple[float, float, float, float] | None
     return m, n, k, float(np.asarray(op.weight_bytes)) / nk
 
 
+MOE_FUSED_OP = "MoE experts gate+up"
+MOE_INSIDE_FUSED = ("MoE experts activation", "MoE experts down")
 TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625}
 
 
@@ -49,20 +51,43 @@ def op_table_time(
     prompt_len: int | None = None,
     chunk: float = 0.0,
     gemm_dtype: str | None = None,
+    moe_parallel: tuple[int, int] | None = None,
+    moe_dtype: str | None = None,
 ) -> Prediction:
     """One op's device time per occurrence from the kernel tables, or ``None`` and why not.
 
     ``w`` is the workload the op belongs to (scalar batch and length): attention ops carry no
     shape of their own. In a mixed step (``roofline.serving.mixed_step_ops``) the ops named
     "prefill chunk" are ``chunk`` tokens of a ``prompt_len``-token prompt. ``gemm_dtype`` names
-    the table of the linear layers' math where it is not the precision's ("fp8_block")."""
+    the table of the linear layers' math where it is not the precision's ("fp8_block");
+    ``moe_parallel`` the (TP, EP) split of the experts (default (TP, 1)) and ``moe_dtype`` the
+    experts' weight format where it is not the precision's ("fp8_block").
+
+    The MoE tables time a fused layer: its whole time comes back on the "MoE experts gate+up" op;
+    ``step_table_times`` puts the activation and down projection at 0 inside it."""
     gemm_dtype = gemm_dtype or w.precision.act_dtype
     kind = op.meta.get("kind")
     m, p, tp = w.model, w.precision, w.tp
+    if kind == "matmul" and "experts_loaded" in op.meta:
+        if not op.name.startswith(MOE_FUSED_OP):
+            return Prediction(None, "MoE experts: timed with the gate+up op")
+        moe = m.moe
+        routed = float(np.asarray(op.meta["m"])) * float(np.asarray(op.meta["experts_loaded"]))
+        moe_tp, moe_ep = moe_parallel or (tp, 1)
+        return predictor.moe(
+            routed / moe.experts_per_token,
+            m.hidden_size,
+            moe.expert_intermediate_size,
+            moe.experts_per_token,
+            moe.num_experts,
+            moe_tp,
+            moe_ep,
+            moe_dtype or p.expert_weight_dtype or p.weight_dtype,
+        )
     if kind == "matmul":
         shape = gemm_shape(op, p)
         if shape is None:
-            return Prediction(None, "MoE experts and MLA projections: no table converted")
+            return Prediction(None, "MLA absorbed projections: no table converted")
         rows, n, k, weight_bytes = shape
         dtype = gemm_dtype if op.dtype == p.act_dtype else op.dtype
         if math.isclose(weight_bytes, 2.0, rel_tol=0.05):  # bf16 weights (the LM head): a bf16 GEMM
@@ -101,6 +126,19 @@ def step_table_times(
     prompt_len: int | None = None,
     chunk: float = 0.0,
     gemm_dtype: str | None = None,
+    moe_parallel: tuple[int, int] | None = None,
+    moe_dtype: str | None = None,
 ) -> list[Prediction]:
-    """``op_table_time`` of every op of a step, in order."""
-    return [op_table_time(op, w, predictor, prompt_len, chunk, gemm_dtype) for op in ops]
+    """``op_table_time`` of every op of a step, in order; where a fused MoE layer was timed, its
+    activation and down projection are 0 (inside it)."""
+    out: list[Prediction] = []
+    fused: Prediction | None = None  # the last fused MoE layer's answer
+    for op in ops:
+        if op.name.startswith(MOE_INSIDE_FUSED) and fused is not None and fused.time_s is not None:
+            out.append(Prediction(0.0, "inside the fused MoE layer: " + fused.label, fused.extrapolated))
+            continue
+        pred = op_table_time(op, w, predictor, prompt_len, chunk, gemm_dtype, moe_parallel, moe_dtype)
+        if op.name.startswith(MOE_FUSED_OP):
+            fused = pred
+        out.append(pred)
+    return out

@@ -37,6 +37,20 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "context_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
     "generation_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
     "custom_allreduce": (("allreduce_dtype", "num_gpus"), ("message_size",)),
+    "moe": (
+        ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
+        ("num_tokens",),
+    ),
+}
+# roofline expert weight formats -> the MoE tables' names, first measured wins
+MOE_DTYPES = {
+    "bf16": ("bfloat16",),
+    "fp16": ("bfloat16",),
+    "fp8": ("fp8", "fp8_block"),
+    "fp8_block": ("fp8_block", "fp8"),
+    "nvfp4": ("nvfp4",),
+    "int4": ("int4_wo",),
+    "mxfp4": ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8"),
 }
 
 
@@ -132,6 +146,34 @@ class TablePredictor:
         }
         grid = self.grid(table, keys)
         return self._answer(grid, (batch, seq_len, num_heads, num_kv_heads), f"{phase} attention (head dim {head_dim})")
+
+    def moe(
+        self,
+        tokens: float,
+        hidden: int,
+        inter: int,
+        topk: int,
+        experts: int,
+        moe_tp: int = 1,
+        moe_ep: int = 1,
+        weight_dtype: str = "bf16",
+    ) -> Prediction:
+        """One fused MoE layer (routed experts, uniform routing) for ``tokens`` tokens; ``inter``
+        is the whole expert's intermediate size, split over ``moe_tp`` x ``moe_ep`` GPUs."""
+        shape = {
+            "hidden_size": int(hidden),
+            "inter_size": int(inter),
+            "topk": int(topk),
+            "num_experts": int(experts),
+            "moe_tp_size": int(moe_tp),
+            "moe_ep_size": int(moe_ep),
+        }
+        what = f"{weight_dtype} MoE {experts}x{hidden}x{inter} top-{topk} (TP {moe_tp}, EP {moe_ep})"
+        for table_dtype in MOE_DTYPES.get(weight_dtype, (weight_dtype,)):
+            grid = self.grid("moe", {"moe_dtype": table_dtype, **shape})
+            if grid is not None:
+                return self._answer(grid, (max(tokens, 1.0),), what)
+        return Prediction(None, f"no {what} in {self.label}")
 
     def all_reduce(self, message_bytes: float, num_gpus: int, dtype: str = "bf16") -> Prediction:
         table_dtype = KV_DTYPES.get(dtype, dtype)
