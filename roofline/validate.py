@@ -16,8 +16,9 @@ from a CUDA graph. Two columns:
 - ``datasheet``: every op on the datasheet roofs (what roofline prints today);
 - ``tables``: the GEMMs, attention and all-reduces read from the engine-measured kernel tables
   (``roofline.tables``) of the run's engine on the run's device, and the routed experts from its
-  fused-MoE tables; every op the tables cannot
-  answer (MLA, weight-only int4 GEMMs, elementwise) keeps its datasheet time, and
+  fused-MoE tables and MLA decode from its MLA tables; every op the tables cannot
+  answer (vLLM's MLA, MLA prefill and absorbed projections, weight-only int4 GEMMs, elementwise)
+  keeps its datasheet time, and
   ``table_share`` says which part of the step the tables set.
 
 Mapping of names and precisions (documented choices, not fitted):

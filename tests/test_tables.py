@@ -148,6 +148,9 @@ def test_tables_import_from_a_wheel(tmp_path, capsys):
     assert main(["tables", "import", "--source", str(WHEEL[-1]), "--out", str(out), "--devices", "h100-sxm"]) == 0
     assert "from aiconfigurator-core" in capsys.readouterr().out
     assert (out / "h100-sxm" / "vllm-0.24.0.npz").exists() and (out / "silicon_sample.csv.gz").exists()
+    shipped_file = store.SHIPPED_DIR / "h100-sxm" / "vllm-0.24.0.npz"
+    if shipped_file.exists():  # the shipped files are what the converter writes
+        assert (out / "h100-sxm" / "vllm-0.24.0.npz").read_bytes() == shipped_file.read_bytes()
 
 
 @shipped
@@ -180,3 +183,28 @@ def test_shipped_moe_reads_back_a_measured_point():
     got = p.moe(64, 4096, 1536, 8, 128, 4, 1, "fp8_block")
     assert got.time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
     assert p.moe(64, 4096, 1000, 8, 128, 4, 1, "fp8_block").time_s is None  # no such expert shape
+
+
+@shipped
+def test_mla_decode_of_a_deepseek_step():
+    from roofline.models import get_model
+    from roofline.ops import step_ops
+    from roofline.tables.ops_times import step_table_times
+    from roofline.workload import Precision, Workload
+
+    p = TablePredictor.open("h200-sxm", "sglang")
+    t = p.tables["generation_mla"]
+    mask = (t["kv_cache_dtype"] == "bfloat16") & (t["num_heads"] == 16) & (t["batch_size"] == 64)
+    i = np.flatnonzero(mask & (t["isl"] + t["step"] == 4096))[0]
+    assert p.mla_decode(64, 4096, 16).time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
+    w = Workload(get_model("deepseek-r1"), "decode", 64, 4096, precision=Precision("fp8", "fp8", "bf16"), tp=8)
+    ops = step_ops(w)
+    times = {op.name: pred for op, pred in zip(ops, step_table_times(ops, w, p, moe_dtype="fp8_block"))}
+    assert times["attention (MLA latent, decode)"].time_s == p.mla_decode(64, 4096, 16).time_s
+    fused = times["MoE experts gate+up"]
+    assert fused.time_s == p.moe(64, 7168, 2048, 8, 256, 8, 1, "fp8_block").time_s
+    assert (
+        times["MoE experts down + combine"].time_s == 0.0
+        and "inside the fused MoE" in times["MoE experts down + combine"].label
+    )
+    assert TablePredictor.open("h200-sxm", "vllm").mla_decode(64, 4096, 16).time_s is None  # vLLM: no such table

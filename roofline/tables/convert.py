@@ -3,7 +3,7 @@
 aiconfigurator-core (NVIDIA, Apache-2.0, https://github.com/ai-dynamo/aiconfigurator) ships per-op
 latencies measured inside vLLM, SGLang and TensorRT-LLM as parquet files under
 ``aiconfigurator_core/systems/data/<system>/<family>/<framework>/<version>/``. This module reads the
-GEMM, context and generation attention, MoE, custom all-reduce and NCCL tables and writes one
+GEMM, context and generation attention, MLA decode, MoE, custom all-reduce and NCCL tables and writes one
 ``<device>/<engine>-<version>.npz`` per (device, engine, version) plus ``manifest.json`` with the
 source, its version and licence. Reading the parquet files needs pyarrow (a dependency of
 streamlit); reading the converted files needs only numpy.
@@ -67,6 +67,12 @@ TABLES = {
         ATTENTION_KEYS,
     ),
     "custom_allreduce": ("comm", "custom_allreduce_perf.parquet", ["allreduce_dtype", "num_gpus", "message_size"]),
+    # MLA's decode kernel on the cached latent (DeepSeek-V3 layout; num_heads per GPU).
+    "generation_mla": (
+        "mla",
+        "generation_mla_perf.parquet",
+        ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"],
+    ),
     # One fused MoE layer (routed experts' GEMMs and activation) for a model's expert shape.
     "moe": (
         "moe",

@@ -31,6 +31,7 @@ def import_database(
             subprocess.run(
                 [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", tmp, package_spec],
                 check=True,
+                stdout=sys.stderr,  # pip's progress is not the command's output (--json)
             )
             wheels = sorted(tmp_path.glob("*.whl"))
             if not wheels:

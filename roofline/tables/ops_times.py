@@ -102,7 +102,13 @@ def op_table_time(
         return Prediction(math.sqrt(a.time_s * b.time_s), a.label, a.extrapolated or b.extrapolated)
     if kind == "attention":
         if m.mla:
-            return Prediction(None, "MLA attention: no table converted")
+            if "MLA latent, decode" not in op.name:
+                return Prediction(None, "MLA prefill attention: no table converted")
+            if (m.mla.kv_lora_rank, m.mla.qk_rope_head_dim) != (512, 64):
+                return Prediction(None, "MLA decode tables are measured for a 512 + 64 latent only")
+            return predictor.mla_decode(
+                float(np.asarray(w.batch)), float(np.asarray(w.seq_len)), m.num_heads / tp, p.kv_dtype
+            )
         window = m.local_span if "(sliding window)" in op.name else 0
         if m.local_kind == "chunk" and window:
             return Prediction(None, "chunked attention: no table")

@@ -37,6 +37,7 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "context_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
     "generation_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
     "custom_allreduce": (("allreduce_dtype", "num_gpus"), ("message_size",)),
+    "generation_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
     "moe": (
         ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
         ("num_tokens",),
@@ -147,6 +148,16 @@ class TablePredictor:
         grid = self.grid(table, keys)
         return self._answer(grid, (batch, seq_len, num_heads, num_kv_heads), f"{phase} attention (head dim {head_dim})")
 
+    def mla_decode(self, batch: float, seq_len: float, heads_per_gpu: float, kv_dtype: str = "bf16") -> Prediction:
+        """MLA's decode attention on the cached latent (DeepSeek-V3's 512 + 64 layout) over a cache
+        of ``seq_len`` tokens, ``heads_per_gpu`` query heads on each GPU."""
+        keys = {
+            "mla_dtype": "bfloat16",
+            "kv_cache_dtype": KV_DTYPES.get(kv_dtype, kv_dtype),
+            "num_heads": int(heads_per_gpu),
+        }
+        return self._answer(self.grid("generation_mla", keys), (batch, seq_len), "MLA decode attention")
+
     def moe(
         self,
         tokens: float,
@@ -185,4 +196,4 @@ class TablePredictor:
 def _seq(t: dict[str, np.ndarray], table: str) -> np.ndarray:
     """Tokens per sequence the kernel sees: the prompt in a context table, the cached tokens
     (prompt + steps already generated) in a generation table."""
-    return t["isl"] + t["step"] if table == "generation_attention" else t["isl"]
+    return t["isl"] + t["step"] if table in ("generation_attention", "generation_mla") else t["isl"]
