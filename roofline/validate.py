@@ -153,6 +153,7 @@ class StepPrediction:
     tables_s: float | None
     table_share: float  # the part of the tables' step that the tables (not the datasheet) set
     labels: tuple[str, ...]
+    ops: tuple[dict[str, object], ...] = ()  # per op: name, count, datasheet_s, tables_s, source (totals)
 
 
 def predict_tpot(
@@ -182,9 +183,10 @@ def predict_tpot(
     datasheet = float(table.step_time_s)
     if predictor is None:
         return StepPrediction(datasheet, None, 0.0, ())
-    device = np.asarray(table.device_s, float).reshape(len(ops))
+    on_datasheet = np.asarray(table.device_s, float).reshape(len(ops))
+    device = on_datasheet.copy()
     from_tables = np.zeros(len(ops), bool)
-    labels = []
+    labels, breakdown = [], []
     for i, (op, pred) in enumerate(
         zip(ops, step_table_times(ops, run, predictor, isl, chunk, gemm_dtype, moe_parallel, moe_dtype))
     ):
@@ -192,14 +194,27 @@ def predict_tpot(
             device[i] = pred.time_s * op.count
             from_tables[i] = True
             labels.append(pred.label)
+        source = pred.label if pred.time_s is not None else f"datasheet ({pred.label})"
+        breakdown.append(
+            {
+                "name": op.name,
+                "count": op.count,
+                "datasheet_s": on_datasheet[i],
+                "tables_s": device[i],
+                "source": source,
+            }
+        )
     total = float(device.sum())
     step = max(total, float(table.host_time_s))
     share = float(device[from_tables].sum() / total) if total > 0 else 0.0
-    return StepPrediction(datasheet, step, share, tuple(sorted(set(labels))))
+    return StepPrediction(datasheet, step, share, tuple(sorted(set(labels))), tuple(breakdown))
 
 
-def score_rows(rows: list[dict[str, str]], tables: bool = True) -> tuple[list[dict[str, object]], dict[str, int]]:
-    """Predict every scoreable row; also count the rows left out, by reason."""
+def score_rows(
+    rows: list[dict[str, str]], tables: bool = True, with_ops: bool = False
+) -> tuple[list[dict[str, object]], dict[str, int]]:
+    """Predict every scoreable row; also count the rows left out, by reason. ``with_ops`` adds
+    each run's per-op breakdown (``ops``)."""
     out, skipped = [], {}
     predictors: dict[tuple[str, str, str], TablePredictor | None] = {}
     for row in rows:
@@ -260,6 +275,8 @@ def score_rows(rows: list[dict[str, str]], tables: bool = True) -> tuple[list[di
                 "tables_label": predictor.label if predictor else "",
             }
         )
+        if with_ops:
+            out[-1]["ops"] = list(pred.ops)
     return out, skipped
 
 
@@ -309,6 +326,33 @@ def validate(path: Path | None = None, tables: bool = True) -> dict[str, object]
         "skipped": skipped,
         "results": results,
     }
+
+
+def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
+    """One run's prediction op by op: where each op's time comes from, on both columns."""
+    rows = [r for r in load_silicon_sample(path) if r["id"] == run_id]
+    if not rows:
+        raise ValueError(f"no run {run_id!r} in the silicon sample")
+    results, skipped = score_rows(rows, tables=True, with_ops=True)
+    if not results:
+        raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}")
+    return results[0]
+
+
+def render_explain(result: dict[str, object]) -> str:
+    lines = [
+        f"{result['id']}: {result['model']} on {result['device']}, {result['engine']} {result['engine_version']}, "
+        f"TP {result['tp']}, concurrency {result['concurrency']}, {result['isl']} in / {result['osl']} out",
+        f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
+        f"tables {result['tables_tpot_ms']:.2f} ms",
+        f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
+    ]
+    for op in result["ops"]:
+        lines.append(
+            f"{op['name'][:48]:<48} {op['count']:>5} {op['datasheet_s'] * 1e3:>12.3f} {op['tables_s'] * 1e3:>10.3f}  "
+            f"{op['source']}"
+        )
+    return "\n".join(lines)
 
 
 def write_csv(results: list[dict[str, object]], path: Path) -> None:

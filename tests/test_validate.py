@@ -133,3 +133,25 @@ def test_validate_command_on_a_tiny_sample(tmp_path, capsys):
         assert [r["id"] for r in csv.DictReader(f)] == ["a", "b"]
     assert main(["validate", "--sample", str(path), "--no-tables"]) == 0
     assert "2 runs scored" in capsys.readouterr().out
+
+
+@shipped
+def test_explain_gives_every_op_its_source(tmp_path):
+    from roofline.validate import explain, render_explain
+
+    path = tmp_path / "sample.csv.gz"
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerow(_row(id="one", tp_size=2))
+    result = explain("one", path)
+    names = [op["name"] for op in result["ops"]]
+    assert "attention (fused decode)" in names and "all-reduce (attention)" in names
+    total = sum(op["tables_s"] for op in result["ops"])
+    assert total * 1e3 == pytest.approx(result["tables_tpot_ms"], rel=1e-9)
+    sources = {op["name"]: op["source"] for op in result["ops"]}
+    assert sources["input norm"].startswith("datasheet")
+    assert "vLLM 0.24.0 kernels" in sources["all-reduce (attention)"]
+    assert "one: llama-3.1-8b on h100-sxm" in render_explain(result)
+    with pytest.raises(ValueError, match="no run"):
+        explain("missing", path)

@@ -28,6 +28,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--sample", type=Path, default=None, help="a silicon_sample.csv(.gz) (default: the shipped one)")
     p.add_argument("--csv", type=Path, default=None, help="also write every scored run to this CSV file")
     p.add_argument("--no-tables", action="store_true", help="datasheet roofs only")
+    p.add_argument("--explain", metavar="RUN_ID", default=None, help="one run's prediction op by op")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_validate)
 
@@ -58,8 +59,12 @@ def cmd_tables_import(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
-    from roofline.validate import render, validate, write_csv
+    from roofline.validate import explain, render, render_explain, validate, write_csv
 
+    if args.explain:
+        result = explain(args.explain, args.sample)
+        print(dumps_strict(result) if args.json else render_explain(result))
+        return
     report = validate(args.sample, tables=not args.no_tables)
     if args.csv:
         write_csv(report["results"], args.csv)

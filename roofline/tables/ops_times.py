@@ -120,6 +120,8 @@ def op_table_time(
         phase = "prefill" if w.phase == "prefill" else "decode"
         return predictor.attention(phase, float(np.asarray(w.batch)), float(np.asarray(w.seq_len)), *args)
     if kind == "communication":
+        if "all-reduce" not in op.name:
+            return Prediction(None, f"{op.name}: only all-reduce tables converted")
         message = float(np.asarray(op.act_bytes)) / 2
         return predictor.all_reduce(message, tp)
     return Prediction(None, "elementwise: datasheet")
