@@ -208,3 +208,17 @@ def test_mla_decode_of_a_deepseek_step():
         and "inside the fused MoE" in times["MoE experts down + combine"].label
     )
     assert TablePredictor.open("h200-sxm", "vllm").mla_decode(64, 4096, 16).time_s is None  # vLLM: no such table
+
+
+@shipped
+def test_mxfp4_experts_take_the_fastest_measured_kernel():
+    p = TablePredictor.open("b200", "trtllm")
+    shape = (64, 2880, 2880, 4, 128, 1, 1)
+    both = [p.moe(*shape, weight_dtype=d).time_s for d in ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")]
+    assert p.moe(*shape, weight_dtype="mxfp4").time_s == min(both)
+    # Hopper has only the bf16-activation kernel.
+    h100 = TablePredictor.open("h100-sxm", "vllm")
+    assert (
+        h100.moe(64, 2880, 2880, 4, 128, 1, 1, "mxfp4").time_s
+        == h100.moe(64, 2880, 2880, 4, 128, 1, 1, "w4a16_mxfp4").time_s
+    )
