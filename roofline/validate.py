@@ -49,7 +49,7 @@ from roofline.models import ModelConfig, get_model
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
 from roofline.tables import TablePredictor, store
-from roofline.tables.ops_times import step_table_times
+from roofline.tables.ops_times import table_step
 from roofline.workload import Precision, Workload
 
 MODEL_IDS = {
@@ -179,35 +179,26 @@ def predict_tpot(
     # Prompt tokens per step in the steady state, rounded to whole tokens (at least one).
     chunk = max(1, round(concurrency * isl / osl))
     ops = mixed_step_ops(run, concurrency, chunk, isl)
-    table = evaluate(ops, settings.ceilings(hw, tp, cuda_graphs=True))
-    datasheet = float(table.step_time_s)
+    ceilings = settings.ceilings(hw, tp, cuda_graphs=True)
     if predictor is None:
-        return StepPrediction(datasheet, None, 0.0, ())
-    on_datasheet = np.asarray(table.device_s, float).reshape(len(ops))
-    device = on_datasheet.copy()
-    from_tables = np.zeros(len(ops), bool)
-    labels, breakdown = [], []
-    for i, (op, pred) in enumerate(
-        zip(ops, step_table_times(ops, run, predictor, isl, chunk, gemm_dtype, moe_parallel, moe_dtype))
-    ):
-        if pred.time_s is not None:
-            device[i] = pred.time_s * op.count
-            from_tables[i] = True
-            labels.append(pred.label)
-        source = pred.label if pred.time_s is not None else f"datasheet ({pred.label})"
-        breakdown.append(
-            {
-                "name": op.name,
-                "count": op.count,
-                "datasheet_s": on_datasheet[i],
-                "tables_s": device[i],
-                "source": source,
-            }
-        )
-    total = float(device.sum())
-    step = max(total, float(table.host_time_s))
-    share = float(device[from_tables].sum() / total) if total > 0 else 0.0
-    return StepPrediction(datasheet, step, share, tuple(sorted(set(labels))), tuple(breakdown))
+        return StepPrediction(float(evaluate(ops, ceilings).step_time_s), None, 0.0, ())
+    step = table_step(
+        ops,
+        run,
+        ceilings,
+        predictor,
+        prompt_len=isl,
+        chunk=chunk,
+        gemm_dtype=gemm_dtype,
+        moe_parallel=moe_parallel,
+        moe_dtype=moe_dtype,
+    )
+    breakdown = tuple(
+        {"name": op.name, "count": op.count, "datasheet_s": d, "tables_s": t, "source": src}
+        for op, d, t, src in zip(ops, step.datasheet_s.tolist(), step.device_s.tolist(), step.sources)
+    )
+    labels = tuple(sorted({src for src, used in zip(step.sources, step.from_tables) if used}))
+    return StepPrediction(step.datasheet_step_s, step.step_s, step.table_share, labels, breakdown)
 
 
 def score_rows(

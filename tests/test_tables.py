@@ -222,3 +222,24 @@ def test_mxfp4_experts_take_the_fastest_measured_kernel():
         h100.moe(64, 2880, 2880, 4, 128, 1, 1, "mxfp4").time_s
         == h100.moe(64, 2880, 2880, 4, 128, 1, 1, "w4a16_mxfp4").time_s
     )
+
+
+@shipped
+def test_table_step_replaces_only_what_the_tables_answer():
+    from roofline.engine import evaluate
+    from roofline.hardware import get_hardware
+    from roofline.models import get_model
+    from roofline.ops import step_ops
+    from roofline.settings import Settings
+    from roofline.tables.ops_times import table_step
+    from roofline.workload import Workload
+
+    w = Workload(get_model("llama-3.1-8b"), "decode", 32, 2048, cuda_graphs=True)
+    ops = step_ops(w)
+    ceilings = Settings().ceilings(get_hardware("h100-sxm"), 1, cuda_graphs=True)
+    step = table_step(ops, w, ceilings, TablePredictor.open("h100-sxm", "vllm"))
+    assert step.datasheet_step_s == pytest.approx(float(evaluate(ops, ceilings).step_time_s))
+    kept = ~step.from_tables
+    assert np.array_equal(step.device_s[kept], step.datasheet_s[kept])
+    assert all(s.startswith("datasheet") for s, k in zip(step.sources, kept) if k)
+    assert step.table_share > 0.8 and step.step_s > step.datasheet_step_s

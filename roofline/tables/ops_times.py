@@ -10,11 +10,11 @@ Scalar workloads only (one step, not a sweep).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from roofline.engine import Op
+from roofline.engine import Ceilings, Op, evaluate
 from roofline.tables.predict import Prediction, TablePredictor
 from roofline.workload import Precision, Workload
 
@@ -150,3 +150,47 @@ def step_table_times(
             fused = pred
         out.append(pred)
     return out
+
+
+@dataclass(frozen=True)
+class TableStep:
+    """A step's ops timed from the kernel tables where they answer, the datasheet elsewhere."""
+
+    device_s: np.ndarray  # per op, totals over its count
+    datasheet_s: np.ndarray  # the same ops on the datasheet roofs
+    from_tables: np.ndarray  # bool per op
+    sources: tuple[str, ...]  # per op: the table's label, or "datasheet (why the table could not answer)"
+    host_s: float  # the step's host time (dispatch, or one CUDA-graph replay)
+
+    @property
+    def step_s(self) -> float:
+        return max(float(self.device_s.sum()), self.host_s)
+
+    @property
+    def datasheet_step_s(self) -> float:
+        return max(float(self.datasheet_s.sum()), self.host_s)
+
+    @property
+    def table_share(self) -> float:
+        """The part of the device time that the tables set."""
+        total = float(self.device_s.sum())
+        return float(self.device_s[self.from_tables].sum() / total) if total > 0 else 0.0
+
+
+def table_step(ops: list[Op], w: Workload, ceilings: Ceilings, predictor: TablePredictor, **context) -> TableStep:
+    """Evaluate ``ops`` on ``ceilings`` (``roofline.engine.evaluate``) and replace the device time
+    of every op the tables answer; ``context`` goes to ``step_table_times`` (prompt_len, chunk,
+    gemm_dtype, moe_parallel, moe_dtype)."""
+    table = evaluate(ops, ceilings)
+    datasheet = np.asarray(table.device_s, float).reshape(len(ops))
+    device = datasheet.copy()
+    from_tables = np.zeros(len(ops), bool)
+    sources = []
+    for i, (op, pred) in enumerate(zip(ops, step_table_times(ops, w, predictor, **context))):
+        if pred.time_s is not None:
+            device[i] = pred.time_s * op.count
+            from_tables[i] = True
+            sources.append(pred.label)
+        else:
+            sources.append(f"datasheet ({pred.label})")
+    return TableStep(device, datasheet, from_tables, tuple(sources), float(table.host_time_s))
