@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli import commands
+from roofline.cli import commands, kernel_tables
 from roofline.cli.args import (
     OneLineParser,
     add_calibration,
@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_load(p)
     p.set_defaults(func=commands.cmd_serve)
 
+    kernel_tables.add_parsers(sub)
     return parser
 
 

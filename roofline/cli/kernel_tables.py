@@ -1,0 +1,71 @@
+"""The ``tables`` and ``validate`` commands: the engine-measured kernel tables, and the score of
+the predictions against public measured serving runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from roofline.format import dumps_strict
+
+
+def add_parsers(sub) -> None:
+    tables = sub.add_parser("tables", help="engine-measured kernel tables (aiconfigurator-core's public database)")
+    tables_sub = tables.add_subparsers(dest="tables_command", required=True, parser_class=type(tables))
+    p = tables_sub.add_parser("list", help="the (device, engine, version) tables available, with their source")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_tables_list)
+    p = tables_sub.add_parser(
+        "import", help="convert a newer database (default: the newest from PyPI) into your folder"
+    )
+    p.add_argument("--source", default=None, help="an aiconfigurator-core wheel or unpacked package (offline)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default ~/.local/share/roofline/kernel_db)")
+    p.add_argument("--devices", nargs="*", default=None, help="hardware ids to convert (default: all)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_tables_import)
+
+    p = sub.add_parser("validate", help="score predicted TPOT against public measured serving runs")
+    p.add_argument("--sample", type=Path, default=None, help="a silicon_sample.csv(.gz) (default: the shipped one)")
+    p.add_argument("--csv", type=Path, default=None, help="also write every scored run to this CSV file")
+    p.add_argument("--no-tables", action="store_true", help="datasheet roofs only")
+    p.add_argument("--explain", metavar="RUN_ID", default=None, help="one run's prediction op by op")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_validate)
+
+
+def cmd_tables_list(args: argparse.Namespace) -> None:
+    from roofline.tables import store
+
+    data = sorted(
+        ({k: v for k, v in e.items() if k != "path"} | {"path": e["path"]} for e in store.entries()),
+        key=lambda e: (e["device"], e["engine"], e["version"]),
+    )
+    if args.json:
+        print(dumps_strict(data))
+        return
+    for e in data:
+        print(f"{e['device']:<24} {e['engine']:<7} {e['version']:<11} {e['source']} ({e['licence']})  {e['path']}")
+
+
+def cmd_tables_import(args: argparse.Namespace) -> None:
+    from roofline.tables.importer import import_database
+
+    manifest = import_database(args.source, args.out, args.devices)
+    total = sum(f["bytes"] for f in manifest["files"])
+    if args.json:
+        print(dumps_strict(manifest))
+        return
+    print(f"{len(manifest['files'])} files, {total / 1e6:.1f} MB, from {manifest['source']} ({manifest['licence']})")
+
+
+def cmd_validate(args: argparse.Namespace) -> None:
+    from roofline.validate import explain, render, render_explain, validate, write_csv
+
+    if args.explain:
+        result = explain(args.explain, args.sample)
+        print(dumps_strict(result) if args.json else render_explain(result))
+        return
+    report = validate(args.sample, tables=not args.no_tables)
+    if args.csv:
+        write_csv(report["results"], args.csv)
+    print(dumps_strict(report) if args.json else render(report))

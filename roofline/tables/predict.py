@@ -1,0 +1,209 @@
+"""Op times from engine-measured kernel tables, each with what it rests on.
+
+A ``TablePredictor`` answers for one (device, engine, version): GEMM by (m, n, k, dtype), context
+and generation attention by (batch, length, heads, KV heads, head dim, KV dtype), all-reduce by
+message and GPU count. Sizes are read off the measured grid in log space (``roofline.tables.grid``);
+categorical keys (dtype, head dim, KV dtype, window) must match exactly. Where the table has no
+such key, or no measured corner around the point, the answer is ``None`` and the caller falls
+back (to a calibration or the datasheet) and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from roofline.tables import store
+from roofline.tables.grid import LogGrid
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "nccl": "NCCL"}
+# roofline dtype names -> the tables' names
+GEMM_DTYPES = {
+    "bf16": "bfloat16",
+    "fp16": "bfloat16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "fp4": "nvfp4",
+    "nvfp4": "nvfp4",
+}
+KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+ELEMENT_BYTES = {"bfloat16": 2}
+ATTENTION_AXES = ("batch_size", "seq", "num_heads", "num_key_value_heads")
+# table -> (columns that must match exactly, columns read off in log space)
+LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "gemm": (("gemm_dtype",), ("m", "n", "k")),
+    "context_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
+    "generation_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
+    "custom_allreduce": (("allreduce_dtype", "num_gpus"), ("message_size",)),
+    "generation_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
+    "moe": (
+        ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
+        ("num_tokens",),
+    ),
+}
+# roofline expert weight formats -> the MoE tables' names. For mxfp4 the names are kernels for the
+# same weights (bf16 or mxfp8 activations): the fastest measured wins, as everywhere in these
+# tables (the converter keeps the fastest kernel per shape). Otherwise they are different
+# checkpoints: the first measured wins.
+SAME_WEIGHTS = {"mxfp4"}
+MOE_DTYPES = {
+    "bf16": ("bfloat16",),
+    "fp16": ("bfloat16",),
+    "fp8": ("fp8", "fp8_block"),
+    "fp8_block": ("fp8_block", "fp8"),
+    "nvfp4": ("nvfp4",),
+    "int4": ("int4_wo",),
+    "mxfp4": ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8"),
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    time_s: float | None  # None: the table does not cover this op
+    label: str  # what the figure rests on, or why the table could not answer
+    extrapolated: bool = False
+
+
+class TablePredictor:
+    """Kernel times measured inside one serving engine on one device."""
+
+    def __init__(self, entry: dict):
+        self.entry = entry
+        self.device, self.engine, self.version = entry["device"], entry["engine"], entry["version"]
+        self._grids: dict[tuple, LogGrid | None] = {}
+
+    @classmethod
+    def open(cls, device: str, engine: str, version: str | None = None) -> TablePredictor | None:
+        entry = store.find(device, engine, version)
+        return None if entry is None else cls(entry)
+
+    @cached_property
+    def tables(self) -> dict[str, dict[str, np.ndarray]]:
+        return store.load_tables(self.entry["path"])
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.version} kernels, {self.device}, "
+            f"public database ({self.entry['source']}, {self.entry['licence'].split(' ')[0]})"
+        )
+
+    def categories(self, table: str) -> list[dict[str, object]]:
+        """Every combination of the exact-match columns measured in ``table``."""
+        t = self.tables.get(table)
+        if t is None:
+            return []
+        columns = LAYOUT[table][0]
+        combos = sorted({tuple(row) for row in zip(*(t[c].tolist() for c in columns))})
+        return [dict(zip(columns, combo)) for combo in combos]
+
+    def grid(self, table: str, keys: dict[str, object]) -> LogGrid | None:
+        """The measured grid of ``table`` for one combination of its exact-match columns."""
+        axes = LAYOUT[table][1]
+        cache_key = (table, tuple(sorted(keys.items())))
+        if cache_key not in self._grids:
+            t = self.tables.get(table)
+            grid = None
+            if t is not None:
+                mask = np.ones(len(t["latency_ms"]), bool)
+                for column, value in keys.items():
+                    mask &= t[column] == value
+                if mask.any():
+                    columns = [t[a][mask] if a != "seq" else _seq(t, table)[mask] for a in axes]
+                    grid = LogGrid.from_rows(columns, t["latency_ms"][mask].astype(float) * 1e-3)
+            self._grids[cache_key] = grid
+        return self._grids[cache_key]
+
+    def _answer(self, grid: LogGrid | None, point: tuple[float, ...], what: str) -> Prediction:
+        if grid is None:
+            return Prediction(None, f"no {what} in {self.label}")
+        log_t, extrapolated = grid(point)
+        if not np.isfinite(log_t):
+            return Prediction(None, f"{what} outside the measured grid of {self.label}")
+        return Prediction(float(np.exp(log_t)), self.label + (" (extrapolated)" if extrapolated else ""), extrapolated)
+
+    def gemm(self, m: float, n: float, k: float, dtype: str = "bf16") -> Prediction:
+        table_dtype = GEMM_DTYPES.get(dtype, dtype)
+        grid = self.grid("gemm", {"gemm_dtype": table_dtype})
+        return self._answer(grid, (max(m, 1.0), n, k), f"{dtype} GEMM")
+
+    def attention(
+        self,
+        phase: str,
+        batch: float,
+        seq_len: float,
+        num_heads: float,
+        num_kv_heads: float,
+        head_dim: int,
+        kv_dtype: str = "bf16",
+        window: int = 0,
+    ) -> Prediction:
+        """``phase`` "prefill": ``seq_len`` new tokens per sequence attending causally;
+        "decode": one new token per sequence over a cache of ``seq_len`` tokens."""
+        table = "context_attention" if phase == "prefill" else "generation_attention"
+        keys = {
+            "kv_cache_dtype": KV_DTYPES.get(kv_dtype, kv_dtype),
+            "head_dim": int(head_dim),
+            "window_size": int(window),
+            "attn_dtype": "bfloat16",
+        }
+        grid = self.grid(table, keys)
+        return self._answer(grid, (batch, seq_len, num_heads, num_kv_heads), f"{phase} attention (head dim {head_dim})")
+
+    def mla_decode(self, batch: float, seq_len: float, heads_per_gpu: float, kv_dtype: str = "bf16") -> Prediction:
+        """MLA's decode attention on the cached latent (DeepSeek-V3's 512 + 64 layout) over a cache
+        of ``seq_len`` tokens, ``heads_per_gpu`` query heads on each GPU."""
+        keys = {
+            "mla_dtype": "bfloat16",
+            "kv_cache_dtype": KV_DTYPES.get(kv_dtype, kv_dtype),
+            "num_heads": int(heads_per_gpu),
+        }
+        return self._answer(self.grid("generation_mla", keys), (batch, seq_len), "MLA decode attention")
+
+    def moe(
+        self,
+        tokens: float,
+        hidden: int,
+        inter: int,
+        topk: int,
+        experts: int,
+        moe_tp: int = 1,
+        moe_ep: int = 1,
+        weight_dtype: str = "bf16",
+    ) -> Prediction:
+        """One fused MoE layer (routed experts, uniform routing) for ``tokens`` tokens; ``inter``
+        is the whole expert's intermediate size, split over ``moe_tp`` x ``moe_ep`` GPUs."""
+        shape = {
+            "hidden_size": int(hidden),
+            "inter_size": int(inter),
+            "topk": int(topk),
+            "num_experts": int(experts),
+            "moe_tp_size": int(moe_tp),
+            "moe_ep_size": int(moe_ep),
+        }
+        what = f"{weight_dtype} MoE {experts}x{hidden}x{inter} top-{topk} (TP {moe_tp}, EP {moe_ep})"
+        answers = []
+        for table_dtype in MOE_DTYPES.get(weight_dtype, (weight_dtype,)):
+            grid = self.grid("moe", {"moe_dtype": table_dtype, **shape})
+            if grid is not None:
+                answers.append(self._answer(grid, (max(tokens, 1.0),), what))
+                if weight_dtype not in SAME_WEIGHTS:
+                    break
+        timed = [a for a in answers if a.time_s is not None]
+        if timed:
+            return min(timed, key=lambda a: a.time_s)
+        return answers[0] if answers else Prediction(None, f"no {what} in {self.label}")
+
+    def all_reduce(self, message_bytes: float, num_gpus: int, dtype: str = "bf16") -> Prediction:
+        table_dtype = KV_DTYPES.get(dtype, dtype)
+        grid = self.grid("custom_allreduce", {"allreduce_dtype": table_dtype, "num_gpus": int(num_gpus)})
+        elements = message_bytes / ELEMENT_BYTES.get(table_dtype, 2)
+        return self._answer(grid, (max(elements, 1.0),), f"{num_gpus}-GPU all-reduce")
+
+
+def _seq(t: dict[str, np.ndarray], table: str) -> np.ndarray:
+    """Tokens per sequence the kernel sees: the prompt in a context table, the cached tokens
+    (prompt + steps already generated) in a generation table."""
+    return t["isl"] + t["step"] if table in ("generation_attention", "generation_mla") else t["isl"]

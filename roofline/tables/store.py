@@ -1,0 +1,77 @@
+"""Where the converted kernel tables live, and loading them (numpy only; cached).
+
+Search order: ``$ROOFLINE_KERNEL_DB``, the user folder ``python -m roofline tables import`` writes
+(``~/.local/share/roofline/kernel_db``), then the files shipped in the repository's ``kernel_db/``.
+A file in an earlier folder hides one of the same name in a later one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "kernel_db"
+USER_DIR = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "roofline" / "kernel_db"
+
+
+def search_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("ROOFLINE_KERNEL_DB"):
+        dirs.append(Path(os.environ["ROOFLINE_KERNEL_DB"]))
+    dirs += [USER_DIR, SHIPPED_DIR]
+    return [d for d in dirs if (d / "manifest.json").exists()]
+
+
+def entries() -> list[dict]:
+    """Every (device, engine, version) file available, first folder winning, with its source."""
+    seen: dict[str, dict] = {}
+    for d in search_dirs():
+        manifest = json.loads((d / "manifest.json").read_text())
+        for f in manifest["files"]:
+            if f["file"] not in seen and (d / f["file"]).exists():
+                seen[f["file"]] = {
+                    **f,
+                    "path": str(d / f["file"]),
+                    "source": manifest["source"],
+                    "licence": manifest["licence"],
+                }
+    return list(seen.values())
+
+
+def _version_key(v: str) -> tuple:
+    from roofline.tables.convert import _version_key as key
+
+    return key(v)
+
+
+def find(device: str, engine: str, version: str | None = None) -> dict | None:
+    """The manifest entry for ``device`` and ``engine``: ``version`` if given and present, else
+    the newest (the closest older one when ``version`` is newer than any, the oldest newer one
+    otherwise)."""
+    found = [e for e in entries() if e["device"] == device and e["engine"] == engine]
+    if not found:
+        return None
+    if version is not None:
+        exact = [e for e in found if e["version"] == version]
+        if exact:
+            return exact[0]
+        older = [e for e in found if _version_key(e["version"]) <= _version_key(version)]
+        if older:
+            return max(older, key=lambda e: _version_key(e["version"]))
+        return min(found, key=lambda e: _version_key(e["version"]))
+    return max(found, key=lambda e: _version_key(e["version"]))
+
+
+@lru_cache(maxsize=32)
+def load_tables(path: str) -> dict[str, dict[str, np.ndarray]]:
+    """table name -> column name -> array, from one converted file."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    with np.load(path, allow_pickle=False) as z:
+        for key in z.files:
+            table, column = key.split("/", 1)
+            out.setdefault(table, {})[column] = z[key]
+    return out

@@ -1,0 +1,379 @@
+"""Score the predictions against public measured serving runs: aiconfigurator's silicon sample.
+
+The silicon sample (``kernel_db/silicon_sample.csv.gz``, converted from aiconfigurator-core with the
+kernel tables) holds the measured TTFT and TPOT of real vLLM, SGLang and TensorRT-LLM serving runs.
+It is the test set: no value of it enters a fit or a default anywhere in roofline.
+
+What is scored: TPOT of the aggregated runs (``mode == agg``) of models that are in ``model_db/``,
+on devices that are in ``hardware_db/``, with one tensor-parallel group (no pipeline parallelism,
+no attention data parallelism). TTFT under load needs the request-level serving simulation that is
+not built yet, so it is not scored; disaggregated runs wait for the same.
+
+The prediction is the serving steady state of ``roofline.serving``: one continuous-batching step
+with ``batch`` = the run's concurrency decoding at the mean context (prompt + half the output),
+plus the prompt tokens that arrive per step (``batch x isl / osl``) as a prefill chunk, replayed
+from a CUDA graph. Two columns:
+- ``datasheet``: every op on the datasheet roofs (what roofline prints today);
+- ``tables``: the GEMMs, attention and all-reduces read from the engine-measured kernel tables
+  (``roofline.tables``) of the run's engine on the run's device, and the routed experts from its
+  fused-MoE tables and MLA decode from its MLA tables; every op the tables cannot
+  answer (vLLM's MLA, MLA prefill and absorbed projections, weight-only int4 GEMMs, elementwise)
+  keeps its datasheet time, and
+  ``table_share`` says which part of the step the tables set.
+
+Mapping of names and precisions (documented choices, not fitted):
+- ``MODEL_IDS`` below; Kimi-K2.5 runs as ``kimi-k2`` (the same text decoder: DeepSeek-V3 layout,
+  64 heads, 384 experts) and DeepSeek-V3.1 as ``deepseek-v3`` (same architecture).
+- ``gemm_quant_mode`` empty: bf16; ``fp8`` and ``fp8_block``: fp8 weights and fp8 math (W8A8);
+  ``nvfp4``: nvfp4 weights and fp4 math (W4A4); ``int4_wo``: int4 weights, bf16 math. The MoE
+  experts take ``moe_quant_mode`` the same way. gpt-oss keeps its released format (bf16, MXFP4
+  experts) whatever the column says.
+- KV cache: bf16. The sample does not record it; bf16 is the engines' default (``auto``).
+- Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
+  weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from roofline.engine import evaluate
+from roofline.hardware import get_hardware
+from roofline.models import ModelConfig, get_model
+from roofline.serving import mixed_step_ops
+from roofline.settings import Settings
+from roofline.tables import TablePredictor, store
+from roofline.tables.ops_times import table_step
+from roofline.workload import Precision, Workload
+
+MODEL_IDS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
+    "moonshotai/Kimi-K2.5": "kimi-k2",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+}
+DEVICE_IDS = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200-sxm",
+    "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",
+    "gb300": "gb300",
+}
+# quant mode -> (weight dtype, math dtype)
+QUANT = {"": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("nvfp4", "fp4")}
+QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}
+RESULT_FIELDS = (
+    "id",
+    "model",
+    "device",
+    "engine",
+    "engine_version",
+    "precision",
+    "tp",
+    "isl",
+    "osl",
+    "concurrency",
+    "measured_tpot_ms",
+    "datasheet_tpot_ms",
+    "tables_tpot_ms",
+    "table_share",
+    "tables_label",
+)
+
+
+def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
+    """The sample's rows as strings (empty where the run left a column blank)."""
+    import gzip
+
+    if path is None:
+        dirs = [d for d in store.search_dirs() if (d / "silicon_sample.csv.gz").exists()]
+        if not dirs:
+            raise FileNotFoundError("no silicon_sample.csv.gz: run `python -m roofline tables import`")
+        path = dirs[0] / "silicon_sample.csv.gz"
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _number(row: dict[str, str], key: str, default: float = float("nan")) -> float:
+    value = row.get(key, "")
+    return float(value) if value not in ("", None) else default
+
+
+def precision_for(row: dict[str, str], model: ModelConfig) -> Precision:
+    """The run's precision as roofline's Precision (see the module notes)."""
+    if model.id.startswith("gpt-oss"):
+        return Precision("bf16", "bf16", "bf16", expert_weight_dtype="mxfp4")
+    gemm = row.get("gemm_quant_mode") or ""
+    moe = row.get("moe_quant_mode") or gemm
+    if gemm in QUANT_WEIGHT_ONLY:
+        expert = QUANT_WEIGHT_ONLY.get(moe, QUANT.get(moe, ("bf16",))[0])
+        return Precision(QUANT_WEIGHT_ONLY[gemm], "bf16", "bf16", expert_weight_dtype=expert)
+    if gemm not in QUANT:
+        raise ValueError(f"quant mode {gemm!r} not mapped")
+    weight, math_dtype = QUANT[gemm]
+    expert = QUANT_WEIGHT_ONLY.get(moe) or QUANT.get(moe, (weight,))[0]
+    return Precision(weight, math_dtype, "bf16", expert_weight_dtype=expert if expert != weight else None)
+
+
+def why_not_scored(row: dict[str, str]) -> str | None:
+    if row.get("mode") != "agg":
+        return "disaggregated run (needs the serving simulation)"
+    if row.get("model_path") not in MODEL_IDS:
+        return "model not in model_db"
+    if row.get("system") not in DEVICE_IDS:
+        return "device not in hardware_db"
+    if not math.isfinite(_number(row, "silicon_tpot_ms")) or not math.isfinite(_number(row, "batch_size")):
+        return "no measured TPOT or concurrency"
+    if _number(row, "pp_size", 1) > 1:
+        return "pipeline parallel"
+    if _number(row, "attention_dp_size", 1) > 1:
+        return "attention data parallel"
+    return None
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    datasheet_s: float
+    tables_s: float | None
+    table_share: float  # the part of the tables' step that the tables (not the datasheet) set
+    labels: tuple[str, ...]
+    ops: tuple[dict[str, object], ...] = ()  # per op: name, count, datasheet_s, tables_s, source (totals)
+
+
+def predict_tpot(
+    model: ModelConfig,
+    hardware_id: str,
+    precision: Precision,
+    tp: int,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    predictor: TablePredictor | None = None,
+    gemm_dtype: str | None = None,
+    settings: Settings | None = None,
+    moe_parallel: tuple[int, int] | None = None,
+    moe_dtype: str | None = None,
+) -> StepPrediction:
+    """The steady-state step of a run (see the module notes), on the datasheet and with the tables."""
+    settings = settings or Settings()
+    hw = get_hardware(hardware_id)
+    context = int(round(isl + osl / 2))
+    w = Workload(model, "decode", concurrency, context, precision=precision, tp=tp, cuda_graphs=True)
+    run, _ = w.on(hw)
+    # Prompt tokens per step in the steady state, rounded to whole tokens (at least one).
+    chunk = max(1, round(concurrency * isl / osl))
+    ops = mixed_step_ops(run, concurrency, chunk, isl)
+    ceilings = settings.ceilings(hw, tp, cuda_graphs=True)
+    if predictor is None:
+        return StepPrediction(float(evaluate(ops, ceilings).step_time_s), None, 0.0, ())
+    step = table_step(
+        ops,
+        run,
+        ceilings,
+        predictor,
+        prompt_len=isl,
+        chunk=chunk,
+        gemm_dtype=gemm_dtype,
+        moe_parallel=moe_parallel,
+        moe_dtype=moe_dtype,
+    )
+    breakdown = tuple(
+        {"name": op.name, "count": op.count, "datasheet_s": d, "tables_s": t, "source": src}
+        for op, d, t, src in zip(ops, step.datasheet_s.tolist(), step.device_s.tolist(), step.sources)
+    )
+    labels = tuple(sorted({src for src, used in zip(step.sources, step.from_tables) if used}))
+    return StepPrediction(step.datasheet_step_s, step.step_s, step.table_share, labels, breakdown)
+
+
+def score_rows(
+    rows: list[dict[str, str]], tables: bool = True, with_ops: bool = False
+) -> tuple[list[dict[str, object]], dict[str, int]]:
+    """Predict every scoreable row; also count the rows left out, by reason. ``with_ops`` adds
+    each run's per-op breakdown (``ops``)."""
+    out, skipped = [], {}
+    predictors: dict[tuple[str, str, str], TablePredictor | None] = {}
+    for row in rows:
+        reason = why_not_scored(row)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        model = get_model(MODEL_IDS[row["model_path"]])
+        device = DEVICE_IDS[row["system"]]
+        engine, version = row["backend"], row.get("backend_version") or None
+        predictor = None
+        if tables:
+            key = (device, engine, version or "")
+            if key not in predictors:
+                predictors[key] = TablePredictor.open(device, engine, version)
+            predictor = predictors[key]
+        try:
+            precision = precision_for(row, model)
+            tp = int(_number(row, "tp_size", 1))
+            concurrency = int(_number(row, "batch_size"))
+            gemm_dtype = "fp8_block" if row.get("gemm_quant_mode") == "fp8_block" else None
+            moe_tp, moe_ep = int(_number(row, "moe_tp_size", 0)), int(_number(row, "moe_ep_size", 0))
+            moe_parallel = (moe_tp, moe_ep) if moe_tp >= 1 and moe_ep >= 1 else None
+            moe_dtype = "fp8_block" if row.get("moe_quant_mode") == "fp8_block" else None
+            pred = predict_tpot(
+                model,
+                device,
+                precision,
+                tp,
+                int(row["isl"]),
+                int(row["osl"]),
+                concurrency,
+                predictor,
+                gemm_dtype,
+                moe_parallel=moe_parallel,
+                moe_dtype=moe_dtype,
+            )
+        except ValueError as exc:
+            reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        out.append(
+            {
+                "id": row["id"],
+                "model": model.id,
+                "device": device,
+                "engine": engine,
+                "engine_version": version or "",
+                "precision": row.get("gemm_quant_mode") or "bf16",
+                "tp": tp,
+                "isl": int(row["isl"]),
+                "osl": int(row["osl"]),
+                "concurrency": concurrency,
+                "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
+                "datasheet_tpot_ms": pred.datasheet_s * 1e3,
+                "tables_tpot_ms": None if pred.tables_s is None else pred.tables_s * 1e3,
+                "table_share": pred.table_share,
+                "tables_label": predictor.label if predictor else "",
+            }
+        )
+        if with_ops:
+            out[-1]["ops"] = list(pred.ops)
+    return out, skipped
+
+
+def _errors(pred: list[float], measured: list[float]) -> dict[str, float]:
+    ratio = np.asarray(pred, float) / np.asarray(measured, float) - 1.0
+    return {
+        "median_abs_error": float(np.median(np.abs(ratio))),
+        "p90_abs_error": float(np.percentile(np.abs(ratio), 90)),
+        "bias": float(np.median(ratio)),  # median signed error: > 0 predicts slower than measured
+    }
+
+
+def summarize(results: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per model x device x engine: runs, then median and p90 |error| and bias of each column."""
+    groups: dict[tuple, list[dict[str, object]]] = {}
+    for r in results:
+        groups.setdefault((r["model"], r["device"], r["engine"]), []).append(r)
+    out = []
+    for (model, device, engine), rs in sorted(groups.items()):
+        measured = [r["measured_tpot_ms"] for r in rs]
+        entry = {"model": model, "device": device, "engine": engine, "runs": len(rs)}
+        entry["datasheet"] = _errors([r["datasheet_tpot_ms"] for r in rs], measured)
+        if all(r["tables_tpot_ms"] is not None for r in rs):
+            entry["tables"] = _errors([r["tables_tpot_ms"] for r in rs], measured)
+            entry["table_share"] = float(np.mean([r["table_share"] for r in rs]))
+        out.append(entry)
+    return out
+
+
+def validate(path: Path | None = None, tables: bool = True) -> dict[str, object]:
+    """The whole report: per-run predictions, per-group errors, overall errors, rows left out."""
+    results, skipped = score_rows(load_silicon_sample(path), tables)
+    overall = {"runs": len(results)}
+    if results:
+        measured = [r["measured_tpot_ms"] for r in results]
+        overall["datasheet"] = _errors([r["datasheet_tpot_ms"] for r in results], measured)
+        with_tables = [r for r in results if r["tables_tpot_ms"] is not None]
+        if with_tables:
+            overall["tables"] = _errors(
+                [r["tables_tpot_ms"] for r in with_tables], [r["measured_tpot_ms"] for r in with_tables]
+            )
+    return {
+        "metric": "TPOT (mean inter-token latency) of aggregated serving runs",
+        "not_scored": "TTFT under load and disaggregated runs: they need the request-level serving simulation",
+        "overall": overall,
+        "groups": summarize(results),
+        "skipped": skipped,
+        "results": results,
+    }
+
+
+def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
+    """One run's prediction op by op: where each op's time comes from, on both columns."""
+    rows = [r for r in load_silicon_sample(path) if r["id"] == run_id]
+    if not rows:
+        raise ValueError(f"no run {run_id!r} in the silicon sample")
+    results, skipped = score_rows(rows, tables=True, with_ops=True)
+    if not results:
+        raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}")
+    return results[0]
+
+
+def render_explain(result: dict[str, object]) -> str:
+    lines = [
+        f"{result['id']}: {result['model']} on {result['device']}, {result['engine']} {result['engine_version']}, "
+        f"TP {result['tp']}, concurrency {result['concurrency']}, {result['isl']} in / {result['osl']} out",
+        f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
+        f"tables {result['tables_tpot_ms']:.2f} ms",
+        f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
+    ]
+    for op in result["ops"]:
+        lines.append(
+            f"{op['name'][:48]:<48} {op['count']:>5} {op['datasheet_s'] * 1e3:>12.3f} {op['tables_s'] * 1e3:>10.3f}  "
+            f"{op['source']}"
+        )
+    return "\n".join(lines)
+
+
+def write_csv(results: list[dict[str, object]], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        writer.writeheader()
+        for r in results:
+            writer.writerow({k: r[k] for k in RESULT_FIELDS})
+
+
+def render(report: dict[str, object]) -> str:
+    lines = [
+        f"{report['metric']}: {report['overall']['runs']} runs scored. {report['not_scored']}.",
+        "error = predicted / measured - 1; bias = median error (> 0: predicted slower)",
+        f"{'model':<16} {'device':<9} {'engine':<7} {'runs':>4}  {'datasheet med/p90/bias':>24}  "
+        f"{'tables med/p90/bias':>22} {'share':>6}",
+    ]
+
+    def cols(e: dict[str, float] | None) -> str:
+        if not e:
+            return "-"
+        return f"{e['median_abs_error']:.0%}/{e['p90_abs_error']:.0%}/{e['bias']:+.0%}"
+
+    for g in report["groups"]:
+        share = f"{g['table_share']:.0%}" if "table_share" in g else "-"
+        lines.append(
+            f"{g['model']:<16} {g['device']:<9} {g['engine']:<7} {g['runs']:>4}  {cols(g['datasheet']):>24}  "
+            f"{cols(g.get('tables')):>22} {share:>6}"
+        )
+    o = report["overall"]
+    lines.append(f"{'all':<34} {o['runs']:>4}  {cols(o.get('datasheet')):>24}  {cols(o.get('tables')):>22}")
+    lines.append("left out: " + "; ".join(f"{n} {why}" for why, n in sorted(report["skipped"].items())))
+    return "\n".join(lines)

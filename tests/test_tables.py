@@ -1,0 +1,245 @@
+"""Kernel tables: log-space interpolation worked by hand, the converter on a tiny synthetic
+database, and the shipped H100 tables."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roofline.tables import TablePredictor, store
+from roofline.tables.grid import LogGrid, leave_one_out_log_errors
+
+
+def test_power_law_between_points_is_exact():
+    # t = 1 us x m on m = 1, 4, 16: halfway in log(m) between 1 and 4 is m = 2, t = 2 us.
+    grid = LogGrid.from_rows([np.array([1, 4, 16])], np.array([1e-6, 4e-6, 16e-6]))
+    log_t, extrapolated = grid((2.0,))
+    assert math.exp(log_t) == pytest.approx(2e-6)
+    assert not extrapolated
+
+
+def test_flat_then_linear():
+    # A launch-bound floor of 10 us up to m = 64, then linear: at m = 128 (between 64 and 256,
+    # t = 10 and 40 us) the power law between the two neighbours gives 10 x 2 = 20 us.
+    grid = LogGrid.from_rows([np.array([16, 64, 256])], np.array([10e-6, 10e-6, 40e-6]))
+    assert math.exp(grid((32.0,))[0]) == pytest.approx(10e-6)
+    assert math.exp(grid((128.0,))[0]) == pytest.approx(20e-6)
+
+
+def test_extrapolation_continues_the_edge_slope():
+    grid = LogGrid.from_rows([np.array([1, 4, 16])], np.array([1e-6, 4e-6, 16e-6]))
+    log_t, extrapolated = grid((64.0,))
+    assert extrapolated
+    assert math.exp(log_t) == pytest.approx(64e-6)
+    # Below the grid a falling edge is clamped to slope 0: the time at the edge.
+    falling = LogGrid.from_rows([np.array([4, 16])], np.array([8e-6, 2e-6]))
+    assert math.exp(falling((1.0,))[0]) == pytest.approx(8e-6)
+
+
+def test_two_axes_and_a_missing_corner():
+    # t = m x n ns on a 2 x 2 grid: at (2, 2) bilinear in log space is exact, 4 ns.
+    m = np.array([1, 1, 4, 4])
+    n = np.array([1, 4, 1, 4])
+    grid = LogGrid.from_rows([m, n], m * n * 1e-9)
+    assert math.exp(grid((2.0, 2.0))[0]) == pytest.approx(4e-9)
+    # Without the (4, 4) corner the three measured corners are averaged with weights 1/3 each:
+    # exp((log 1 + log 4 + log 4) / 3) ns.
+    partial = LogGrid.from_rows([m[:3], n[:3]], (m * n * 1e-9)[:3])
+    assert math.exp(partial((2.0, 2.0))[0]) == pytest.approx(16 ** (1 / 3) * 1e-9)
+
+
+def test_leave_one_out_of_a_power_law_is_zero():
+    m = np.repeat([1, 2, 4, 8], 3)
+    k = np.tile([16, 32, 64], 4)
+    grid = LogGrid.from_rows([m, k], 1e-9 * m * k**2)
+    errors = leave_one_out_log_errors(grid)
+    assert set(errors) == {0, 1}
+    assert len(errors[0]) == 2 * 3 and len(errors[1]) == 4 * 1
+    assert np.allclose(np.concatenate(list(errors.values())), 0.0)
+
+
+def _write_fake_database(root, rows):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    folder = root / "systems" / "data" / "h100_sxm" / "gemm" / "vllm" / "9.9.9"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
+    return root
+
+
+def test_converter_keeps_the_fastest_kernel_and_the_predictor_reads_it(tmp_path, monkeypatch):
+    from roofline.tables.convert import convert, find_systems_dir
+
+    rows = []
+    for m, ms in [(1, 0.010), (4, 0.010), (16, 0.020)]:
+        for kernel, factor in [("slow", 2.0), ("fast", 1.0)]:
+            rows.append(
+                {
+                    "kernel_source": kernel,
+                    "gemm_dtype": "bfloat16",
+                    "m": m,
+                    "n": 4096,
+                    "k": 4096,
+                    "latency": ms * factor,
+                }
+            )
+    _write_fake_database(tmp_path / "pkg", rows)
+    out = tmp_path / "db"
+    manifest = convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
+    assert [f["file"] for f in manifest["files"]] == ["h100-sxm/vllm-9.9.9.npz"]
+    assert "Apache-2.0" in manifest["licence"]
+    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
+    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
+    p = TablePredictor.open("h100-sxm", "vllm")
+    assert p.version == "9.9.9"
+    assert p.gemm(4, 4096, 4096).time_s == pytest.approx(10e-6, rel=1e-3)  # the fast kernel, ms -> s
+    # m = 8 halfway (in log) between 4 (10 us) and 16 (20 us): 10 x sqrt(2) us.
+    assert p.gemm(8, 4096, 4096).time_s == pytest.approx(10e-6 * 2**0.5, rel=1e-3)
+    assert "vLLM 9.9.9 kernels, h100-sxm" in p.gemm(8, 4096, 4096).label
+    # n off the single measured value: no answer, and the label says so.
+    missing = p.gemm(8, 8192, 4096)
+    assert missing.time_s is None and "outside the measured grid" in missing.label
+    assert p.gemm(8, 4096, 4096, "fp8").time_s is None
+
+
+shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
+
+
+@shipped
+def test_shipped_h100_vllm_gemm_reads_back_a_measured_point():
+    p = TablePredictor.open("h100-sxm", "vllm")
+    t = p.tables["gemm"]
+    i = np.flatnonzero((t["gemm_dtype"] == "bfloat16") & (t["m"] == 64) & (t["n"] == 4096) & (t["k"] == 4096))[0]
+    assert p.gemm(64, 4096, 4096).time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
+    times = [p.gemm(m, 4096, 14336, "fp8").time_s for m in (1, 100, 1000, 10000)]
+    assert all(a <= b for a, b in zip(times, times[1:]))
+    # A large GEMM runs below the datasheet's 989 bf16 TFLOP/s, above half of it.
+    t_big = p.gemm(8192, 8192, 8192).time_s
+    assert 0.5 * 989e12 < 2 * 8192**3 / t_big < 989e12
+
+
+@shipped
+def test_shipped_attention_and_all_reduce():
+    p = TablePredictor.open("h100-sxm", "vllm")
+    decode = p.attention("decode", 64, 2048, 32, 8, 128)
+    kv_bytes = 64 * 2048 * 8 * 128 * 2 * 2
+    assert decode.time_s > kv_bytes / 3.35e12  # no faster than reading the cache at the datasheet rate
+    longer = p.attention("decode", 64, 4096, 32, 8, 128)
+    assert longer.time_s > decode.time_s
+    assert p.attention("prefill", 1, 3000, 32, 8, 128).time_s > 0
+    assert p.attention("decode", 64, 2048, 32, 8, 100).time_s is None  # head dim never measured
+    ar = p.all_reduce(64 * 4096 * 2, 8)
+    assert 1e-6 < ar.time_s < 1e-4
+    assert TablePredictor.open("h100-sxm", "no-such-engine") is None
+
+
+WHEEL = sorted(Path("/tmp/aic").glob("aiconfigurator_core-*.whl"))
+
+
+@pytest.mark.skipif(not WHEEL, reason="no aiconfigurator-core wheel at /tmp/aic (pip download --no-deps)")
+def test_tables_import_from_a_wheel(tmp_path, capsys):
+    from roofline.cli import main
+
+    out = tmp_path / "db"
+    assert main(["tables", "import", "--source", str(WHEEL[-1]), "--out", str(out), "--devices", "h100-sxm"]) == 0
+    assert "from aiconfigurator-core" in capsys.readouterr().out
+    assert (out / "h100-sxm" / "vllm-0.24.0.npz").exists() and (out / "silicon_sample.csv.gz").exists()
+    shipped_file = store.SHIPPED_DIR / "h100-sxm" / "vllm-0.24.0.npz"
+    if shipped_file.exists():  # the shipped files are what the converter writes
+        assert (out / "h100-sxm" / "vllm-0.24.0.npz").read_bytes() == shipped_file.read_bytes()
+
+
+@shipped
+def test_step_table_times_of_a_prefill_step():
+    from roofline.models import get_model
+    from roofline.ops import step_ops
+    from roofline.tables.ops_times import step_table_times
+    from roofline.workload import Workload
+
+    w = Workload(get_model("llama-3.1-8b"), "prefill", 2, 1024)
+    ops = step_ops(w)
+    p = TablePredictor.open("h100-sxm", "vllm")
+    times = {op.name: pred for op, pred in zip(ops, step_table_times(ops, w, p))}
+    assert times["attention (FlashAttention)"].time_s == p.attention("prefill", 2, 1024, 32, 8, 128).time_s
+    down = times["MLP down projection"].time_s
+    both = p.gemm(2048, 4096, 14336).time_s * p.gemm(2048, 14336, 4096).time_s
+    assert down == pytest.approx(both**0.5)
+    assert times["input norm"].time_s is None and "datasheet" in times["input norm"].label
+
+
+@shipped
+def test_shipped_moe_reads_back_a_measured_point():
+    p = TablePredictor.open("h100-sxm", "trtllm")
+    t = p.tables["moe"]
+    shape = {"hidden_size": 4096, "inter_size": 1536, "topk": 8, "num_experts": 128, "moe_tp_size": 4, "moe_ep_size": 1}
+    mask = t["moe_dtype"] == "fp8_block"
+    for column, value in shape.items():
+        mask &= t[column] == value
+    i = np.flatnonzero(mask & (t["num_tokens"] == 64))[0]
+    got = p.moe(64, 4096, 1536, 8, 128, 4, 1, "fp8_block")
+    assert got.time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
+    assert p.moe(64, 4096, 1000, 8, 128, 4, 1, "fp8_block").time_s is None  # no such expert shape
+
+
+@shipped
+def test_mla_decode_of_a_deepseek_step():
+    from roofline.models import get_model
+    from roofline.ops import step_ops
+    from roofline.tables.ops_times import step_table_times
+    from roofline.workload import Precision, Workload
+
+    p = TablePredictor.open("h200-sxm", "sglang")
+    t = p.tables["generation_mla"]
+    mask = (t["kv_cache_dtype"] == "bfloat16") & (t["num_heads"] == 16) & (t["batch_size"] == 64)
+    i = np.flatnonzero(mask & (t["isl"] + t["step"] == 4096))[0]
+    assert p.mla_decode(64, 4096, 16).time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
+    w = Workload(get_model("deepseek-r1"), "decode", 64, 4096, precision=Precision("fp8", "fp8", "bf16"), tp=8)
+    ops = step_ops(w)
+    times = {op.name: pred for op, pred in zip(ops, step_table_times(ops, w, p, moe_dtype="fp8_block"))}
+    assert times["attention (MLA latent, decode)"].time_s == p.mla_decode(64, 4096, 16).time_s
+    fused = times["MoE experts gate+up"]
+    assert fused.time_s == p.moe(64, 7168, 2048, 8, 256, 8, 1, "fp8_block").time_s
+    assert (
+        times["MoE experts down + combine"].time_s == 0.0
+        and "inside the fused MoE" in times["MoE experts down + combine"].label
+    )
+    assert TablePredictor.open("h200-sxm", "vllm").mla_decode(64, 4096, 16).time_s is None  # vLLM: no such table
+
+
+@shipped
+def test_mxfp4_experts_take_the_fastest_measured_kernel():
+    p = TablePredictor.open("b200", "trtllm")
+    shape = (64, 2880, 2880, 4, 128, 1, 1)
+    both = [p.moe(*shape, weight_dtype=d).time_s for d in ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")]
+    assert p.moe(*shape, weight_dtype="mxfp4").time_s == min(both)
+    # Hopper has only the bf16-activation kernel.
+    h100 = TablePredictor.open("h100-sxm", "vllm")
+    assert (
+        h100.moe(64, 2880, 2880, 4, 128, 1, 1, "mxfp4").time_s
+        == h100.moe(64, 2880, 2880, 4, 128, 1, 1, "w4a16_mxfp4").time_s
+    )
+
+
+@shipped
+def test_table_step_replaces_only_what_the_tables_answer():
+    from roofline.engine import evaluate
+    from roofline.hardware import get_hardware
+    from roofline.models import get_model
+    from roofline.ops import step_ops
+    from roofline.settings import Settings
+    from roofline.tables.ops_times import table_step
+    from roofline.workload import Workload
+
+    w = Workload(get_model("llama-3.1-8b"), "decode", 32, 2048, cuda_graphs=True)
+    ops = step_ops(w)
+    ceilings = Settings().ceilings(get_hardware("h100-sxm"), 1, cuda_graphs=True)
+    step = table_step(ops, w, ceilings, TablePredictor.open("h100-sxm", "vllm"))
+    assert step.datasheet_step_s == pytest.approx(float(evaluate(ops, ceilings).step_time_s))
+    kept = ~step.from_tables
+    assert np.array_equal(step.device_s[kept], step.datasheet_s[kept])
+    assert all(s.startswith("datasheet") for s, k in zip(step.sources, kept) if k)
+    assert step.table_share > 0.8 and step.step_s > step.datasheet_step_s

@@ -1,0 +1,157 @@
+"""validate: the sample's names and precisions mapped as documented, ops' GEMM shapes recovered,
+the datasheet column equal to the serving plan's TPOT, and the report on a tiny sample."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from roofline.cli import main
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.ops import _linear
+from roofline.serving import Traffic, serving_sweep
+from roofline.tables import store
+from roofline.tables.ops_times import gemm_shape
+from roofline.validate import (
+    precision_for,
+    predict_tpot,
+    validate,
+    why_not_scored,
+)
+from roofline.workload import Precision
+
+FIELDS = (
+    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
+    "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms"
+).split(",")
+
+
+def _row(**kw) -> dict[str, str]:
+    base = dict.fromkeys(FIELDS, "")
+    base.update(
+        id="r",
+        backend="vllm",
+        backend_version="0.24.0",
+        model_path="meta-llama/Llama-3.1-8B-Instruct",
+        system="h100_sxm",
+        mode="agg",
+        isl="1024",
+        osl="128",
+        batch_size="8",
+        tp_size="1",
+        pp_size="1",
+        attention_dp_size="1",
+        silicon_tpot_ms="8.0",
+    )
+    base.update({k: str(v) for k, v in kw.items()})
+    return base
+
+
+def test_precisions_are_mapped_as_documented():
+    llama = get_model("llama-3.1-8b")
+    assert precision_for(_row(), llama) == Precision("bf16", "bf16", "bf16")
+    assert precision_for(_row(gemm_quant_mode="fp8_block"), llama) == Precision("fp8", "fp8", "bf16")
+    assert precision_for(_row(gemm_quant_mode="nvfp4"), llama) == Precision("nvfp4", "fp4", "bf16")
+    kimi = get_model("kimi-k2")
+    assert precision_for(_row(gemm_quant_mode="int4_wo", moe_quant_mode="int4_wo"), kimi) == Precision(
+        "int4", "bf16", "bf16", expert_weight_dtype="int4"
+    )
+    oss = get_model("gpt-oss-120b")
+    assert precision_for(_row(gemm_quant_mode="nvfp4"), oss).expert_weight_dtype == "mxfp4"
+
+
+def test_rows_left_out_say_why():
+    assert why_not_scored(_row()) is None
+    assert "disaggregated" in why_not_scored(_row(mode="disagg"))
+    assert why_not_scored(_row(model_path="MiniMaxAI/MiniMax-M2.5")) == "model not in model_db"
+    assert why_not_scored(_row(attention_dp_size="4")) == "attention data parallel"
+
+
+def test_gemm_shape_is_recovered_from_an_op():
+    p = Precision("fp8", "fp8", "bf16")
+    op = _linear("down", np.float64(24.0), 14336, 4096, p, 32, "mlp")
+    m, n, k, weight_bytes = gemm_shape(op, p)
+    assert (m, n, k, weight_bytes) == pytest.approx((24, 14336, 4096, 1.0))
+
+
+def test_datasheet_column_is_the_serving_plans_tpot():
+    model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    plan = serving_sweep(model, [hw], Traffic(prompt_len=1024, output_len=128), batches=np.array([8]))
+    pred = predict_tpot(model, "h100-sxm", Precision(), 1, 1024, 128, 8)
+    assert pred.datasheet_s == pytest.approx(float(plan.tpot_s[0, 0]), rel=1e-9)
+    assert pred.tables_s is None
+
+
+shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
+
+
+@shipped
+def test_tables_column_sets_most_of_a_dense_step():
+    from roofline.tables import TablePredictor
+
+    model = get_model("llama-3.1-8b")
+    predictor = TablePredictor.open("h100-sxm", "vllm")
+    pred = predict_tpot(model, "h100-sxm", Precision(), 1, 1024, 128, 8, predictor)
+    # Measured kernels run below the datasheet roofs: the tables' step is slower, within 2x.
+    assert pred.datasheet_s < pred.tables_s < 2 * pred.datasheet_s
+    assert pred.table_share > 0.8
+    assert any("vLLM 0.24.0 kernels, h100-sxm" in label for label in pred.labels)
+
+
+@shipped
+def test_validate_command_on_a_tiny_sample(tmp_path, capsys):
+    path = tmp_path / "sample.csv.gz"
+    rows = [
+        _row(id="a", batch_size=8, silicon_tpot_ms=8.0),
+        _row(id="b", batch_size=16, silicon_tpot_ms=9.0),
+        _row(id="c", mode="disagg"),
+        _row(id="d", model_path="MiniMaxAI/MiniMax-M2.5"),
+    ]
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    report = validate(path)
+    assert report["overall"]["runs"] == 2
+    assert report["skipped"] == {"disaggregated run (needs the serving simulation)": 1, "model not in model_db": 1}
+    (group,) = report["groups"]
+    assert (group["model"], group["device"], group["engine"], group["runs"]) == ("llama-3.1-8b", "h100-sxm", "vllm", 2)
+    a = report["results"][0]
+    assert group["datasheet"]["median_abs_error"] >= 0
+    assert a["tables_tpot_ms"] > a["datasheet_tpot_ms"]
+
+    out_csv = tmp_path / "runs.csv"
+    assert main(["validate", "--sample", str(path), "--json", "--csv", str(out_csv)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["overall"]["runs"] == 2 and "TTFT" in data["not_scored"]
+    with open(out_csv) as f:
+        assert [r["id"] for r in csv.DictReader(f)] == ["a", "b"]
+    assert main(["validate", "--sample", str(path), "--no-tables"]) == 0
+    assert "2 runs scored" in capsys.readouterr().out
+
+
+@shipped
+def test_explain_gives_every_op_its_source(tmp_path):
+    from roofline.validate import explain, render_explain
+
+    path = tmp_path / "sample.csv.gz"
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerow(_row(id="one", tp_size=2))
+    result = explain("one", path)
+    names = [op["name"] for op in result["ops"]]
+    assert "attention (fused decode)" in names and "all-reduce (attention)" in names
+    total = sum(op["tables_s"] for op in result["ops"])
+    assert total * 1e3 == pytest.approx(result["tables_tpot_ms"], rel=1e-9)
+    sources = {op["name"]: op["source"] for op in result["ops"]}
+    assert sources["input norm"].startswith("datasheet")
+    assert "vLLM 0.24.0 kernels" in sources["all-reduce (attention)"]
+    assert "one: llama-3.1-8b on h100-sxm" in render_explain(result)
+    with pytest.raises(ValueError, match="no run"):
+        explain("missing", path)
