@@ -19,13 +19,20 @@ from roofline.ops.mlp import mlp_ops, moe_ops
 from roofline.workload import Workload
 
 
-def step_ops(w: Workload) -> list[Op]:
-    """Every op of one forward step, per device; FLOPs and bytes per occurrence (see ``count``)."""
+def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
+    """Every op of one forward step, per device; FLOPs and bytes per occurrence (see ``count``).
+
+    ``rows``: the tokens through the linear layers, norms and MLPs when they are more than the
+    workload's own: a continuous-batching step's decode rows plus its prompt chunk, a token count
+    that in steady state is a mean and need not be whole. Attention and the LM head still see
+    ``w.batch`` sequences."""
     if w.phase not in ("prefill", "decode"):
         raise ValueError(f"step_ops takes one prefill or decode step, got phase {w.phase!r}")
     m, p, tp = w.model, w.precision, w.tp
     L, h = m.num_layers, m.hidden_size
-    t = w.tokens
+    t = w.tokens if rows is None else np.asarray(rows, float) * np.ones_like(w.tokens)
+    if np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(f"rows must be positive and finite, got {rows!r}")
     b = np.asarray(w.batch, float) * np.ones_like(t)
     ab = p.act_bytes
     nh = m.num_heads / tp

@@ -28,16 +28,15 @@ def is_attention(op: Op) -> bool:
 
 def mixed_step_ops(w: Workload, batch, chunk, prompt_len: int) -> list[Op]:
     """One continuous-batching step: ``batch`` decoding sequences (at ``w.seq_len`` cached) and
-    ``chunk`` tokens of new prompts of ``prompt_len`` tokens. Linear layers and elementwise ops
-    see batch + chunk rows (weights read once); decode attention reads each sequence's cache;
-    the chunk attends over the prompt so far (half of it on average); the LM head runs for the
-    decoding sequences."""
+    ``chunk`` tokens of new prompts of ``prompt_len`` tokens (a token count, whole or not). Linear
+    layers and elementwise ops see batch + chunk rows (weights read once); decode attention reads
+    each sequence's cache; the chunk attends over the prompt so far (half of it on average); the
+    LM head runs for the decoding sequences."""
     b = np.asarray(batch, float)
     c = np.asarray(chunk, float) * np.ones_like(b)
-    rows = replace(w, phase="decode", batch=b + c)
-    shared = [op for op in step_ops(rows) if not is_attention(op) and op.group != "logits"]
-    decode = step_ops(replace(w, phase="decode", batch=b))
-    ops = shared + [op for op in decode if is_attention(op) or op.group == "logits"]
+    if np.any(~np.isfinite(c)) or np.any(c < 0):
+        raise ValueError(f"chunk must be a non-negative number of tokens, got {chunk!r}")
+    ops = step_ops(replace(w, phase="decode", batch=batch), rows=b + c)
     if np.any(c > 0):
         ops += _chunk_attention(w, c, prompt_len)
     return [replace(op, phase="decode") for op in ops]
