@@ -277,3 +277,31 @@ def test_serve_cli_with_a_prompt_that_makes_a_fractional_chunk():
         assert "Traceback" not in out.stderr
         data = json.loads(out.stdout)
         assert data["prompt_len"] == int(lengths[1])
+
+
+def test_tp_degrees_that_do_not_split_the_heads_are_skipped_with_a_note():
+    # Qwen2.5 7B: 28 heads (28 % 8 = 4), 4 KV heads, MLP 18,944 wide: TP 1, 2 and 4 split it, 8 does not.
+    qwen = get_model("qwen2.5-7b")
+    best = best_under_targets(qwen, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1, 2, 4, 8))
+    assert best[0].meets and best[0].point["tp"] in (1, 2, 4)
+    assert best[0].notes == ("TP=8 skipped: tp=8 does not divide qwen2.5-7b's 28 attention heads",)
+    assert best[0].to_json()["notes"] == list(best[0].notes)
+    # Falcon 7B's 71 heads split over one device only; with no TP left there is nothing to search.
+    falcon = get_model("falcon-7b")
+    none = best_under_targets(falcon, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(2, 4))
+    assert not none[0].meets and none[0].binding == "no TP degree searched splits the model"
+    assert len(none[0].notes) == 2
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-7b", "phi-4", "falcon-7b", "smollm2-135m"])
+def test_serve_cli_searches_on_past_a_tp_that_does_not_split_the_heads(model):
+    out = subprocess.run(
+        [sys.executable, "-m", "roofline", "serve", "--model", model, "--hardware", "h100-sxm", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    data = json.loads(out.stdout)
+    assert data["skipped_tp"] and all(why.startswith(f"TP={tp} skipped") for tp, why in data["skipped_tp"].items())
+    assert data["best"][0]["meets_targets"] and str(data["best"][0]["tp"]) not in data["skipped_tp"]

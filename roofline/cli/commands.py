@@ -238,6 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         parse_price,
         serving_sweep,
         speculative,
+        splittable_tps,
     )
 
     model = get_model(args.model, args.model_dir)
@@ -254,7 +255,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         if device not in every:
             raise CliError(f"--price: unknown device {device!r}")
         prices[device] = usd
-    tps = tuple(dict.fromkeys(args.tp or (1, 2, 4, 8)))
+    tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
     chunked = not args.no_chunked_prefill
     frontier = []
     for tp in tps:
@@ -312,6 +313,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "output_len": traffic.output_len,
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
         "chunked_prefill": chunked,
+        "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "best": [b.to_json() for b in best],
         "frontier": frontier,

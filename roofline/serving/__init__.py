@@ -9,7 +9,7 @@ and the serving techniques that move it, each a step on the roofline.
 - ``techniques``: speculative decoding and disaggregation
 """
 
-from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets
+from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, splittable_tps
 from roofline.serving.prices import SHIPPED_PRICES, Price, load_prices, parse_price
 from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, serving_sweep
 from roofline.serving.steps import mixed_step_ops, verify_step_ops
@@ -32,5 +32,6 @@ __all__ = [
     "parse_price",
     "serving_sweep",
     "speculative",
+    "splittable_tps",
     "verify_step_ops",
 ]

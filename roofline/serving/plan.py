@@ -12,7 +12,7 @@ from roofline.models import ModelConfig
 from roofline.serving.steady import ServingPoints, serving_sweep
 from roofline.serving.traffic import Traffic
 from roofline.settings import Settings
-from roofline.workload import Precision
+from roofline.workload import Precision, check_positive_int, validate_tp
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class Best:
     weight_dtype: str | None
     kv_dtype: str | None
     binding: str  # what stops it doing better: the step's regime, memory capacity, or the targets
+    notes: tuple[str, ...] = ()  # setups left out of the search, and why
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -33,8 +34,24 @@ class Best:
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "binding": self.binding,
+            "notes": list(self.notes),
             **(self.point or {}),
         }
+
+
+def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, str]]:
+    """The TP degrees that split ``model``'s heads and MLP evenly, and why each other one does not
+    (28 heads split over 1, 2 or 4 devices, not 8)."""
+    ok, skipped = [], {}
+    for tp in tps:
+        check_positive_int(tp, "tp", 1 << 16)
+        try:
+            validate_tp(model, int(tp))
+        except ValueError as exc:
+            skipped[int(tp)] = f"TP={tp} skipped: {exc}"
+        else:
+            ok.append(int(tp))
+    return tuple(ok), skipped
 
 
 DEFAULT_PRECISIONS: tuple[tuple[str, str], ...] = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"))
@@ -53,11 +70,14 @@ def best_under_targets(
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens (where priced; else that gives the most tokens/s per
-    device), ranked by that."""
+    device), ranked by that. TP degrees that do not split the model are skipped, with a note on
+    every result saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     prices = prices or {}
+    tps, skipped = splittable_tps(model, tps)
+    notes = tuple(skipped.values())
     best: dict[str, tuple[float, dict, str, str]] = {}
     near: dict[str, tuple[str, float]] = {}  # the closest miss: what binds
     for tp in tps:
@@ -80,10 +100,11 @@ def best_under_targets(
     for hw in devices:
         if hw.id in best:
             _, row, wdtype, kvdtype = best[hw.id]
-            out.append(Best(hw.id, True, row, wdtype, kvdtype, row["bound"]))
+            out.append(Best(hw.id, True, row, wdtype, kvdtype, row["bound"], notes))
         else:
-            reason = near.get(hw.id, ("it cannot run this model", np.inf))[0]
-            out.append(Best(hw.id, False, None, None, None, reason))
+            cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
+            reason = near.get(hw.id, (cannot, np.inf))[0]
+            out.append(Best(hw.id, False, None, None, None, reason, notes))
     priced = [b for b in out if b.meets and b.point.get("usd_per_million_output") is not None]
     unpriced = [b for b in out if b.meets and b.point.get("usd_per_million_output") is None]
     missing = [b for b in out if not b.meets]
