@@ -141,7 +141,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
 def train_setup_from_args(args: argparse.Namespace):
     from roofline.training import TrainSetup
 
-    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    targets = None if args.lora_targets is None else tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     return TrainSetup(
         model=get_model(args.model, args.model_dir),
         seq_len=args.seq_len,

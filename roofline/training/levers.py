@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.training.analysis import TrainResult, analyze_training
-from roofline.training.setup import TrainSetup
+from roofline.training.setup import TrainSetup, default_lora_targets
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,11 @@ def levers(s: TrainSetup, hw, settings=None) -> list[TrainLever]:
     if not s.fused_optimizer and s.optimizer == "adamw":
         candidates.append(("fused AdamW", replace(s, fused_optimizer=True)))
     if s.method == "full":
-        candidates.append(("LoRA r=16 on q, v", replace(s, method="lora", lora_rank=16, lora_targets=("q", "v"))))
+        targets = default_lora_targets(s.model)
+        on = ", ".join(targets)
+        candidates.append((f"LoRA r=16 on {on}", replace(s, method="lora", lora_rank=16, lora_targets=targets)))
         candidates.append(
-            ("QLoRA (NF4 base) r=16 on q, v", replace(s, method="qlora", lora_rank=16, lora_targets=("q", "v")))
+            (f"QLoRA (NF4 base) r=16 on {on}", replace(s, method="qlora", lora_rank=16, lora_targets=targets))
         )
     if int(np.max(s.micro_batch)) > 1:
         total = int(np.max(s.micro_batch)) * s.accumulation_steps * s.dp
@@ -131,9 +133,9 @@ def _apply_lever(s: TrainSetup, name: str) -> TrainSetup:
     if name == "fused AdamW":
         return replace(s, fused_optimizer=True)
     if name.startswith("LoRA"):
-        return replace(s, method="lora", lora_rank=16, lora_targets=("q", "v"))
+        return replace(s, method="lora", lora_rank=16, lora_targets=default_lora_targets(s.model))
     if name.startswith("QLoRA"):
-        return replace(s, method="qlora", lora_rank=16, lora_targets=("q", "v"))
+        return replace(s, method="qlora", lora_rank=16, lora_targets=default_lora_targets(s.model))
     if name.startswith("micro-batch 1"):
         total = int(np.max(s.micro_batch)) * s.accumulation_steps * s.dp
         return replace(s, micro_batch=1, global_batch=s.global_batch or total)

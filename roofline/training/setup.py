@@ -45,7 +45,7 @@ class TrainSetup:
     flash_attention: bool = True
     method: str = "full"
     lora_rank: int = 16
-    lora_targets: tuple[str, ...] = ("q", "v")
+    lora_targets: tuple[str, ...] | None = None  # None: default_lora_targets(model)
     dp: int = 1  # data-parallel devices
     zero: int = 0  # 0: none; 1 optimizer state; 2 + gradients; 3 + weights (FSDP full shard)
     offload_optimizer: bool = False
@@ -71,13 +71,22 @@ class TrainSetup:
             check_positive_int(self.global_batch, "global_batch", 1 << 30)
         if self.zero not in ZERO_STAGES or isinstance(self.zero, bool):
             raise ValueError(f"zero: {self.zero!r} is not allowed; allowed: 0, 1, 2, 3")
-        if self.method != "full":
+        if self.lora_targets is None:
+            object.__setattr__(self, "lora_targets", default_lora_targets(self.model))
+        if self.method != "full":  # full fine-tuning trains every matrix: no targets to check
+            m = self.model
+            allowed = lora_target_choices(m)
             if not self.lora_targets:
-                raise ValueError("lora_targets: name at least one of " + ", ".join(LORA_TARGETS))
+                raise ValueError("lora_targets: name at least one of " + ", ".join(allowed))
             for target in self.lora_targets:
                 check_choice(target, LORA_TARGETS, "lora target")
-            if self.model.mla and set(self.lora_targets) & {"q", "k", "v"}:
-                raise ValueError("lora_targets: q, k, v of MLA attention are not modelled; use o, gate, up, down")
+            absent = [t for t in self.lora_targets if t not in allowed]
+            if absent:
+                why = " (the q, k, v of MLA attention are not modelled)" if m.mla else ""
+                raise ValueError(
+                    f"lora_targets: {m.name} has no {', '.join(absent)} matrix to adapt{why}; "
+                    f"allowed for {m.name}: {', '.join(allowed)}"
+                )
         if np.any(np.asarray(self.seq_len) > self.model.max_context):
             raise ValueError(f"seq_len exceeds {self.model.name}'s maximum context of {self.model.max_context:,}")
 
@@ -109,20 +118,34 @@ def linear_shapes(m: ModelConfig) -> dict[str, tuple[int, int, int]]:
         shapes["k"] = (h, m.num_kv_heads * hd, L)
         shapes["v"] = (h, m.num_kv_heads * hd, L)
     shapes["o"] = (m.num_heads * m.v_head_dim, h, L)
-    # MLP matrices: the dense MLP, each routed expert and the shared experts (one entry per width).
-    mlps = [(m.intermediate_size, m.dense_mlp_layers)]
+    # MLP matrices: the dense MLP, each routed expert and the shared experts (one entry per kind:
+    # routed and shared experts may have the same width).
+    mlps = [("dense", m.intermediate_size, m.dense_mlp_layers)]
     if m.moe:
-        mlps.append((m.moe.expert_intermediate_size, m.moe_layers * m.moe.num_experts))
+        mlps.append(("experts", m.moe.expert_intermediate_size, m.moe_layers * m.moe.num_experts))
         if m.moe.shared_experts:
             width = m.moe.shared_expert_intermediate_size or m.moe.expert_intermediate_size
-            mlps.append((width, m.moe_layers * m.moe.shared_experts))
-    mlps = [(width, count) for width, count in mlps if count]
+            mlps.append(("shared", width, m.moe_layers * m.moe.shared_experts))
+    mlps = [(kind, width, count) for kind, width, count in mlps if count]
     names = ("gate", "up", "down") if m.mlp == "gated" else ("up", "down")
-    for width, count in mlps:
-        suffix = "" if len(mlps) == 1 else f"@{width}"
+    for kind, width, count in mlps:
+        suffix = "" if len(mlps) == 1 else f"@{kind}"
         for name in names:
             shapes[name + suffix] = (width, h, count) if name == "down" else (h, width, count)
     return shapes
+
+
+def lora_target_choices(m: ModelConfig) -> tuple[str, ...]:
+    """The matrices of ``m`` LoRA can adapt, in ``LORA_TARGETS`` order: no q, k, v on MLA models
+    (not modelled), no gate on a dense (ungated) MLP."""
+    present = {key.split("@")[0] for key in linear_shapes(m)}
+    return tuple(t for t in LORA_TARGETS if t in present)
+
+
+def default_lora_targets(m: ModelConfig) -> tuple[str, ...]:
+    """PEFT's default for Llama-style attention, q and v; on MLA models, whose q, k, v are not
+    modelled, the attention output projection."""
+    return ("o",) if m.mla else ("q", "v")
 
 
 def lora_params(m: ModelConfig, rank: int, targets: tuple[str, ...]) -> int:
