@@ -71,6 +71,7 @@ class TrainMemory:
     peak_bytes: np.ndarray
     peak_at: np.ndarray  # "forward end", "backward start", "backward end", "optimizer step"
     at_peak: dict[str, np.ndarray]  # the live terms at the peak, which add to peak_bytes
+    by_phase: dict[str, dict[str, np.ndarray]]  # the live terms at each moment of PHASES
     host_bytes: float  # optimizer state and master weights offloaded to host memory
     params: Params
 
@@ -146,7 +147,8 @@ def training_memory(s: TrainSetup) -> TrainMemory:
         optimizer, master = optimizer / n, master / n
     if s.zero >= 3:
         layer = m.attention_params() + (m.moe_params()[0] if m.moe else m.mlp_params())
-        weights = weights / n + 2 * layer * grad_bytes  # the layer in use and the next one prefetched
+        # The layer in use and the next one prefetched, gathered as stored (NF4 under QLoRA).
+        weights = weights / n + 2 * layer * weights / p.total
     host = 0.0
     if s.offload_optimizer:
         host, optimizer, master = optimizer + master, 0.0, 0.0
@@ -201,6 +203,7 @@ def training_memory(s: TrainSetup) -> TrainMemory:
         peak_bytes=totals.max(axis=0),
         peak_at=np.array(PHASES)[which],
         at_peak=at_peak,
+        by_phase=phases,
         host_bytes=host,
         params=p,
     )

@@ -105,7 +105,11 @@ class TrainSetup:
 
     @property
     def persistent_grads(self) -> bool:
-        return self.precision == "mixed" or self.accumulation_steps > 1 or self.zero >= 2
+        """Whether the gradients (a ZeRO-2/3 partition: what the step keeps of them) outlive the
+        step's forward pass: when accumulating over micro-batches, and always in mixed precision
+        (its frameworks allocate one gradient buffer). ZeRO-2 alone does not make them persist: its
+        partition is filled by backward's reduce-scatters and freed after the optimizer step."""
+        return self.precision == "mixed" or self.accumulation_steps > 1
 
 
 # ---- parameters ------------------------------------------------------------------------------
