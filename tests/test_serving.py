@@ -228,3 +228,80 @@ def test_serving_page():
     assert not at.exception
     table = at.dataframe[0].value
     assert set(table.columns) >= {"device", "meets", "$ per M output", "what binds"}
+
+
+def test_a_fractional_prefill_chunk_is_a_token_count_not_a_batch():
+    # 4 decoding sequences and 16.5 prompt tokens per step on average (steady state: c = B x
+    # prompt / output need not be whole): the linear layers see 20.5 rows, the LM head 4.
+    w = Workload(LLAMA, "decode", 4, 1152)
+    ops = {op.name: op for op in mixed_step_ops(w, 4, 16.5, 1024)}
+    qkv = ops["QKV projection"]
+    assert qkv.meta["m"] == 20.5
+    assert qkv.flops == 2 * 20.5 * 4096 * (32 + 2 * 8) * 128
+    assert ops["logits (LM head)"].meta["m"] == 4
+    chunk = ops["attention (FlashAttention), prefill chunk"]
+    prefill = next(op for op in step_ops(Workload(LLAMA, "prefill", 1, 1024)) if op.meta.get("kind") == "attention")
+    assert chunk.flops == pytest.approx(prefill.flops * 16.5 / 1024)
+
+
+def test_every_prompt_and_output_length_from_128_to_8192_sweeps():
+    # Prompt / output pairs whose chunk B x prompt / output is fractional (1,000 / 128 = 7.8125
+    # per sequence), output longer than the prompt included.
+    lengths = [128, 256, 1000, 1024, 4096, 8192]
+    batches = np.array([1, 3, 16, 64, 256])
+    tpot = {}
+    for prompt in lengths:
+        for output in lengths:
+            pts = serving_sweep(LLAMA, [H100], Traffic(prompt, output), batches=batches)
+            assert np.all(np.isfinite(pts.tpot_s)) and np.all(np.isfinite(pts.ttft_s))
+            assert np.all(pts.tpot_s > 0) and np.all(pts.ttft_s > 0)
+            assert np.all(np.diff(pts.tpot_s[0]) > 0)  # a larger batch never steps faster
+            assert np.all(np.diff(pts.tokens_per_s[0]) > 0)  # ... and never yields fewer tokens/s
+            tpot[prompt, output] = pts.tpot_s[0]
+    for output in lengths:  # a longer prompt: more chunk tokens per step and a longer cache
+        for shorter, longer in zip(lengths, lengths[1:]):
+            assert np.all(tpot[longer, output] > tpot[shorter, output])
+
+
+def test_serve_cli_with_a_prompt_that_makes_a_fractional_chunk():
+    for lengths in (["--prompt-len", "1000"], ["--prompt-len", "1024", "--output-len", "8192"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
+            + lengths
+            + ["--json"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "Traceback" not in out.stderr
+        data = json.loads(out.stdout)
+        assert data["prompt_len"] == int(lengths[1])
+
+
+def test_tp_degrees_that_do_not_split_the_heads_are_skipped_with_a_note():
+    # Qwen2.5 7B: 28 heads (28 % 8 = 4), 4 KV heads, MLP 18,944 wide: TP 1, 2 and 4 split it, 8 does not.
+    qwen = get_model("qwen2.5-7b")
+    best = best_under_targets(qwen, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1, 2, 4, 8))
+    assert best[0].meets and best[0].point["tp"] in (1, 2, 4)
+    assert best[0].notes == ("TP=8 skipped: tp=8 does not divide qwen2.5-7b's 28 attention heads",)
+    assert best[0].to_json()["notes"] == list(best[0].notes)
+    # Falcon 7B's 71 heads split over one device only; with no TP left there is nothing to search.
+    falcon = get_model("falcon-7b")
+    none = best_under_targets(falcon, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(2, 4))
+    assert not none[0].meets and none[0].binding == "no TP degree searched splits the model"
+    assert len(none[0].notes) == 2
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-7b", "phi-4", "falcon-7b", "smollm2-135m"])
+def test_serve_cli_searches_on_past_a_tp_that_does_not_split_the_heads(model):
+    out = subprocess.run(
+        [sys.executable, "-m", "roofline", "serve", "--model", model, "--hardware", "h100-sxm", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    data = json.loads(out.stdout)
+    assert data["skipped_tp"] and all(why.startswith(f"TP={tp} skipped") for tp, why in data["skipped_tp"].items())
+    assert data["best"][0]["meets_targets"] and str(data["best"][0]["tp"]) not in data["skipped_tp"]

@@ -141,7 +141,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
 def train_setup_from_args(args: argparse.Namespace):
     from roofline.training import TrainSetup
 
-    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    targets = None if args.lora_targets is None else tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     return TrainSetup(
         model=get_model(args.model, args.model_dir),
         seq_len=args.seq_len,
@@ -243,6 +243,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         parse_price,
         serving_sweep,
         speculative,
+        splittable_tps,
     )
 
     model = get_model(args.model, args.model_dir)
@@ -260,7 +261,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         if device not in every:
             raise CliError(f"--price: unknown device {device!r}")
         prices[device] = usd
-    tps = tuple(dict.fromkeys(args.tp or (1, 2, 4, 8)))
+    tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
     chunked = not args.no_chunked_prefill
     frontier = []
     for tp in tps:
@@ -321,6 +322,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
         "chunked_prefill": chunked,
         "precision": {"weights": precision.weight_dtype, "math": precision.act_dtype, "kv": precision.kv_dtype},
+        "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "best": [b.to_json() for b in best],
         "frontier": frontier,

@@ -226,8 +226,10 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=positive_int, default=16)
     p.add_argument(
         "--lora-targets",
-        default="q,v",
-        help="comma-separated matrices the adapters train: " + ", ".join(LORA_TARGETS),
+        default=None,
+        help="comma-separated matrices the adapters train: "
+        + ", ".join(LORA_TARGETS)
+        + " (default: q,v; o on MLA models, whose q, k, v are not modelled)",
     )
     p.add_argument("--dp", type=positive_int, default=1, help="data-parallel devices")
     p.add_argument("--zero", type=int, default=0, choices=ZERO_STAGES, help="ZeRO stage (3 = FSDP full shard)")

@@ -368,6 +368,7 @@ def serve(d: dict, model_name: str) -> str:
     lines.append(
         table(["hardware", "setup", "weights/KV", "TTFT", "TPOT", "tok/s/device", "$/M out", "meets targets"], rows)
     )
+    lines += list(d.get("skipped_tp", {}).values())
     lv = d["levers"]
     if "speculative_decoding" in lv:
         sd = lv["speculative_decoding"]

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from roofline.measure.local_device import device_info
 from roofline.measure.schema import CollectivePoint, Collectives, Results, save_results
-from roofline.measure.suite import device_info
 from roofline.measure.timing import time_device
 
 

@@ -19,44 +19,16 @@ steps are measured eager only.
 from __future__ import annotations
 
 import math
-import time
-from contextlib import contextmanager
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.profiler import record_function
 
+from roofline.measure.ranges import op_range
 from roofline.models import ModelConfig
 from roofline.ops import attention_label, is_local_layer
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class RangeTimer:
-    """Host time per op name, for a CPU, where the profiler's own cost per op would swamp the
-    small ops it measures (a clock read per range costs well under a microsecond)."""
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.seconds: dict[str, float] = {}
-
-
-TIMER = RangeTimer()
-
-
-@contextmanager
-def op_range(name: str):
-    """A profiler range named like the engine's op (and a clock around it when timing a CPU)."""
-    if not TIMER.enabled:
-        with record_function(name):
-            yield
-        return
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        TIMER.seconds[name] = TIMER.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
 def _suffix(model: ModelConfig, local: bool) -> str:

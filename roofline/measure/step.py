@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from roofline.measure.model import TIMER, TORCH_DTYPES, Model, build_model
+from roofline.measure.model import TORCH_DTYPES, Model, build_model
+from roofline.measure.ranges import TIMER
 from roofline.measure.schema import Timing
 from roofline.measure.timing import synchronize, time_device, time_wall
 from roofline.models import ModelConfig

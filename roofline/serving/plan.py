@@ -1,0 +1,135 @@
+"""The plan: per device, the cheapest setup that meets TTFT and TPOT targets, or what binds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.format import fmt_seconds
+from roofline.hardware import Hardware
+from roofline.models import ModelConfig
+from roofline.serving.steady import ServingPoints, serving_sweep
+from roofline.serving.traffic import Traffic
+from roofline.settings import Settings
+from roofline.workload import Precision, check_positive_int, validate_tp
+
+
+@dataclass(frozen=True)
+class Best:
+    """A device's best setup under the targets (or why none meets them)."""
+
+    hardware: str
+    meets: bool
+    point: dict[str, object] | None
+    weight_dtype: str | None
+    kv_dtype: str | None
+    binding: str  # what stops it doing better: the step's regime, memory capacity, or the targets
+    notes: tuple[str, ...] = ()  # setups left out of the search, and why
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "hardware": self.hardware,
+            "meets_targets": self.meets,
+            "weight_dtype": self.weight_dtype,
+            "kv_dtype": self.kv_dtype,
+            "binding": self.binding,
+            "notes": list(self.notes),
+            **(self.point or {}),
+        }
+
+
+def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, str]]:
+    """The TP degrees that split ``model``'s heads and MLP evenly, and why each other one does not
+    (28 heads split over 1, 2 or 4 devices, not 8)."""
+    ok, skipped = [], {}
+    for tp in tps:
+        check_positive_int(tp, "tp", 1 << 16)
+        try:
+            validate_tp(model, int(tp))
+        except ValueError as exc:
+            skipped[int(tp)] = f"TP={tp} skipped: {exc}"
+        else:
+            ok.append(int(tp))
+    return tuple(ok), skipped
+
+
+DEFAULT_PRECISIONS: tuple[tuple[str, str], ...] = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"))
+
+
+def best_under_targets(
+    model: ModelConfig,
+    devices: list[Hardware],
+    traffic: Traffic,
+    ttft_s: float,
+    tpot_s: float,
+    settings: Settings | None = None,
+    prices: dict[str, float] | None = None,
+    tps: tuple[int, ...] = (1, 2, 4, 8),
+    precisions: tuple[tuple[str, str], ...] = DEFAULT_PRECISIONS,
+) -> list[Best]:
+    """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
+    least per million output tokens (where priced; else that gives the most tokens/s per
+    device), ranked by that. TP degrees that do not split the model are skipped, with a note on
+    every result saying why."""
+    for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
+        if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    prices = prices or {}
+    tps, skipped = splittable_tps(model, tps)
+    notes = tuple(skipped.values())
+    best: dict[str, tuple[float, dict, str, str]] = {}
+    near: dict[str, tuple[str, float]] = {}  # the closest miss: what binds
+    for tp in tps:
+        for wdtype, kvdtype in precisions:
+            precision = Precision(weight_dtype=wdtype, act_dtype="bf16", kv_dtype=kvdtype)
+            pts = serving_sweep(model, devices, traffic, precision, tp, settings, prices)
+            cost = pts.usd_per_million()["output"]
+            meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
+            for d, hw_id in enumerate(pts.devices):
+                if np.any(meets[d]):
+                    score = np.where(
+                        meets[d], np.nan_to_num(cost[d], nan=0.0) if hw_id in prices else -pts.per_device[d], np.inf
+                    )
+                    j = int(np.argmin(score))
+                    if hw_id not in best or score[j] < best[hw_id][0]:
+                        best[hw_id] = (float(score[j]), pts.row(d, j), wdtype, kvdtype)
+                elif hw_id not in best:
+                    near[hw_id] = _what_binds(pts, d, ttft_s, tpot_s, near.get(hw_id))
+    out = []
+    for hw in devices:
+        if hw.id in best:
+            _, row, wdtype, kvdtype = best[hw.id]
+            out.append(Best(hw.id, True, row, wdtype, kvdtype, row["bound"], notes))
+        else:
+            cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
+            reason = near.get(hw.id, (cannot, np.inf))[0]
+            out.append(Best(hw.id, False, None, None, None, reason, notes))
+    priced = [b for b in out if b.meets and b.point.get("usd_per_million_output") is not None]
+    unpriced = [b for b in out if b.meets and b.point.get("usd_per_million_output") is None]
+    missing = [b for b in out if not b.meets]
+    priced.sort(key=lambda b: b.point["usd_per_million_output"])
+    unpriced.sort(key=lambda b: -b.point["tokens_per_s_per_device"])
+    return priced + unpriced + missing
+
+
+def _what_binds(pts: ServingPoints, d: int, ttft_s: float, tpot_s: float, previous) -> tuple[str, float]:
+    """Why no batch of this device meets the targets, and how far the nearest miss is."""
+    if pts.devices[d] in pts.why_not:
+        reason, gap = pts.why_not[pts.devices[d]], np.inf
+    elif not np.any(pts.fits[d]):
+        reason, gap = f"memory capacity: the model does not fit at TP={pts.tp}", np.inf
+    else:
+        fit = pts.fits[d]
+        tpot_best = np.nanmin(np.where(fit, pts.tpot_s[d], np.inf))
+        ttft_best = np.nanmin(np.where(fit, pts.ttft_s[d], np.inf))
+        j = int(np.nanargmin(np.where(fit, pts.tpot_s[d], np.inf)))
+        if tpot_best > tpot_s:
+            reason = f"TPOT: {fmt_seconds(tpot_best)} at best ({pts.bound[d, j]}-bound at batch {pts.batch[j]})"
+            gap = tpot_best / tpot_s
+        else:
+            reason = f"TTFT: {fmt_seconds(ttft_best)} at best (the prefill)"
+            gap = ttft_best / ttft_s
+    if previous is not None and previous[1] <= gap:
+        return previous
+    return reason, gap

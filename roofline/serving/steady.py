@@ -1,0 +1,227 @@
+"""Serving in steady state: latency against throughput over batch, on many devices at once.
+
+Continuous batching with chunked prefill: B sequences decode together, and each step also
+processes a chunk of new prompts' tokens so that prefills keep pace with the requests that
+finish: c = B x prompt / output tokens per step (see ``steps``). Then
+
+    TPOT = T(B, c),  tokens/s per group = B / T(B, c),  tokens/s per user = 1 / TPOT,
+
+and a new prompt's first token comes after ceil(prompt / (budget - B)) steps of T(B, budget - B)
+(``budget``: the engine's max batched tokens per step). Without chunking, prefills run as their
+own steps and every running sequence waits for them: TPOT = T_decode(B) + (B / output) x
+T_prefill, TTFT = T_prefill. Queueing is not modelled: these are the times of a loaded server at
+steady state, the p50 of a well-provisioned one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from roofline.engine import REGIMES, evaluate_devices
+from roofline.hardware import Hardware
+from roofline.memory import footprint
+from roofline.models import ModelConfig
+from roofline.ops import step_ops
+from roofline.serving.steps import mixed_step_ops
+from roofline.serving.traffic import Traffic
+from roofline.settings import Settings
+from roofline.workload import Precision, Workload
+
+DEFAULT_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 40)).astype(int))
+
+
+@dataclass(frozen=True)
+class ServingPoints:
+    """A batch sweep on several devices at one TP and precision; arrays are (devices, batches)."""
+
+    model: str
+    devices: list[str]
+    tp: int
+    precision: Precision
+    traffic: Traffic
+    chunked: bool
+    batch: np.ndarray
+    tpot_s: np.ndarray
+    ttft_s: np.ndarray
+    tokens_per_s: np.ndarray  # output tokens per second of the TP group
+    fits: np.ndarray
+    memory_bytes: np.ndarray
+    capacity_bytes: np.ndarray  # per device
+    bound: np.ndarray  # the regime that decides the step
+    mfu: np.ndarray
+    mbu: np.ndarray
+    prefill_share: np.ndarray  # of the step's time, spent on prompts
+    usd_per_hour: np.ndarray  # per device (NaN: no price set)
+    tdp_w: np.ndarray  # per device (NaN: unknown)
+    why_not: dict[str, str] = field(default_factory=dict)  # devices that cannot run it
+
+    @property
+    def per_device(self) -> np.ndarray:
+        return self.tokens_per_s / self.tp
+
+    @property
+    def per_user(self) -> np.ndarray:
+        return 1.0 / self.tpot_s
+
+    def usd_per_million(self) -> dict[str, np.ndarray]:
+        """Cost per million output tokens, input tokens, and all tokens."""
+        per_s = (self.usd_per_hour[:, None] * self.tp) / 3600.0
+        out_rate = self.tokens_per_s
+        in_rate = out_rate * self.traffic.prompt_len / self.traffic.output_len
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {
+                "output": per_s * (1 - self.prefill_share) / out_rate * 1e6,
+                "input": per_s * self.prefill_share / in_rate * 1e6,
+                "all": per_s / (out_rate + in_rate) * 1e6,
+            }
+
+    def tokens_per_joule(self) -> np.ndarray:
+        return self.tokens_per_s / (self.tdp_w[:, None] * self.tp)
+
+    def frontier(self) -> np.ndarray:
+        """Points no other fitting point of the same device beats on both tokens/s per device and
+        per user (the latency-throughput frontier)."""
+        x, y = self.per_device, self.per_user
+        ok = self.fits & np.isfinite(x) & np.isfinite(y)
+        better = (x[:, None, :] >= x[:, :, None]) & (y[:, None, :] >= y[:, :, None])
+        strictly = (x[:, None, :] > x[:, :, None]) | (y[:, None, :] > y[:, :, None])
+        dominated = np.any(better & strictly & ok[:, None, :], axis=2)
+        return ok & ~dominated
+
+    def row(self, d: int, j: int) -> dict[str, object]:
+        """One point as the command line's JSON and the page's hovers give it."""
+        cost = {k: float(v[d, j]) for k, v in self.usd_per_million().items()}
+        return {
+            "hardware": self.devices[d],
+            "tp": self.tp,
+            "batch": int(self.batch[j]),
+            "ttft_s": float(self.ttft_s[d, j]),
+            "tpot_s": float(self.tpot_s[d, j]),
+            "tokens_per_s": float(self.tokens_per_s[d, j]),
+            "tokens_per_s_per_device": float(self.per_device[d, j]),
+            "tokens_per_s_per_user": float(self.per_user[d, j]),
+            "fits": bool(self.fits[d, j]),
+            "memory_bytes": float(self.memory_bytes[d, j]),
+            "bound": str(self.bound[d, j]),
+            "mfu": float(self.mfu[d, j]),
+            "mbu": float(self.mbu[d, j]),
+            "usd_per_million_output": _finite_or_none(cost["output"]),
+            "usd_per_million_input": _finite_or_none(cost["input"]),
+            "usd_per_million_tokens": _finite_or_none(cost["all"]),
+            "tokens_per_joule": _finite_or_none(float(self.tokens_per_joule()[d, j])),
+        }
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def serving_sweep(
+    model: ModelConfig,
+    devices: list[Hardware],
+    traffic: Traffic,
+    precision: Precision | None = None,
+    tp: int = 1,
+    settings: Settings | None = None,
+    prices: dict[str, float] | None = None,
+    batches: np.ndarray = DEFAULT_BATCHES,
+    chunked: bool = True,
+) -> ServingPoints:
+    """Every device at every batch: TPOT, TTFT, throughput, memory, regime, cost (one vectorised
+    evaluation of the mixed step over all devices and batches)."""
+    settings = settings or Settings()
+    precision = precision or Precision()
+    prices = prices or {}
+    batch = np.asarray(batches, float)
+    if traffic.prompt_len + traffic.output_len - 1 > model.max_context:
+        raise ValueError(
+            f"prompt + output: {traffic.prompt_len + traffic.output_len - 1:,} tokens exceed {model.name}'s "
+            f"maximum context of {model.max_context:,}"
+        )
+    w = Workload(model, "decode", batch, int(round(traffic.mean_context)), precision=precision, tp=tp, cuda_graphs=True)
+    runnable, why_not = [], {}
+    for hw in devices:
+        try:
+            run, _ = w.on(hw)
+            if tp > 1 and hw.group_link(tp)[0] is None:
+                raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
+        except ValueError as exc:
+            why_not[hw.id] = str(exc)
+            continue
+        runnable.append((hw, run))
+    shape = (len(devices), batch.size)
+    nan = np.full(shape, np.nan)
+    out = {k: nan.copy() for k in ("tpot", "ttft", "mfu", "mbu", "share", "memory")}
+    fits = np.zeros(shape, bool)
+    bound = np.full(shape, "", dtype=object)
+    capacity = np.full(len(devices), np.nan)
+    index = {hw.id: i for i, hw in enumerate(devices)}
+    # Devices of one precision share their ops: one evaluation for the group.
+    groups: dict[Precision, list[tuple[Hardware, Workload]]] = {}
+    for hw, run in runnable:
+        groups.setdefault(run.precision, []).append((hw, run))
+    budget = settings.max_batched_tokens
+    for members in groups.values():
+        run = members[0][1]
+        ceilings = [settings.ceilings(hw, tp, cuda_graphs=True) for hw, _ in members]
+        rows = [index[hw.id] for hw, _ in members]
+        chunk = batch * traffic.prompt_len / traffic.output_len
+        if chunked:
+            ops = mixed_step_ops(run, batch, chunk, traffic.prompt_len)
+            step, by_regime = evaluate_devices(ops, ceilings)
+            plain, _ = evaluate_devices(mixed_step_ops(run, batch, 0.0, traffic.prompt_len), ceilings)
+            first = np.clip(budget - batch, 1, traffic.prompt_len)
+            burst, _ = evaluate_devices(mixed_step_ops(run, batch, first, traffic.prompt_len), ceilings)
+            ttft = np.ceil(traffic.prompt_len / first) * burst
+            tpot = step
+            share = np.clip(1 - plain / step, 0, 1)
+        else:
+            ops = step_ops(run)
+            plain, by_regime = evaluate_devices(ops, ceilings)
+            prefill = replace(run, phase="prefill", batch=1, seq_len=traffic.prompt_len)
+            pre, _ = evaluate_devices(step_ops(prefill), ceilings)
+            pre = np.asarray(pre, float).reshape(len(members), 1)
+            ttft = np.broadcast_to(pre, plain.shape)
+            tpot = plain + batch / traffic.output_len * pre
+            share = np.clip(1 - plain / tpot, 0, 1)
+            step = tpot
+        flops = sum(np.asarray(op.flops, float) * op.count for op in ops) * np.ones_like(batch)
+        moved = sum(np.asarray(op.bytes, float) * op.count for op in ops) * np.ones_like(batch)
+        for k, (hw, member) in enumerate(members):
+            i = rows[k]
+            out["tpot"][i], out["ttft"][i], out["share"][i] = tpot[k], ttft[k], share[k]
+            peak = hw.peak_flops_per_s(member.precision.act_dtype)
+            out["mfu"][i] = flops / step[k] / peak
+            out["mbu"][i] = moved / step[k] / hw.memory_bandwidth_bytes_per_s
+            bound[i] = np.array(REGIMES)[by_regime[:, k].argmax(axis=0)]
+            request = replace(
+                member, phase="request", batch=batch, seq_len=traffic.prompt_len, output_len=traffic.output_len
+            )
+            fp = footprint(request, hw, settings, with_smallest_tp=False)
+            fits[i] = np.broadcast_to(fp.fits, batch.shape)
+            out["memory"][i] = np.broadcast_to(fp.total_bytes, batch.shape)
+            capacity[i] = fp.capacity_bytes
+    return ServingPoints(
+        model=model.id,
+        devices=[hw.id for hw in devices],
+        tp=tp,
+        precision=precision,
+        traffic=traffic,
+        chunked=chunked,
+        batch=batch.astype(int),
+        tpot_s=out["tpot"],
+        ttft_s=out["ttft"],
+        tokens_per_s=batch / out["tpot"],
+        fits=fits,
+        memory_bytes=out["memory"],
+        capacity_bytes=capacity,
+        bound=bound,
+        mfu=out["mfu"],
+        mbu=out["mbu"],
+        prefill_share=out["share"],
+        usd_per_hour=np.array([prices.get(hw.id, np.nan) for hw in devices], float),
+        tdp_w=np.array([hw.tdp_w or np.nan for hw in devices], float),
+        why_not=why_not,
+    )
