@@ -12,11 +12,11 @@ import pytest
 from roofline.hardware import get_hardware
 from roofline.models import get_model
 from roofline.settings import Settings
-from roofline.simulation.load import Lengths, Load, Requests, make_requests, read_trace
-from roofline.simulation.metrics import Targets, in_system_mean, per_request, summary
-from roofline.simulation.run import simulate
-from roofline.simulation.scheduler import EngineKnobs
-from roofline.simulation.steptime import StepTimes, Table1, Table2, step_times
+from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests, read_trace
+from roofline.serving.simulation.metrics import Targets, in_system_mean, per_request, summary
+from roofline.serving.simulation.run import simulate
+from roofline.serving.simulation.scheduler import EngineKnobs
+from roofline.serving.simulation.steptime import StepTimes, Table1, Table2, step_times
 from roofline.workload import Precision
 
 MS = 1e-3

@@ -33,9 +33,9 @@ def wants_simulation(args: argparse.Namespace) -> bool:
 
 
 def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
-    from roofline.simulation.api import simulate_serving, to_json
-    from roofline.simulation.load import Lengths, Load, make_requests, read_trace
-    from roofline.simulation.metrics import Targets
+    from roofline.serving.simulation.api import simulate_serving, to_json
+    from roofline.serving.simulation.load import Lengths, Load, make_requests, read_trace
+    from roofline.serving.simulation.metrics import Targets
 
     if not args.hardware or len(args.hardware) != 1:
         raise CliError("--rate, --concurrency and --trace simulate one device setup: give exactly one --hardware")

@@ -23,6 +23,7 @@ from roofline.workload import Workload
 
 
 def is_attention(op: Op) -> bool:
+    """Ops whose work depends on the cache (attention, and MLA's absorbed per-head products)."""
     return op.meta.get("kind") == "attention" or op.name.startswith("MLA ")
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.simulation.run import Run
+from roofline.serving.simulation.run import Run
 
 PERCENTILES = (50, 90, 99)
 

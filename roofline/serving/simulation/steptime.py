@@ -25,15 +25,11 @@ from roofline.engine import Op, evaluate
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
+from roofline.serving.steps import is_attention
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
 GRID_POINTS = 24
-
-
-def is_attention(op: Op) -> bool:
-    """Ops whose work depends on the cache (attention, and MLA's absorbed per-head products)."""
-    return op.meta.get("kind") == "attention" or op.name.startswith("MLA ")
 
 
 def _grid(top: float) -> np.ndarray:

@@ -9,12 +9,12 @@ import numpy as np
 
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
+from roofline.serving.simulation.load import Requests
+from roofline.serving.simulation.metrics import Targets, summary
+from roofline.serving.simulation.run import Run, kv_blocks, simulate
+from roofline.serving.simulation.scheduler import EngineKnobs
+from roofline.serving.simulation.steptime import StepTimes, step_times
 from roofline.settings import Settings
-from roofline.simulation.load import Requests
-from roofline.simulation.metrics import Targets, summary
-from roofline.simulation.run import Run, kv_blocks, simulate
-from roofline.simulation.scheduler import EngineKnobs
-from roofline.simulation.steptime import StepTimes, step_times
 from roofline.workload import Precision
 
 SERIES_POINTS = 400  # rows of the time series a result carries (the run is sampled evenly)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.simulation.load import Requests
-from roofline.simulation.scheduler import EngineKnobs, Pool, release, schedule
-from roofline.simulation.steptime import StepTimes
+from roofline.serving.simulation.load import Requests
+from roofline.serving.simulation.scheduler import EngineKnobs, Pool, release, schedule
+from roofline.serving.simulation.steptime import StepTimes
 
 MAX_STEPS = 20_000_000
 
