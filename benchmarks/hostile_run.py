@@ -12,7 +12,7 @@ takes over 5 s or 1 GB.
 
 Cases are generated from the seed alone (case ``entry-NNNNN`` is the same whatever ``--cases``
 is), so a failing id printed in the table reproduces with ``--repro ID`` (same ``--seed``): its
-files are written to ``hostile-repro/ID/`` and the command is run with its traceback shown.
+files are written to ``$TMPDIR/hostile-repro/ID/`` and the command is run with its traceback shown.
 
 Every case runs in a worker process under a 4 GB address-space limit, one case at a time, with
 a watchdog that kills the worker when a case passes its timeout (a hang) and starts another.
@@ -326,9 +326,17 @@ def _mutate_json(document: object, rng: random.Random, special: dict | None = No
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         path = rng.choice(paths)
         try:
-            if rng.random() < 0.1:
+            q = rng.random()
+            if q < 0.1:
                 _set(doc, path, None, delete=True)
                 changes.append(f"del {'/'.join(map(str, path))}")
+            elif q < 0.18:  # the right value at the wrong nesting
+                node = doc
+                for key in path:
+                    node = node[key]
+                wrapped = rng.choice([[node], {"value": node}, [[node]]])
+                _set(doc, path, wrapped)
+                changes.append(f"{'/'.join(map(str, path))} wrapped in {type(wrapped).__name__}")
             else:
                 leaf = _leaf(rng)
                 _set(doc, path, leaf)
@@ -1031,7 +1039,7 @@ class Slot:
         try:
             self.conn.send((case, timeout))
             # the worker's own start (imports) is not the case's fault: allow for it generously
-            if self.conn.poll(timeout + (30 if self.used == 1 else 2)):
+            if self.conn.poll(timeout + (30 if self.used == 1 else 10)):
                 return self.conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             code = self.proc.exitcode if self.proc else None
@@ -1169,7 +1177,7 @@ def _kind(message: str) -> str:
 
 
 def repro(case: dict) -> int:
-    folder = ROOT / "hostile-repro" / case["id"]
+    folder = Path(tempfile.gettempdir()) / "hostile-repro" / case["id"]
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     materialize(case, folder)
