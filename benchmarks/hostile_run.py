@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import io
 import json
 import math
@@ -506,6 +507,11 @@ def results_case(rng: random.Random) -> dict:
 # ==== share-link records (cmodel, cdevice) =======================================================
 def _toml_record(folder: str, stem: str) -> dict:
     """The record as the dashboard encodes it (``encode_record``'s JSON), before any mutation."""
+    return json.loads(_record_json(folder, stem))
+
+
+@functools.lru_cache(maxsize=None)
+def _record_json(folder: str, stem: str) -> str:
     import tomllib
 
     from roofline.hardware import Hardware
@@ -513,11 +519,17 @@ def _toml_record(folder: str, stem: str) -> dict:
 
     schema = ModelConfig if folder == "model_db" else Hardware
     record = schema.model_validate(tomllib.loads((ROOT / folder / f"{stem}.toml").read_text()))
-    return record.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return json.dumps(record.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 def _encode(raw: bytes) -> str:
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+@functools.lru_cache(maxsize=None)
+def _bomb(size: int) -> str:
+    """A few kilobytes that inflate to ``size`` bytes of spaces."""
+    return _encode(b" " * size)
 
 
 def record_text(rng: random.Random, param: str) -> tuple[str, str]:
@@ -529,7 +541,7 @@ def record_text(rng: random.Random, param: str) -> tuple[str, str]:
             "garbage": "".join(rng.choice("abcXYZ019-_=+/%") for _ in range(rng.randint(0, 64))),
             "b64-not-zlib": base64.urlsafe_b64encode(b"hello world").decode(),
             "zlib-not-json": _encode(b"\xff\xfe not json"),
-            "bomb": _encode(b" " * rng.choice([10**6, 10**8])),
+            "bomb": _bomb(rng.choice([10**6, 10**7])),
             "long": "A" * rng.choice([8193, 100_000]),
             "empty-json": _encode(b"{}"),
             "list": _encode(b"[1, 2, 3]"),
@@ -889,12 +901,13 @@ def run_decode(case: dict) -> dict:
             numbers = list(_numbers(record.model_dump()))
             if not all(math.isfinite(n) for n in numbers):
                 outcome = ("nan_json", "a decoded record holds a non-finite number")
-            elif schema is ModelConfig:  # what a page does with it first: its size and KV bytes
-                for attr in ("total_params", "active_params", "kv_bytes_per_token", "params"):
-                    value = getattr(record, attr, None)
-                    if callable(value):
-                        with contextlib.suppress(TypeError):
-                            value = value()
+            else:  # what the pages and `model show` / `hardware show` first make of it
+                from roofline.api import hardware_summary, model_summary
+
+                summary = model_summary(record) if schema is ModelConfig else hardware_summary(record)
+                problem = _strict_json(json.dumps(summary, default=str))
+                if problem:
+                    outcome = ("nan_json", f"its summary: {problem}")
         except DataError as exc:
             outcome = ("clean_error", str(exc)[:200]) if case["param"] in str(exc) else ("unclean_error", str(exc)[:200])
         except MemoryError:
