@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ENTRIES = ("cli", "subprocess", "config", "toml", "results", "records", "pages")
 # Share of the cases per entry point (pages are slow: a few hundred at the default size).
-SHARES = {"cli": 0.40, "subprocess": 0.025, "config": 0.16, "toml": 0.14, "results": 0.16, "records": 0.085}
+SHARES = {"cli": 0.40, "subprocess": 0.02, "config": 0.16, "toml": 0.14, "results": 0.16, "records": 0.085}
 PAGE_SHARE = 0.03
 TIMEOUTS = {"pages": 60.0, "subprocess": 40.0}
 DEFAULT_TIMEOUT = 20.0
@@ -64,23 +64,152 @@ FLAG_CLASSES = ("slow", "big_memory")
 
 # ==== values a hostile user types ===============================================================
 NUMBERS = [
-    "0", "-0", "-1", "1.5", "0.5", "1e-9", "nan", "NaN", "-nan", "inf", "-inf", "Infinity", "+inf", "1e400",
-    "-1e400", "1e-400", "1e308", "-1e308", "4.9e-324", "9" * 400, "9" * 5000, "1" + "0" * 4400,
-    "18446744073709551616", str(2**63), str(2**63 - 1), str(2**53), str(2**53 + 1), str(2**31), str(2**32),
-    str(10**8), str(10**9), str(10**12), str(10**15), "1e6", "1e9", "1e15", "1e20", "65536", "1048576",
-    "1_000", "0x10", "0b11", "1e", "--1", "+5", " 7", "7 ", "\t3\n", "", " ", "abc", "true", "false", "None",
-    "null", "١٢", "１２", "²", "½", "Ⅻ", "๓", "1\x002", "1,000", "3.", ".5", "5e-1", "1.0000000000000002",
+    "0",
+    "-0",
+    "-1",
+    "1.5",
+    "0.5",
+    "1e-9",
+    "nan",
+    "NaN",
+    "-nan",
+    "inf",
+    "-inf",
+    "Infinity",
+    "+inf",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "1e308",
+    "-1e308",
+    "4.9e-324",
+    "9" * 400,
+    "9" * 5000,
+    "1" + "0" * 4400,
+    "18446744073709551616",
+    str(2**63),
+    str(2**63 - 1),
+    str(2**53),
+    str(2**53 + 1),
+    str(2**31),
+    str(2**32),
+    str(10**8),
+    str(10**9),
+    str(10**12),
+    str(10**15),
+    "1e6",
+    "1e9",
+    "1e15",
+    "1e20",
+    "65536",
+    "1048576",
+    "1_000",
+    "0x10",
+    "0b11",
+    "1e",
+    "--1",
+    "+5",
+    " 7",
+    "7 ",
+    "\t3\n",
+    "",
+    " ",
+    "abc",
+    "true",
+    "false",
+    "None",
+    "null",
+    "١٢",
+    "１２",
+    "²",
+    "½",
+    "Ⅻ",
+    "๓",
+    "1\x002",
+    "1,000",
+    "3.",
+    ".5",
+    "5e-1",
+    "1.0000000000000002",
 ]
 STRINGS = [
-    "", " ", "-", "--json", "../../etc/passwd", "/dev/zero", "/dev/null", "/dev/full", "/proc/self/mem",
-    "/etc", "/nonexistent.json", "x" * 5000, "h100-sxm ", "H100-SXM", "h100-sxm\n", "ḧ100", "💥", "\x00",
-    "a,b,c", "q,v,q", "q,,v", ",", "gate,up,down,o,k", "all", "=", "h100-sxm=", "h100-sxm=1e400", "h100-sxm=nan",
-    "h100-sxm=-1", "=5", "nope=3", "h100-sxm=3=4", "con", "%s%s%n", "{}", "[]", "null", "llama-3.1-405b", "tpu-v4",
+    "",
+    " ",
+    "-",
+    "--json",
+    "../../etc/passwd",
+    "/dev/zero",
+    "/dev/null",
+    "/dev/full",
+    "/proc/self/mem",
+    "/etc",
+    "/nonexistent.json",
+    "x" * 5000,
+    "h100-sxm ",
+    "H100-SXM",
+    "h100-sxm\n",
+    "ḧ100",
+    "💥",
+    "\x00",
+    "a,b,c",
+    "q,v,q",
+    "q,,v",
+    ",",
+    "gate,up,down,o,k",
+    "all",
+    "=",
+    "h100-sxm=",
+    "h100-sxm=1e400",
+    "h100-sxm=nan",
+    "h100-sxm=-1",
+    "=5",
+    "nope=3",
+    "h100-sxm=3=4",
+    "con",
+    "%s%s%n",
+    "{}",
+    "[]",
+    "null",
+    "llama-3.1-405b",
+    "tpu-v4",
 ]
 LEAVES = [
-    None, True, False, 0, -1, 1, 2, 3, 7, 1.5, -0.5, 10**8, 10**9, 2**31, 2**53 + 1, 2**63, 2**64, 10**20, 1e300,
-    -1e300, 1e-300, "", "12", "x", "NaN", [], {}, [1], [None], {"a": 1}, "@RAW:NaN", "@RAW:Infinity",
-    "@RAW:-Infinity", "@RAW:1e400", "@RAW:" + "9" * 5000, "@RAW:-0",
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2,
+    3,
+    7,
+    1.5,
+    -0.5,
+    10**8,
+    10**9,
+    2**31,
+    2**53 + 1,
+    2**63,
+    2**64,
+    10**20,
+    1e300,
+    -1e300,
+    1e-300,
+    "",
+    "12",
+    "x",
+    "NaN",
+    [],
+    {},
+    [1],
+    [None],
+    {"a": 1},
+    "@RAW:NaN",
+    "@RAW:Infinity",
+    "@RAW:-Infinity",
+    "@RAW:1e400",
+    "@RAW:" + "9" * 5000,
+    "@RAW:-0",
 ]
 
 
@@ -98,7 +227,7 @@ def _dumps(document: object) -> str:
 
 def _short(value: object, n: int = 60) -> str:
     text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= n else f"{text[:n - 20]}…({len(text):,} chars)"
+    return text if len(text) <= n else f"{text[: n - 20]}…({len(text):,} chars)"
 
 
 def _deep(depth: int, kind: str = "list") -> str:
@@ -190,7 +319,9 @@ def _number(rng: random.Random) -> str:
         return rng.choice(NUMBERS)
     if r < 0.85:
         return str(rng.choice([rng.randint(-(2**70), 2**70), rng.randint(1, 2**20), rng.randint(2**20, 2**53)]))
-    return repr(rng.choice([rng.uniform(-1e9, 1e9), rng.uniform(0, 1), math.ldexp(rng.random(), rng.randint(-1074, 1023))]))
+    return repr(
+        rng.choice([rng.uniform(-1e9, 1e9), rng.uniform(0, 1), math.ldexp(rng.random(), rng.randint(-1074, 1023))])
+    )
 
 
 def _string_for(option: str, rng: random.Random) -> str:
@@ -201,7 +332,11 @@ def _string_for(option: str, rng: random.Random) -> str:
         return rng.choice(MODEL_IDS)
     if option == "--price" and r < 0.6:
         return f"{rng.choice(HW_IDS)}={_number(rng)}"
-    return rng.choice(STRINGS) if rng.random() < 0.85 else "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(1, 12)))
+    return (
+        rng.choice(STRINGS)
+        if rng.random() < 0.85
+        else "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(1, 12)))
+    )
 
 
 def cli_argv(rng: random.Random, commands: dict, command: str | None = None) -> tuple[list[str], str]:
@@ -240,12 +375,30 @@ def cli_argv(rng: random.Random, commands: dict, command: str | None = None) -> 
             changes.append(option)
             continue
         if option in FILE_OPTIONS:
-            value = rng.choice(["", "/dev/zero", "/dev/null", "/nonexistent", "/etc", "/etc/passwd", str(ROOT / "examples"),
-                                str(ROOT / "examples" / "h100-sxm-quick-run.json"), str(ROOT / "README.md"), "x" * 5000,
-                                "/proc/self/status", str(ROOT / "hardware_db")])
+            value = rng.choice(
+                [
+                    "",
+                    "/dev/zero",
+                    "/dev/null",
+                    "/nonexistent",
+                    "/etc",
+                    "/etc/passwd",
+                    str(ROOT / "examples"),
+                    str(ROOT / "examples" / "h100-sxm-quick-run.json"),
+                    str(ROOT / "README.md"),
+                    "x" * 5000,
+                    "/proc/self/status",
+                    str(ROOT / "hardware_db"),
+                ]
+            )
         elif o["choices"]:
-            value = rng.choice(o["choices"]) if rng.random() < 0.6 else rng.choice(
-                [str(c).upper() for c in o["choices"]] + ["", "fp4", "int3", "-1", "5", " bf16", "bf16 ", "1e400"])
+            value = (
+                str(rng.choice(o["choices"]))
+                if rng.random() < 0.6
+                else rng.choice(
+                    [str(c).upper() for c in o["choices"]] + ["", "fp4", "int3", "-1", "5", " bf16", "bf16 ", "1e400"]
+                )
+            )
         elif o["type"] in ("positive_int", "non_negative_float", "fraction", "fraction_or_zero", "int", "float"):
             value = _number(rng)
         else:
@@ -296,18 +449,32 @@ def _mutate_json(document: object, rng: random.Random, special: dict | None = No
         doc = dict(document) if isinstance(document, dict) else {}
         doc[key] = "@DEEP@"
         kind = rng.choice(["list", "dict"])
-        return {"kind": "text", "text": json.dumps(doc).replace('"@DEEP@"', _deep(depth, kind))}, f"{key} nested {depth} deep ({kind})"
+        return {
+            "kind": "text",
+            "text": json.dumps(doc).replace('"@DEEP@"', _deep(depth, kind)),
+        }, f"{key} nested {depth} deep ({kind})"
     if r < 0.12:
         size = rng.choice([2**20 + 1, 17 * 2**20, 64 * 2**20])
         where = rng.choice(["pad", "string"])
-        return {"kind": "big", "prefix": text[:-1] + ', "pad": "' if where == "string" else text, "pad": size,
-                "char": "x" if where == "string" else " ", "suffix": '"}' if where == "string" else ""}, f"{size:,}-byte file ({where})"
+        return {
+            "kind": "big",
+            "prefix": text[:-1] + ', "pad": "' if where == "string" else text,
+            "pad": size,
+            "char": "x" if where == "string" else " ",
+            "suffix": '"}' if where == "string" else "",
+        }, f"{size:,}-byte file ({where})"
     if r < 0.15:
         choice = rng.choice(["empty", "bom", "latin1", "array", "number", "null", "string", "dupkeys", "binary", "nul"])
         blob = {
-            "empty": b"", "bom": b"\xef\xbb\xbf" + text.encode(), "latin1": text.replace("}", ', "n": "\xe9"}').encode("latin-1"),
-            "array": f"[{text}]".encode(), "number": b"1e400", "null": b"null", "string": b'"config"',
-            "dupkeys": (text[:-1] + ", " + text[1:]).encode(), "binary": bytes(rng.randrange(256) for _ in range(300)),
+            "empty": b"",
+            "bom": b"\xef\xbb\xbf" + text.encode(),
+            "latin1": text.replace("}", ', "n": "\xe9"}').encode("latin-1"),
+            "array": f"[{text}]".encode(),
+            "number": b"1e400",
+            "null": b"null",
+            "string": b'"config"',
+            "dupkeys": (text[:-1] + ", " + text[1:]).encode(),
+            "binary": bytes(rng.randrange(256) for _ in range(300)),
             "nul": text.encode().replace(b":", b"\x00:", 1),
         }[choice]
         return {"kind": "bytes", "b64": base64.b64encode(blob).decode()}, choice
@@ -365,8 +532,15 @@ def config_case(rng: random.Random) -> dict:
     if command != "measure" and rng.random() < 0.6:
         argv.append("--json")
     if rng.random() < 0.3:  # a hostile option as well: a shape that is accepted but large
-        opt = {"analyze": "--seq-len", "request": "--prompt-len", "kv": "--context", "advise": "--seq-len",
-               "train": "--seq-len", "load": "--shards", "serve": "--prompt-len"}.get(command)
+        opt = {
+            "analyze": "--seq-len",
+            "request": "--prompt-len",
+            "kv": "--context",
+            "advise": "--seq-len",
+            "train": "--seq-len",
+            "load": "--shards",
+            "serve": "--prompt-len",
+        }.get(command)
         if opt:
             argv = _with(argv, opt, rng.choice(["1", "131072", str(10**6), str(2**53)]))
     return {"mode": "cli", "argv": argv, "files": [spec], "desc": f"{path.name}: {desc}"}
@@ -374,9 +548,37 @@ def config_case(rng: random.Random) -> dict:
 
 # ==== TOML data folders ==========================================================================
 TOML_VALUES = [
-    "inf", "-inf", "nan", "+nan", "true", "false", "-1", "0", "-0.0", '"80"', '""', "[]", "{}", "[1, 2]", "1e400", "1e300",
-    "1e-300", str(2**53 + 1), str(2**63 - 1), str(10**8), str(10**9), str(10**12), "0.5", "1979-05-27", '"x"',
-    "[[[[[[[[1]]]]]]]]", '{ a = 1 }', '"' + "x" * 100_000 + '"', "9" * 5000, "0x7fffffffffffffff", "1_000_000_000",
+    "inf",
+    "-inf",
+    "nan",
+    "+nan",
+    "true",
+    "false",
+    "-1",
+    "0",
+    "-0.0",
+    '"80"',
+    '""',
+    "[]",
+    "{}",
+    "[1, 2]",
+    "1e400",
+    "1e300",
+    "1e-300",
+    str(2**53 + 1),
+    str(2**63 - 1),
+    str(10**8),
+    str(10**9),
+    str(10**12),
+    "0.5",
+    "1979-05-27",
+    '"x"',
+    "[[[[[[[[1]]]]]]]]",
+    "{ a = 1 }",
+    '"' + "x" * 100_000 + '"',
+    "9" * 5000,
+    "0x7fffffffffffffff",
+    "1_000_000_000",
 ]
 
 
@@ -390,18 +592,29 @@ def toml_case(rng: random.Random) -> dict:
     r = rng.random()
     spec: dict
     if r < 0.08:
-        choice = rng.choice(["dir", "fifo", "zero_link", "outside_link", "dangling", "binary", "huge", "deep", "empty", "latin1"])
+        choice = rng.choice(
+            ["dir", "fifo", "zero_link", "outside_link", "dangling", "binary", "huge", "deep", "empty", "latin1"]
+        )
         if choice == "binary":
             spec = {"kind": "bytes", "b64": base64.b64encode(bytes(rng.randrange(256) for _ in range(200))).decode()}
         elif choice == "huge":
-            spec = {"kind": "big", "prefix": "\n".join(lines) + "\n# ", "pad": rng.choice([2**20 + 1, 30 * 2**20]), "char": "x", "suffix": "\n"}
+            spec = {
+                "kind": "big",
+                "prefix": "\n".join(lines) + "\n# ",
+                "pad": rng.choice([2**20 + 1, 30 * 2**20]),
+                "char": "x",
+                "suffix": "\n",
+            }
         elif choice == "deep":
             depth = rng.choice([33, 1000, 100_000])
             spec = {"kind": "text", "text": "\n".join(lines) + f"\nextra = {'[' * depth}{']' * depth}\n"}
         elif choice == "empty":
             spec = {"kind": "text", "text": ""}
         elif choice == "latin1":
-            spec = {"kind": "bytes", "b64": base64.b64encode(("\n".join(lines) + '\nnote = "\xe9"\n').encode("latin-1")).decode()}
+            spec = {
+                "kind": "bytes",
+                "b64": base64.b64encode(("\n".join(lines) + '\nnote = "\xe9"\n').encode("latin-1")).decode(),
+            }
         else:
             spec = {"kind": choice}
         changes.append(choice)
@@ -427,18 +640,22 @@ def toml_case(rng: random.Random) -> dict:
         else:
             spec = {"kind": "text", "text": "\n".join(lines) + "\n"}
     if spec["kind"] == "text":
-        spec["text"] = re.sub(r'^id\s*=.*$', 'id = "mine"', spec["text"], count=1, flags=re.M)
+        spec["text"] = re.sub(r"^id\s*=.*$", 'id = "mine"', spec["text"], count=1, flags=re.M)
     spec["name"] = "d/mine.toml"
     option = "--hardware-dir" if kind == "hardware" else "--model-dir"
     if kind == "hardware":
-        command = rng.choice(["hardware show", "hardware list", "matmul", "analyze", "request", "kv", "advise", "train", "load", "serve"])
+        command = rng.choice(
+            ["hardware show", "hardware list", "matmul", "analyze", "request", "kv", "advise", "train", "load", "serve"]
+        )
         argv = list(BASELINES[command])
         if command == "hardware show":
             argv[2] = "mine"
         elif command not in ("hardware list", "advise"):
             argv = _with(argv, "--hardware", "mine")
     else:
-        command = rng.choice(["model show", "model list", "analyze", "request", "kv", "advise", "train", "load", "serve"])
+        command = rng.choice(
+            ["model show", "model list", "analyze", "request", "kv", "advise", "train", "load", "serve"]
+        )
         argv = list(BASELINES[command])
         if command == "model show":
             argv[2] = "mine"
@@ -458,21 +675,30 @@ def _collectives_doc() -> dict:
     doc = json.loads(json.dumps(EXAMPLES["h100-sxm-quick-run.json"]))
     doc.update(mode="collectives", sweeps=[], steps=[], calibration=None, ceilings=None)
     doc["collectives"] = {
-        "op": "all_reduce", "backend": "nccl", "world_size": 8,
-        "points": [{"message_bytes": 2.0**k, "time_s": 1e-5 * 2 ** (k / 4), "bus_bandwidth_gbps": 10.0 * k} for k in range(10, 31, 4)],
+        "op": "all_reduce",
+        "backend": "nccl",
+        "world_size": 8,
+        "points": [
+            {"message_bytes": 2.0**k, "time_s": 1e-5 * 2 ** (k / 4), "bus_bandwidth_gbps": 10.0 * k}
+            for k in range(10, 31, 4)
+        ],
     }
     return doc
 
 
 RESULT_DOCS = {**EXAMPLES, "collectives.json": _collectives_doc()}
 RESULT_SPECIAL = {
-    "ceilings/peak_tflops": lambda rng: rng.choice([{}, {"bf16": 1e300}, {"bf16": -1.0}, {"bf16": 0}, {"x": 1.0}, [], "@RAW:NaN"]),
+    "ceilings/peak_tflops": lambda rng: rng.choice(
+        [{}, {"bf16": 1e300}, {"bf16": -1.0}, {"bf16": 0}, {"x": 1.0}, [], "@RAW:NaN"]
+    ),
     "ceilings/memory_bandwidth_tbps": lambda rng: rng.choice([1e300, 0, -1, 1e-300, "@RAW:Infinity"]),
     "calibration/fits": lambda rng: rng.choice([{}, [], None, {"linear_m1": {}}]),
     "calibration/memory_bytes": lambda rng: rng.choice([1e300, 0, -1, 2**64, "@RAW:1e400"]),
     "calibration/hardware_id": lambda rng: rng.choice(["", "nope", "h100-sxm", "tpu-v4", "x" * 5000, None, 1]),
     "collectives/world_size": lambda rng: rng.choice([0, 1, 2, 10**9, 2**63, -1, 1.5]),
-    "collectives/points": lambda rng: rng.choice([[], [{}], [{"message_bytes": 1e300, "time_s": 1e-300, "bus_bandwidth_gbps": 1e300}]]),
+    "collectives/points": lambda rng: rng.choice(
+        [[], [{}], [{"message_bytes": 1e300, "time_s": 1e-300, "bus_bandwidth_gbps": 1e300}]]
+    ),
     "sweeps": lambda rng: rng.choice([[], {}, None, [{}] * 3]),
     "version": lambda rng: rng.choice([1, 3, "2", 2.0, None]),
 }
@@ -495,7 +721,11 @@ def results_case(rng: random.Random) -> dict:
     if rng.random() < 0.55 and spec["kind"] in ("text", "bytes", "big"):  # the parser takes text, not a path
         return {"mode": "parse_results", "files": [spec], "desc": f"{name}: {desc}"}
     option = "--collectives" if name == "collectives.json" and rng.random() < 0.8 else "--calibration"
-    command = rng.choice(["analyze", "request", "kv", "train", "serve", "advise"] if option == "--calibration" else ["analyze", "request", "advise"])
+    command = rng.choice(
+        ["analyze", "request", "kv", "train", "serve", "advise"]
+        if option == "--calibration"
+        else ["analyze", "request", "advise"]
+    )
     argv = _with(list(BASELINES[command]), option, "@@/results.json")
     if command in ("analyze", "request") and rng.random() < 0.5:
         argv = _with(argv, "--tp", rng.choice(["2", "8"]))
@@ -510,7 +740,7 @@ def _toml_record(folder: str, stem: str) -> dict:
     return json.loads(_record_json(folder, stem))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _record_json(folder: str, stem: str) -> str:
     import tomllib
 
@@ -526,7 +756,7 @@ def _encode(raw: bytes) -> str:
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bomb(size: int) -> str:
     """A few kilobytes that inflate to ``size`` bytes of spaces."""
     return _encode(b" " * size)
@@ -536,7 +766,9 @@ def record_text(rng: random.Random, param: str) -> tuple[str, str]:
     """A hostile ``cmodel``/``cdevice`` value: a valid encoding of a hostile record, or garbage."""
     r = rng.random()
     if r < 0.15:
-        choice = rng.choice(["garbage", "b64-not-zlib", "zlib-not-json", "bomb", "long", "empty-json", "list", "NaN", "unicode"])
+        choice = rng.choice(
+            ["garbage", "b64-not-zlib", "zlib-not-json", "bomb", "long", "empty-json", "list", "NaN", "unicode"]
+        )
         text = {
             "garbage": "".join(rng.choice("abcXYZ019-_=+/%") for _ in range(rng.randint(0, 64))),
             "b64-not-zlib": base64.urlsafe_b64encode(b"hello world").decode(),
@@ -559,7 +791,11 @@ def record_text(rng: random.Random, param: str) -> tuple[str, str]:
         paths = [p for p in _paths(doc) if p and p[0] != "sources"]
         for _ in range(rng.choice((1, 1, 2, 3))):
             path = rng.choice(paths)
-            leaf = rng.choice([10**8, 10**9, 2**53, 2**63, 1e300, 1e-300, 0, -1, 0.5, "@RAW:NaN", "@RAW:1e400"]) if rng.random() < 0.6 else _leaf(rng)
+            leaf = (
+                rng.choice([10**8, 10**9, 2**53, 2**63, 1e300, 1e-300, 0, -1, 0.5, "@RAW:NaN", "@RAW:1e400"])
+                if rng.random() < 0.6
+                else _leaf(rng)
+            )
             with contextlib.suppress(KeyError, IndexError, TypeError):
                 _set(doc, path, leaf, delete=rng.random() < 0.08)
                 changes.append(f"{'/'.join(map(str, path))}={_short(leaf, 30)}")
@@ -581,7 +817,9 @@ def page_keys() -> dict[str, list[str]]:
     for path in sorted((ROOT / "views").glob("*_page.py")):
         source = path.read_text()
         keys = set(re.findall(r'key="([A-Za-z0-9_]+)"', source))
-        keys |= set(re.findall(r'"([a-z0-9_]+)":\s*(?:int_in|float_in|one_of|some_of|boolean|devices_param|state\.)', source))
+        keys |= set(
+            re.findall(r'"([a-z0-9_]+)":\s*(?:int_in|float_in|one_of|some_of|boolean|devices_param|state\.)', source)
+        )
         keys = {k for k in keys if not k.startswith(("cmodel_", "cdevice_"))}
         pages[f"views/{path.name}"] = sorted(keys | {"cmodel", "cdevice"})
     return pages
@@ -599,7 +837,9 @@ def page_case(rng: random.Random, pages: dict) -> dict:
         values = []
         for _ in range(rng.choice((1, 1, 1, 2, 3)) if rng.random() < 0.9 else rng.randint(13, 40)):
             q = rng.random()
-            values.append(rng.choice(NUMBERS) if q < 0.45 else rng.choice(HW_IDS + MODEL_IDS) if q < 0.7 else rng.choice(STRINGS))
+            values.append(
+                rng.choice(NUMBERS) if q < 0.45 else rng.choice(HW_IDS + MODEL_IDS) if q < 0.7 else rng.choice(STRINGS)
+            )
         params[key] = [v.replace("\x00", "") for v in values]
     desc = "&".join(f"{k}={_short(v, 30)}" for k, vs in params.items() for v in vs[:3])
     return {"mode": "page", "page": page, "params": params, "desc": f"{page}?{desc}"}
@@ -613,7 +853,15 @@ def make_case(entry: str, index: int, seed: int, commands: dict, pages: dict) ->
         case = {"mode": "cli", "argv": argv, "files": [], "desc": desc}
     elif entry == "subprocess":
         pick = rng.random()
-        case = config_case(rng) if pick < 0.2 else toml_case(rng) if pick < 0.35 else results_case(rng) if pick < 0.5 else None
+        case = (
+            config_case(rng)
+            if pick < 0.2
+            else toml_case(rng)
+            if pick < 0.35
+            else results_case(rng)
+            if pick < 0.5
+            else None
+        )
         if case is None or case["mode"] != "cli" or case["argv"][0] == "measure":
             # a real process is not stubbed: measure would measure, so it is left to the in-process cases
             argv, desc = cli_argv(rng, commands, rng.choice(sorted(c for c in commands if c != "measure")))
@@ -664,8 +912,11 @@ def _stub_measurements() -> None:
     def would_measure(*args, **kwargs):
         raise _WouldMeasure()
 
-    for name, attr in (("roofline.measure.suite", "run_suite"), ("roofline.measure.training", "measure"),
-                       ("roofline.measure.loading", "measure")):
+    for name, attr in (
+        ("roofline.measure.suite", "run_suite"),
+        ("roofline.measure.training", "measure"),
+        ("roofline.measure.loading", "measure"),
+    ):
         module = types.ModuleType(name)
         setattr(module, attr, would_measure)
         sys.modules[name] = module
@@ -708,6 +959,7 @@ def _argv(case: dict, folder: Path) -> list[str]:
 
 def _strict_json(text: str) -> str | None:
     """None when the text is strict JSON; else what is wrong."""
+
     def refuse(constant):
         raise ValueError(f"{constant} in JSON output")
 
@@ -832,8 +1084,15 @@ def run_subprocess(case: dict, folder: Path, timeout: float) -> dict:
             stdout = open(out_path, "wb")
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "roofline", *argv], cwd=ROOT, stdin=subprocess.DEVNULL,
-                                    stdout=stdout, stderr=err_file, env=env, preexec_fn=_limit_child)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "roofline", *argv],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=err_file,
+                env=env,
+                preexec_fn=_limit_child,
+            )
         finally:
             stdout.close()
         timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
@@ -853,9 +1112,8 @@ def run_subprocess(case: dict, folder: Path, timeout: float) -> dict:
     code = os.WEXITSTATUS(status)
     if "MemoryError" in err:
         return {"outcome": "memory_error", "message": "MemoryError", "wall": wall, "mb": mb}
+    # a closed pipe must end quietly (exit 1, nothing said); /dev/full is a one-line error
     outcome, message = classify_cli(argv, code, out, err)
-    if mode != "pipe" and outcome == "unclean_error" and code in (1, 2) and "Traceback" not in err:
-        outcome = "clean_error"
     return {"outcome": outcome, "message": message, "wall": wall, "mb": mb}
 
 
@@ -878,7 +1136,11 @@ def run_parse_results(case: dict, folder: Path) -> dict:
             if problem:
                 outcome = ("nan_json", problem)
         except ResultsError as exc:
-            outcome = ("clean_error", str(exc).splitlines()[0][:200]) if "upload.json" in str(exc) else ("unclean_error", str(exc)[:200])
+            outcome = (
+                ("clean_error", str(exc).splitlines()[0][:200])
+                if "upload.json" in str(exc)
+                else ("unclean_error", str(exc)[:200])
+            )
         except MemoryError:
             outcome = ("memory_error", "MemoryError")
         except Exception as exc:  # noqa: BLE001
@@ -909,7 +1171,9 @@ def run_decode(case: dict) -> dict:
                 if problem:
                     outcome = ("nan_json", f"its summary: {problem}")
         except DataError as exc:
-            outcome = ("clean_error", str(exc)[:200]) if case["param"] in str(exc) else ("unclean_error", str(exc)[:200])
+            outcome = (
+                ("clean_error", str(exc)[:200]) if case["param"] in str(exc) else ("unclean_error", str(exc)[:200])
+            )
         except MemoryError:
             outcome = ("memory_error", "MemoryError")
         except Exception as exc:  # noqa: BLE001
@@ -950,8 +1214,11 @@ def run_page(case: dict, timeout: float) -> dict:
                 if refused:
                     outcome = ("clean_error", refused[0].splitlines()[0][:200])
         except RuntimeError as exc:
-            outcome = ("hang", str(exc)[:160]) if "timeout" in str(exc).lower() or "timed out" in str(exc).lower() else (
-                "uncaught", f"RuntimeError: {str(exc)[:150]}")
+            outcome = (
+                ("hang", str(exc)[:160])
+                if "timeout" in str(exc).lower() or "timed out" in str(exc).lower()
+                else ("uncaught", f"RuntimeError: {str(exc)[:150]}")
+            )
         except MemoryError:
             outcome = ("memory_error", "MemoryError")
         except Exception as exc:  # noqa: BLE001
@@ -969,7 +1236,11 @@ def warm_up(case: dict) -> None:
     if key in _WARM or case["mode"] in ("subprocess",):
         return
     _WARM.add(key)
-    with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with (
+        contextlib.suppress(Exception),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         if case["mode"] == "page":
             from streamlit.testing.v1 import AppTest
 
@@ -1045,7 +1316,12 @@ def worker_main(conn, scratch: str, tracing: bool = False) -> None:
             result = run_case(case, Path(scratch), timeout)
             result["input"] = _show_input(case)
         except BaseException as exc:  # noqa: BLE001 - the harness's own fault, reported as such
-            result = {"outcome": "crash", "message": f"harness: {type(exc).__name__}: {str(exc)[:150]}", "wall": 0.0, "mb": 0.0}
+            result = {
+                "outcome": "crash",
+                "message": f"harness: {type(exc).__name__}: {str(exc)[:150]}",
+                "wall": 0.0,
+                "mb": 0.0,
+            }
         conn.send(result)
 
 
@@ -1089,11 +1365,23 @@ class Slot:
             if self.conn.poll(timeout + (30 if self.used == 1 else 10)):
                 return self.conn.recv()
         except (EOFError, OSError, BrokenPipeError):
+            if self.proc is not None:
+                self.proc.join(2)
             code = self.proc.exitcode if self.proc else None
             self.stop(kill=True)
-            return {"outcome": "crash", "message": f"worker died (exit {code})", "wall": time.perf_counter() - t0, "mb": 0.0}
+            return {
+                "outcome": "crash",
+                "message": f"worker died (exit {code})",
+                "wall": time.perf_counter() - t0,
+                "mb": 0.0,
+            }
         self.stop(kill=True)
-        return {"outcome": "hang", "message": f"no answer in {timeout:.0f} s", "wall": time.perf_counter() - t0, "mb": 0.0}
+        return {
+            "outcome": "hang",
+            "message": f"no answer in {timeout:.0f} s",
+            "wall": time.perf_counter() - t0,
+            "mb": 0.0,
+        }
 
 
 def execute(cases: list[dict], jobs: int, progress: bool, tracing: bool = False) -> list[dict]:
@@ -1124,7 +1412,11 @@ def execute(cases: list[dict], jobs: int, progress: bool, tracing: bool = False)
                 with lock:
                     done[0] += 1
                     if progress and (done[0] % 250 == 0 or done[0] == len(cases)):
-                        print(f"  {done[0]:,}/{len(cases):,} cases, {time.perf_counter() - t_start:.0f} s", file=sys.stderr, flush=True)
+                        print(
+                            f"  {done[0]:,}/{len(cases):,} cases, {time.perf_counter() - t_start:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
         finally:
             slot.stop()
 
@@ -1152,17 +1444,34 @@ def summarize(cases: list[dict], results: list[dict], regenerate) -> dict:
     for case, result in zip(cases, results):
         if result["outcome"] == "skip":
             continue
-        entry = summary.setdefault(case["entry"], {
-            "cases": 0, "valid": 0, "clean_error": 0, **{c: 0 for c in FAIL_CLASSES}, **{c: 0 for c in FLAG_CLASSES},
-            "slowest_accepted_s": 0.0, "slowest_accepted": None, "peak_accepted_mb": 0.0, "peak_accepted": None,
-            "slowest_any_s": 0.0, "total_wall_s": 0.0, "failures": defaultdict(list),
-        })
+        entry = summary.setdefault(
+            case["entry"],
+            {
+                "cases": 0,
+                "valid": 0,
+                "clean_error": 0,
+                **{c: 0 for c in FAIL_CLASSES},
+                **{c: 0 for c in FLAG_CLASSES},
+                "slowest_accepted_s": 0.0,
+                "slowest_accepted": None,
+                "peak_accepted_mb": 0.0,
+                "peak_accepted": None,
+                "slowest_any_s": 0.0,
+                "total_wall_s": 0.0,
+                "failures": defaultdict(list),
+            },
+        )
         entry["cases"] += 1
         outcome = result["outcome"]
         entry[outcome] += 1
         shown = result.get("input") or (_show_input(regenerate(case)) if outcome in FAIL_CLASSES else "")
-        record = {"id": case["id"], "input": shown, "message": result["message"],
-                  "wall_s": round(result["wall"], 3), "mb": round(result["mb"], 1)}
+        record = {
+            "id": case["id"],
+            "input": shown,
+            "message": result["message"],
+            "wall_s": round(result["wall"], 3),
+            "mb": round(result["mb"], 1),
+        }
         if outcome in FAIL_CLASSES:
             entry["failures"][outcome].append(record)
         entry["slowest_any_s"] = max(entry["slowest_any_s"], result["wall"])
@@ -1181,9 +1490,20 @@ def summarize(cases: list[dict], results: list[dict], regenerate) -> dict:
     return summary
 
 
-COLUMNS = [("cases", "cases"), ("valid", "valid"), ("clean_error", "clean err"), ("traceback", "traceback"),
-           ("uncaught", "page exc"), ("hang", "hang"), ("unclean_error", "bad error"), ("nan_json", "NaN JSON"),
-           ("memory_error", "MemoryError"), ("crash", "crash"), ("slow", ">5 s"), ("big_memory", ">1 GB")]
+COLUMNS = [
+    ("cases", "cases"),
+    ("valid", "valid"),
+    ("clean_error", "clean err"),
+    ("traceback", "traceback"),
+    ("uncaught", "page exc"),
+    ("hang", "hang"),
+    ("unclean_error", "bad error"),
+    ("nan_json", "NaN JSON"),
+    ("memory_error", "MemoryError"),
+    ("crash", "crash"),
+    ("slow", ">5 s"),
+    ("big_memory", ">1 GB"),
+]
 
 
 def render(summary: dict, examples: int, wall: float, seed: int) -> str:
@@ -1194,31 +1514,54 @@ def render(summary: dict, examples: int, wall: float, seed: int) -> str:
         if name not in summary:
             continue
         s = summary[name]
-        rows.append([name] + [f"{s[key]:,}" for key, _ in COLUMNS] + [f"{s['slowest_accepted_s']:.2f}", f"{s['peak_accepted_mb']:.1f}"])
+        rows.append(
+            [name]
+            + [f"{s[key]:,}" for key, _ in COLUMNS]
+            + [f"{s['slowest_accepted_s']:.2f}", f"{s['peak_accepted_mb']:.1f}"]
+        )
         totals.update({key: s[key] for key, _ in COLUMNS})
-    rows.append(["total"] + [f"{totals[key]:,}" for key, _ in COLUMNS] + [
-        f"{max((s['slowest_accepted_s'] for s in summary.values()), default=0):.2f}",
-        f"{max((s['peak_accepted_mb'] for s in summary.values()), default=0):.1f}"])
+    rows.append(
+        ["total"]
+        + [f"{totals[key]:,}" for key, _ in COLUMNS]
+        + [
+            f"{max((s['slowest_accepted_s'] for s in summary.values()), default=0):.2f}",
+            f"{max((s['peak_accepted_mb'] for s in summary.values()), default=0):.1f}",
+        ]
+    )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
-    out = [f"hostile run: seed {seed}, {totals['cases']:,} cases in {wall:.0f} s", "", line(header),
-           line(["-" * w for w in widths])]
+    out = [
+        f"hostile run: seed {seed}, {totals['cases']:,} cases in {wall:.0f} s",
+        "",
+        line(header),
+        line(["-" * w for w in widths]),
+    ]
     out += [line(r) for r in rows[:-1]] + [line(["-" * w for w in widths]), line(rows[-1])]
-    failures = [(name, cls, summary[name]["failures"][cls]) for name in ENTRIES if name in summary
-                for cls in (*FAIL_CLASSES, *FLAG_CLASSES) if summary[name]["failures"].get(cls)]
+    failures = [
+        (name, cls, summary[name]["failures"][cls])
+        for name in ENTRIES
+        if name in summary
+        for cls in (*FAIL_CLASSES, *FLAG_CLASSES)
+        if summary[name]["failures"].get(cls)
+    ]
     if failures:
         out += ["", f"failing inputs (first {examples} per class; rerun one with --seed {seed} --repro ID):"]
         for name, cls, items in failures:
             kinds = Counter(_kind(item["message"]) for item in items)
-            out.append(f"\n[{name}] {cls}: {len(items)} case(s); by message: "
-                       + "; ".join(f"{n}× {k}" for k, n in kinds.most_common(6)))
+            out.append(
+                f"\n[{name}] {cls}: {len(items)} case(s); by message: "
+                + "; ".join(f"{n}× {k}" for k, n in kinds.most_common(6))
+            )
             for item in items[:examples]:
                 out.append(f"  {item['id']}  {item['wall_s']:.2f} s  {item['mb']:.0f} MB  {item['message']}")
                 out.append(f"      {item['input']}")
     else:
         out += ["", "no failing inputs"]
-    out += ["", "MB: the peak a case adds over its worker's memory (subprocess: the child's whole peak RSS); "
-            f"a case over {SLOW_S:g} s or {BIG_MB:g} MB that was accepted counts under >5 s / >1 GB."]
+    out += [
+        "",
+        "MB: the peak a case adds over its worker's memory (subprocess: the child's whole peak RSS); "
+        f"a case over {SLOW_S:g} s or {BIG_MB:g} MB that was accepted counts under >5 s / >1 GB.",
+    ]
     return "\n".join(out)
 
 
@@ -1286,7 +1629,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the summary and every failing input here")
     parser.add_argument("--examples", type=int, default=5, help="failing inputs listed per class (default 5)")
-    parser.add_argument("--tracemalloc", action="store_true", help="also trace Python's allocations per case (4x slower)")
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="also trace Python's allocations per case (4x slower)"
+    )
     parser.add_argument("--repro", default=None, metavar="ID", help="rerun one case (e.g. config-00042) uncaptured")
     args = parser.parse_args(argv)
     only = [e.strip() for e in args.only.split(",") if e.strip()]
@@ -1313,8 +1658,15 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(cases, results, lambda t: make_case(t["entry"], t["index"], t["seed"], commands, pages))
     print(render(summary, args.examples, wall, args.seed))
     if args.json:
-        document = {"seed": args.seed, "cases": len(cases), "wall_s": wall, "entries": {
-            name: {k: (dict(v) if isinstance(v, defaultdict) else v) for k, v in s.items()} for name, s in summary.items()}}
+        document = {
+            "seed": args.seed,
+            "cases": len(cases),
+            "wall_s": wall,
+            "entries": {
+                name: {k: (dict(v) if isinstance(v, defaultdict) else v) for k, v in s.items()}
+                for name, s in summary.items()
+            },
+        }
         Path(args.json).write_text(json.dumps(document, indent=1, default=str))
     failed = sum(s[c] for s in summary.values() for c in (*FAIL_CLASSES, *FLAG_CLASSES))
     return 1 if failed else 0
