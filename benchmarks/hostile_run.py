@@ -64,6 +64,16 @@ FLAG_CLASSES = ("slow", "big_memory")
 
 # ==== values a hostile user types ===============================================================
 NUMBERS = [
+    # the edges of the valid range: the smallest counts, a fraction's ends, round sizes
+    "1",
+    "2",
+    "3",
+    "8",
+    "100",
+    "4096",
+    "1.0",
+    "0.999999",
+    "1e-12",
     "0",
     "-0",
     "-1",
