@@ -11,12 +11,12 @@ import pytest
 
 from roofline.hardware import get_hardware
 from roofline.models import get_model
-from roofline.settings import Settings
 from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests, read_trace
 from roofline.serving.simulation.metrics import Targets, in_system_mean, per_request, summary
 from roofline.serving.simulation.run import simulate
 from roofline.serving.simulation.scheduler import EngineKnobs
 from roofline.serving.simulation.steptime import StepTimes, Table1, Table2, step_times
+from roofline.settings import Settings
 from roofline.workload import Precision
 
 MS = 1e-3
@@ -288,3 +288,58 @@ def test_serve_reads_a_trace(tmp_path, capsys):
 def test_serve_simulation_refuses_clearly(extra, message, capsys):
     code, out, err = _cli(SERVE + extra, capsys)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_capacity_arithmetic_by_hand():
+    from roofline.serving.simulation.capacity import Capacity
+
+    c = Capacity("x", 2, 10.0, 12.0, 0.1, 0.02, 1000.0, "TPOT", 90, 3.6, "datasheet")
+    # Two devices at $3.60 an hour each: $0.002 a second for 1,000 tokens a second: $2 per million.
+    assert c.usd_per_million_output_tokens == pytest.approx(2.0)
+    assert c.replicas_for(25.0) == 3 and c.to_json(25.0)["devices_for_target"] == 6
+
+
+def test_capacity_rises_with_looser_targets_and_faster_memory():
+    from roofline.serving.simulation.capacity import max_rate
+
+    m, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    prompt, output = Lengths(512), Lengths(128)
+
+    def rate(tpot_ms: float, settings: Settings | None = None) -> float:
+        return max_rate(
+            m, hw, prompt, output, Targets(ttft_s=1.0, tpot_s=tpot_ms * MS), settings=settings, requests=300
+        ).rate_per_s
+
+    tight, loose = rate(8.0), rate(12.0)
+    assert 0 < tight <= loose
+    assert rate(8.0, Settings(memory_scale=2.0)) > tight  # decode is memory-bound: more bandwidth, more rate
+    assert rate(3.0) == 0.0  # below one sequence's decode step (4.6 ms) no rate meets the target
+
+
+def test_serve_capacity_ranks_devices(capsys):
+    code, out, err = _cli(
+        [
+            "serve",
+            "--model",
+            "llama-3.1-8b",
+            "--hardware",
+            "h100-sxm",
+            "--hardware",
+            "a100-sxm-80gb",
+            "--hardware",
+            "l20",
+            "--capacity",
+            "--requests",
+            "200",
+            "--target-rate",
+            "50",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    ranked = [r["hardware"] for r in data["ranking"]]
+    assert ranked == ["h100-sxm", "a100-sxm-80gb"] or ranked == ["a100-sxm-80gb", "h100-sxm"]
+    assert all(r["replicas_for_target"] >= 1 for r in data["ranking"])
+    assert "l20 TP=1" in data["not_run"] or "l20" in ranked

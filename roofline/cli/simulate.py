@@ -24,12 +24,72 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--burstiness", type=non_negative_float, default=1.0, help="gamma arrivals' shape: 1 Poisson, < 1 burstier"
     )
+    group.add_argument(
+        "--capacity",
+        action="store_true",
+        help="rank devices (and --tp degrees) by the largest rate whose --percentile TTFT and TPOT meet the targets",
+    )
+    group.add_argument("--percentile", type=int, choices=(50, 90, 99), default=90, help="the targets' percentile")
+    group.add_argument("--target-rate", type=non_negative_float, default=None, help="requests/s to plan replicas for")
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")
 
 
 def wants_simulation(args: argparse.Namespace) -> bool:
-    return args.rate is not None or args.concurrency is not None or args.trace is not None
+    return args.rate is not None or args.concurrency is not None or args.trace is not None or args.capacity
+
+
+def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, float]) -> None:
+    from roofline.serving.simulation.capacity import rank_capacity
+    from roofline.serving.simulation.load import Lengths
+    from roofline.serving.simulation.metrics import Targets
+
+    if args.requests > 20_000:
+        raise CliError(f"--requests: at most 20,000 per probe with --capacity, got {args.requests:,}")
+    model = get_model(args.model, args.model_dir)
+    targets = Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3)
+    found, why_not = rank_capacity(
+        model,
+        devices,
+        Lengths(args.prompt_len, args.prompt_max),
+        Lengths(args.output_len, args.output_max),
+        targets,
+        precision_from_args(args),
+        tuple(dict.fromkeys(args.tp or (1,))),
+        settings_from_args(args),
+        prices,
+        args.percentile,
+        args.requests,
+        args.seed,
+    )
+    data = {
+        "model": model.id,
+        "targets": {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s, "percentile": args.percentile},
+        "target_rate_per_s": args.target_rate,
+        "ranking": [c.to_json(args.target_rate) for c in found],
+        "not_run": why_not,
+        "method": f"largest Poisson rate whose p{args.percentile} TTFT and TPOT meet the targets, by bisection over "
+        f"simulated benchmarks of {args.requests:,} requests each (a finite run, as a benchmark is)",
+    }
+    emit(args, data, lambda: render_capacity(data, model.name))
+
+
+def render_capacity(d: dict, model_name: str) -> str:
+    p = d["targets"]["percentile"]
+    lines = [
+        f"{model_name}: the largest request rate with p{p} TTFT <= {fmt_seconds(d['targets']['ttft_s'])} and "
+        f"TPOT <= {fmt_seconds(d['targets']['tpot_s'])}",
+        f"  {'device':<22} {'TP':>3} {'req/s':>8} {'tok/s':>9} {'$/M out':>8}  binds",
+    ]
+    for row in d["ranking"]:
+        usd = row["usd_per_million_output_tokens"]
+        lines.append(
+            f"  {row['hardware']:<22} {row['tp']:>3} {row['max_rate_per_s']:>8.2f} {row['output_tokens_per_s']:>9,.0f} "
+            f"{'—' if usd is None else f'{usd:.3f}':>8}  {row['binding']}"
+        )
+    for key, why in d["not_run"].items():
+        lines.append(f"  {key}: {why}")
+    return "\n".join(lines)
 
 
 def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
@@ -37,6 +97,14 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.serving.simulation.load import Lengths, Load, make_requests, read_trace
     from roofline.serving.simulation.metrics import Targets
 
+    if args.capacity:
+        from roofline.hardware import load_hardware
+        from roofline.serving import load_prices
+
+        every = load_hardware(args.hardware_dir)
+        devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
+        prices = {k: v.usd_per_hour for k, v in load_prices().items()}
+        return cmd_capacity(args, emit, devices, prices)
     if not args.hardware or len(args.hardware) != 1:
         raise CliError("--rate, --concurrency and --trace simulate one device setup: give exactly one --hardware")
     if args.tp and len(args.tp) != 1:
