@@ -346,12 +346,12 @@ def render_explain(result: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def write_csv(results: list[dict[str, object]], path: Path) -> None:
+def write_csv(results: list[dict[str, object]], path: Path, fields: tuple[str, ...] = RESULT_FIELDS) -> None:
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for r in results:
-            writer.writerow({k: r[k] for k in RESULT_FIELDS})
+            writer.writerow({k: r[k] for k in fields})
 
 
 def render(report: dict[str, object]) -> str:

@@ -13,7 +13,7 @@ import pytest
 from roofline.cli import main
 from roofline.hardware import get_hardware
 from roofline.models import get_model
-from roofline.ops import _linear
+from roofline.ops.kernels import linear
 from roofline.serving import Traffic, serving_sweep
 from roofline.tables import store
 from roofline.tables.ops_times import gemm_shape
@@ -74,7 +74,7 @@ def test_rows_left_out_say_why():
 
 def test_gemm_shape_is_recovered_from_an_op():
     p = Precision("fp8", "fp8", "bf16")
-    op = _linear("down", np.float64(24.0), 14336, 4096, p, 32, "mlp")
+    op = linear("down", np.float64(24.0), 14336, 4096, p, 32, "mlp")
     m, n, k, weight_bytes = gemm_shape(op, p)
     assert (m, n, k, weight_bytes) == pytest.approx((24, 14336, 4096, 1.0))
 
@@ -155,3 +155,22 @@ def test_explain_gives_every_op_its_source(tmp_path):
     assert "one: llama-3.1-8b on h100-sxm" in render_explain(result)
     with pytest.raises(ValueError, match="no run"):
         explain("missing", path)
+
+
+def test_validate_load_simulates_runs_at_their_concurrency(tmp_path, capsys):
+    """A few runs of the sample through the closed-loop simulation: both metrics scored, a
+    simulated TTFT above an empty server's one prefill (the clients' prompts queue together)."""
+    from roofline.cli import main
+    from roofline.validate import load_silicon_sample, why_not_scored
+    from roofline.validate_load import simulate_row
+
+    rows = [r for r in load_silicon_sample() if why_not_scored(r) is None and r["model_path"].endswith("8B-Instruct")]
+    row = next(r for r in rows if float(r["batch_size"]) >= 8)
+    result = simulate_row(row, {})
+    assert result["requests"] == 10 * result["concurrency"]
+    assert result["simulated_ttft_ms"] > 0 and result["simulated_tpot_ms"] > 0
+    csv_path = tmp_path / "load.csv"
+    assert main(["validate", "--load", "--every", "400", "--json", "--csv", str(csv_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["overall"]["runs"] >= 3 and {"ttft", "tpot"} <= set(report["overall"])
+    assert csv_path.read_text().startswith("id,model,device,engine")

@@ -29,6 +29,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--csv", type=Path, default=None, help="also write every scored run to this CSV file")
     p.add_argument("--no-tables", action="store_true", help="datasheet roofs only")
     p.add_argument("--explain", metavar="RUN_ID", default=None, help="one run's prediction op by op")
+    p.add_argument(
+        "--load",
+        action="store_true",
+        help="score TTFT and TPOT from a closed-loop simulation of each run at its concurrency (slow: see --every)",
+    )
+    p.add_argument("--every", type=int, default=10, help="with --load: simulate every N-th run (default 10)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_validate)
 
@@ -59,8 +65,18 @@ def cmd_tables_import(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
-    from roofline.validate import explain, render, render_explain, validate, write_csv
+    from roofline.validate import explain, load_silicon_sample, render, render_explain, validate, write_csv
 
+    if args.load:
+        from roofline.validate_load import LOAD_FIELDS, render_load, score_load
+
+        if not 1 <= args.every <= 100_000:
+            raise ValueError(f"--every: expected an integer in [1, 100000], got {args.every}")
+        report = score_load(load_silicon_sample(args.sample), args.every)
+        if args.csv:
+            write_csv(report["results"], args.csv, LOAD_FIELDS)
+        print(dumps_strict(report) if args.json else render_load(report))
+        return
     if args.explain:
         result = explain(args.explain, args.sample)
         print(dumps_strict(result) if args.json else render_explain(result))

@@ -1,0 +1,143 @@
+"""TTFT and TPOT of the silicon sample's aggregated runs under their own load: each run is a
+closed loop of ``batch_size`` clients (the sample's concurrency), simulated request by request
+(``roofline.serving.simulation``) on the datasheet roofs.
+
+Choices, documented rather than fitted: each run sends ``REQUESTS_PER_CLIENT`` requests per
+client (at most ``MAX_REQUESTS``), every prompt and output at the run's fixed isl and osl, and
+the simulated mean TTFT and mean TPOT are compared with the sample's figures. The sample does not
+record how many requests a run sent; the first wave, where every client's prompt arrives at once,
+weighs more in a shorter run. The engine's per-step host work is not modelled yet, so the times
+rest on the datasheet roofs alone. The rows, their mapping to models, devices and precisions, and
+what is left out are those of ``roofline.validate``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.serving.simulation.api import knobs_from
+from roofline.serving.simulation.load import Lengths, Load, make_requests
+from roofline.serving.simulation.metrics import per_request
+from roofline.serving.simulation.run import kv_blocks, simulate
+from roofline.serving.simulation.steptime import step_times
+from roofline.settings import Settings
+from roofline.validate import DEVICE_IDS, MODEL_IDS, _errors, _number, precision_for, why_not_scored
+from roofline.workload import Workload
+
+LOAD_FIELDS = (
+    "id",
+    "model",
+    "device",
+    "engine",
+    "tp",
+    "isl",
+    "osl",
+    "concurrency",
+    "requests",
+    "measured_ttft_ms",
+    "simulated_ttft_ms",
+    "measured_tpot_ms",
+    "simulated_tpot_ms",
+    "preemptions",
+)
+REQUESTS_PER_CLIENT = 10
+MAX_REQUESTS = 2000
+
+
+def simulate_row(row: dict[str, str], cache: dict, settings: Settings | None = None) -> dict[str, object]:
+    """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency."""
+    settings = settings or Settings()
+    model = get_model(MODEL_IDS[row["model_path"]])
+    hw = get_hardware(DEVICE_IDS[row["system"]])
+    tp = int(_number(row, "tp_size", 1))
+    concurrency = int(_number(row, "batch_size"))
+    isl, osl = int(row["isl"]), int(row["osl"])
+    precision = precision_for(row, model)
+    run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
+    precision = run.precision
+    # The engine's budget must hold at least the concurrency's decodes.
+    settings = Settings(
+        max_num_seqs=max(settings.max_num_seqs, concurrency), max_batched_tokens=settings.max_batched_tokens
+    )
+    key = (model.id, hw.id, precision, tp, settings.max_num_seqs)
+    if key not in cache:
+        times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
+        cache[key] = (times, kv_blocks(model, hw, precision, tp, settings))
+    times, blocks = cache[key]
+    if blocks < 1:
+        raise ValueError(f"{model.name} leaves no KV cache on {tp} x {hw.name}")
+    n = min(MAX_REQUESTS, REQUESTS_PER_CLIENT * concurrency)
+    load = Load("concurrency", n, Lengths(isl), Lengths(osl), concurrency=concurrency)
+    sim = simulate(make_requests(load), times, blocks, knobs_from(settings))
+    r = per_request(sim)
+    return {
+        "id": row["id"],
+        "model": model.id,
+        "device": hw.id,
+        "engine": row["backend"],
+        "tp": tp,
+        "isl": isl,
+        "osl": osl,
+        "concurrency": concurrency,
+        "requests": n,
+        "measured_ttft_ms": _number(row, "silicon_ttft_ms"),
+        "simulated_ttft_ms": float(np.nanmean(r["ttft_s"])) * 1e3,
+        "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
+        "simulated_tpot_ms": float(np.nanmean(r["tpot_s"])) * 1e3 if osl > 1 else None,
+        "preemptions": int(sim.preemptions.sum()),
+    }
+
+
+def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
+    """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall."""
+    cache: dict = {}
+    results, skipped = [], {}
+    scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
+    for row in scoreable[::every]:
+        try:
+            results.append(simulate_row(row, cache))
+        except ValueError as exc:
+            reason = str(exc).split(";")[0][:120]
+            skipped[reason] = skipped.get(reason, 0) + 1
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["model"], r["device"], r["engine"]), []).append(r)
+
+    def scores(rs: list[dict]) -> dict[str, object]:
+        out: dict[str, object] = {"runs": len(rs)}
+        out["ttft"] = _errors([r["simulated_ttft_ms"] for r in rs], [r["measured_ttft_ms"] for r in rs])
+        tp = [r for r in rs if r["simulated_tpot_ms"] is not None]
+        if tp:
+            out["tpot"] = _errors([r["simulated_tpot_ms"] for r in tp], [r["measured_tpot_ms"] for r in tp])
+        return out
+
+    return {
+        "metric": "mean TTFT and mean TPOT of a closed loop at the run's concurrency (simulated, datasheet roofs)",
+        "requests_per_client": REQUESTS_PER_CLIENT,
+        "every": every,
+        "overall": scores(results) if results else {"runs": 0},
+        "groups": [{"model": m, "device": d, "engine": e, **scores(rs)} for (m, d, e), rs in sorted(groups.items())],
+        "skipped": skipped,
+        "results": results,
+    }
+
+
+def render_load(report: dict[str, object]) -> str:
+    o = report["overall"]
+    lines = [f"{report['metric']}: {o['runs']:,} runs (every {report['every']}-th scoreable run)"]
+
+    def cell(scores: dict | None) -> str:
+        if not scores:
+            return f"{'—':>22}"
+        return f"{scores['median_abs_error']:>7.0%} {scores['p90_abs_error']:>6.0%} {scores['bias']:>+7.0%}"
+
+    lines.append(f"  {'':<44} {'TTFT median p90 bias':>22}   {'TPOT median p90 bias':>22}")
+    lines.append(f"  {'all runs':<44} {cell(o.get('ttft'))}   {cell(o.get('tpot'))}")
+    for g in report["groups"]:
+        name = f"{g['model']} {g['device']} {g['engine']} ({g['runs']})"
+        lines.append(f"  {name:<44} {cell(g.get('ttft'))}   {cell(g.get('tpot'))}")
+    for reason, count in report["skipped"].items():
+        lines.append(f"  not simulated, {count}: {reason}")
+    return "\n".join(lines)
