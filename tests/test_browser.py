@@ -154,6 +154,20 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+def _wait_until_drawn(page, timeout_ms: int = 60_000) -> None:
+    """Until the script has stopped running and the number of drawn charts has held still for
+    three looks 250 ms apart (a fixed sleep is too long on an idle machine, too short on a busy one)."""
+    last, still = -1, 0
+    for _ in range(timeout_ms // 250):
+        drawn = page.locator(CHART + " .main-svg").count()
+        running = page.locator('[data-testid="stStatusWidgetRunningIcon"]').count()
+        still = still + 1 if drawn == last and not running else 0
+        if still >= 3:
+            return
+        last = drawn
+        page.wait_for_timeout(250)
+
+
 def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, browser):
     """On a phone-wide viewport, every chart of every page keeps its legend and titles inside the
     chart, and no legend sits on an axis title."""
@@ -164,7 +178,7 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
         if path == "/measure":
             page.get_by_text("Open the example: kernel sweeps measured on an H100").click()
         page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
-        page.wait_for_timeout(2500)  # every chart of the page drawn
+        _wait_until_drawn(page)
         for i, chart in enumerate(page.evaluate(CHART_BOXES)):
             where = f"{path} chart {i}"
             assert not chart["title"], f"{where}: a Plotly title does not wrap; show it above the chart"
