@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli import commands, kernel_tables
+import roofline.cli.commands as commands
+import roofline.cli.kernel_tables as kernel_tables
 from roofline.cli.args import (
     OneLineParser,
     add_calibration,

@@ -13,7 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from roofline.tables import convert, store
+import roofline.tables.convert as convert
+import roofline.tables.store as store
 
 
 def import_database(

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from roofline.tables import store
+import roofline.tables.store as store
 from roofline.tables.grid import LogGrid
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "nccl": "NCCL"}
