@@ -23,6 +23,13 @@ REGIME_LABELS: dict[str, str] = {
 }
 
 
+def regime_label(bound: str, lower_bound: bool = False) -> str:
+    """The regime in words; where a compute peak is unpublished the compute term is unknown, so
+    the regime is only the largest term that is known, and the time is a lower bound."""
+    label = REGIME_LABELS[bound]
+    return f"{label} at least (compute peak unpublished)" if lower_bound else label
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """The roofs one device offers: peak per dtype, memory bandwidth, link, overheads.
@@ -93,6 +100,10 @@ class Ceilings:
         except KeyError:
             allowed = ", ".join(self.peak_flops_per_s) or "none published"
             raise ValueError(f"{self.name} has no {dtype!r} peak; allowed dtypes: {allowed}") from None
+
+    def peak_or_none(self, dtype: str) -> float | None:
+        """The peak of ``dtype``, or None where the device's figure is not published."""
+        return self.peak(dtype) if self.has_peak(dtype) else None
 
     def has_peak(self, dtype: str) -> bool:
         if dtype == "vector":

@@ -18,7 +18,7 @@ run are too. Replayed from a CUDA graph, the host side is one replay. Everything
 arrays, so a sweep of thousands of points (or of devices) is one call.
 """
 
-from roofline.ceilings import REGIME_LABELS, REGIMES, Ceilings
+from roofline.ceilings import REGIME_LABELS, REGIMES, Ceilings, regime_label
 from roofline.optable import (
     Op,
     OpTable,
@@ -27,6 +27,7 @@ from roofline.optable import (
     evaluate_devices,
     time_and_regime,
     time_terms,
+    unpublished_peaks,
 )
 
 __all__ = [
@@ -40,4 +41,6 @@ __all__ = [
     "evaluate_devices",
     "time_and_regime",
     "time_terms",
+    "regime_label",
+    "unpublished_peaks",
 ]

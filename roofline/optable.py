@@ -73,11 +73,13 @@ def time_terms(
 ) -> np.ndarray:
     """The four device-time terms, stacked on a new first axis in ``REGIMES`` order. Broadcasts.
 
-    A communication op on a device without a link figure gets NaN: it cannot run there."""
+    A peak given as NaN (not published) makes the compute term of an op with FLOPs NaN: unknown,
+    so the op's time is a lower bound. A communication op on a device without a link figure gets
+    NaN too: it cannot run there."""
     flops = np.asarray(flops, float)
     comm_bytes = np.asarray(comm_bytes, float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        compute_s = flops / np.asarray(peak_flops_per_s, float)
+        compute_s = np.where(flops > 0, flops / np.asarray(peak_flops_per_s, float), 0.0)
         memory_s = np.asarray(bytes_moved, float) / np.asarray(memory_bandwidth_bytes_per_s, float)
         link = np.nan if link_bandwidth_bytes_per_s is None else np.asarray(link_bandwidth_bytes_per_s, float)
         comm_s = np.where(comm_bytes > 0, comm_bytes / link, 0.0)
@@ -105,9 +107,35 @@ class OpTable:
     kv_bytes: np.ndarray
     comm_bytes: np.ndarray
     terms_s: np.ndarray  # (4, n, ...): compute, memory, communication, kernel floor
-    device_s: np.ndarray  # device time of each op
+    device_s: np.ndarray  # device time of each op (a lower bound where compute_unknown)
     host_s: np.ndarray  # host dispatch time of each op (0 from a CUDA graph)
-    device_regime: np.ndarray  # index into REGIMES of the term that sets each op's device time
+    device_regime: np.ndarray  # index into REGIMES of the largest known term of each op
+    # Ops with FLOPs whose dtype has no published peak: compute term NaN, time a lower bound.
+    compute_unknown: np.ndarray | None = None
+
+    @property
+    def unknown_peaks(self) -> tuple[str, ...]:
+        """The dtypes whose peak the device does not publish, among ops that need one."""
+        if self.compute_unknown is None:
+            return ()
+        unknown = np.asarray(self.compute_unknown).reshape(len(self.ops), -1).any(axis=1)
+        return tuple(dict.fromkeys(op.dtype for op, u in zip(self.ops, unknown) if u))
+
+    @property
+    def is_lower_bound(self) -> bool:
+        """True where some op's compute time is unknown: every time is then at least this."""
+        return bool(self.unknown_peaks)
+
+    def rests_on(self) -> str:
+        """What the times are built from, in words (``--json``'s ``time_rests_on``)."""
+        c = self.ceilings
+        if not self.is_lower_bound:
+            return f"{c.source} roofs: compute peaks, memory bandwidth, link and kernel floor"
+        missing = ", ".join(self.unknown_peaks)
+        return (
+            f"{c.source} roofs without compute: {c.name} publishes no peak for {missing}, so compute time is "
+            "unknown and every time is a lower bound from memory bandwidth, link and kernel floor"
+        )
 
     @property
     def bytes(self) -> np.ndarray:
@@ -203,6 +231,11 @@ class OpTable:
         intensity = self.intensity
         achieved = self.achieved_flops_per_s
         time, effective, regime = self.time_s, self.effective_s, self.regime_index
+        unknown = (
+            np.zeros(len(self.ops), bool)
+            if self.compute_unknown is None
+            else np.asarray(self.compute_unknown).reshape(len(self.ops), -1).any(axis=1)
+        )
         out = []
         for i, op in enumerate(self.ops):
             out.append(
@@ -222,11 +255,14 @@ class OpTable:
                     "time_s": float(time[i]),
                     "host_s": float(self.host_s[i]),
                     "effective_s": float(effective[i]),
-                    "compute_s": float(self.terms_s[0, i]),
+                    "compute_s": None if unknown[i] else float(self.terms_s[0, i]),
                     "memory_s": float(self.terms_s[1, i]),
                     "communication_s": float(self.terms_s[2, i]),
                     "overhead_s": float(self.terms_s[3, i]),
                     "bound": REGIMES[int(regime[i])],
+                    # False where the compute peak is unpublished: time_s is then a lower bound
+                    # and "bound" is only the largest known term.
+                    "bound_certain": not bool(unknown[i]),
                     "achieved_tflops": float(achieved[i]) / 1e12,
                 }
             )
@@ -286,9 +322,11 @@ def _device_axis(ops: tuple[Op, ...], ceilings: Sequence[Ceilings]) -> dict[str,
                 uncalibrated = np.isnan(calibrated[0])  # classes without a fit keep the datasheet roofs
                 terms[0, d] = np.where(uncalibrated, terms[0, d], calibrated[0])
                 terms[1, d] = np.where(uncalibrated, terms[1, d], calibrated[1])
-    with np.errstate(invalid="ignore"):
-        device = terms.max(axis=0)  # NaN where the device cannot run an op
-    regime = np.nanargmax(np.where(np.isnan(terms), -np.inf, terms), axis=0)
+    known = np.where(np.isnan(terms), -np.inf, terms)
+    # An unknown compute term leaves the largest known one, a lower bound; a missing link is NaN:
+    # the op cannot run there.
+    device = np.where(np.isnan(terms[REGIMES.index("communication")]), np.nan, known.max(axis=0))
+    regime = known.argmax(axis=0)
     host_per_launch = np.array(
         [[c.launch_overhead_s and _host_cost(c, op) for op in ops] for c in ceilings], float
     ).reshape(len(ceilings), len(ops), *extra)
@@ -300,6 +338,7 @@ def _device_axis(ops: tuple[Op, ...], ceilings: Sequence[Ceilings]) -> dict[str,
         "device": device * count,
         "host": stacked["launches"] * host_per_launch * count,
         "regime": regime,
+        "compute_unknown": np.isnan(terms[0]),
     }
 
 
@@ -321,8 +360,7 @@ def evaluate(ops: Sequence[Op] | Iterable[Op], ceilings: Ceilings) -> OpTable:
     ops = tuple(ops)
     if not ops:
         raise ValueError("no ops to evaluate")
-    for op in ops:  # clear errors for what cannot run here
-        ceilings.peak(op.dtype)
+    for op in ops:  # a clear error for what cannot run here (a missing peak only bounds the time)
         if np.any(np.asarray(op.comm_bytes) > 0) and ceilings.link_bandwidth_bytes_per_s is None:
             why = ceilings.link_note or "this device has no interconnect figure"
             raise ValueError(f"tp: this tensor-parallel group has no link to communicate over ({why})")
@@ -340,6 +378,7 @@ def evaluate(ops: Sequence[Op] | Iterable[Op], ceilings: Ceilings) -> OpTable:
         device_s=a["device"][0],
         host_s=a["host"][0],
         device_regime=a["regime"][0],
+        compute_unknown=a["compute_unknown"][0],
     )
 
 
@@ -349,7 +388,8 @@ def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> tuple[n
     Returns (step time with shape (devices, *sweep shape), the time each regime decides with
     shape (4, devices, *sweep shape): see ``OpTable.bound_shares_s``). A device that lacks an
     op's dtype, or has no link figure for a communication op, gets NaN: the step cannot run
-    there as configured.
+    there as configured. Where a device publishes no peak for an op's dtype the time is a lower
+    bound (``unpublished_peaks`` says which devices and dtypes).
     """
     ops = tuple(ops)
     a = _device_axis(ops, ceilings)
@@ -360,3 +400,10 @@ def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> tuple[n
     by_regime = np.stack([np.where(a["regime"] == i, a["device"], 0.0).sum(axis=1) for i in range(len(REGIMES))])
     by_regime[REGIMES.index("overhead")] += np.maximum(0.0, host - device)
     return step, by_regime
+
+
+def unpublished_peaks(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> list[tuple[str, ...]]:
+    """Per device, the dtypes of ops with FLOPs that it publishes no peak for: where any, its
+    times from ``evaluate_devices`` are lower bounds."""
+    needed = tuple(dict.fromkeys(op.dtype for op in ops if np.any(np.asarray(op.flops) > 0)))
+    return [tuple(d for d in needed if not c.has_peak(d)) for c in ceilings]
