@@ -15,6 +15,7 @@ from roofline.hardware import (
     load_hardware,
     load_hardware_file,
 )
+from roofline.workload import Precision
 
 REQUIRED_IDS = {
     "h100-sxm",
@@ -285,3 +286,42 @@ def test_copying_the_shipped_folder_changes_nothing(tmp_path):
     copy = tmp_path / "hw"
     shutil.copytree(SHIPPED_HARDWARE_DIR, copy)
     assert load_hardware(copy) == load_hardware()
+
+
+def test_every_device_records_the_formats_its_kernels_take():
+    for hw in load_hardware().values():
+        f = hw.formats
+        assert f is not None and f.sources and f.basis, hw.id
+        # the 16-bit float the device computes in is a weight and KV format too
+        assert set(f.math) & {"bf16", "fp16"} <= set(f.weights) & set(f.kv), hw.id
+        # fp8 math needs fp8 weights; a published fp8 peak means fp8 math
+        assert "fp8" not in f.math or "fp8" in f.weights, hw.id
+        assert "fp8" not in hw.peak_tflops.as_dict() or "fp8" in f.math, hw.id
+
+
+@pytest.mark.parametrize("hardware_id", ["v100-sxm2-32gb", "t4", "tpu-v4"])
+def test_parts_without_fp8_kernels_refuse_fp8_weights(hardware_id):
+    hw = get_hardware(hardware_id)
+    assert hw.supports_weight_format("fp8") is False and hw.supports_math("fp8") is False
+    with pytest.raises(ValueError, match=rf"^{hardware_id} has no kernels for fp8 weights"):
+        Precision(weight_dtype="fp8").on(hw)
+    # a memory question still answers, with a note
+    _, notes = Precision(weight_dtype="fp8").on(hw, need_peak=False)
+    assert any("no kernels for fp8 weights" in n for n in notes)
+
+
+def test_format_support_follows_the_architecture():
+    h100, a100, t4, tpu = (get_hardware(h) for h in ("h100-sxm", "a100-sxm-80gb", "t4", "tpu-v4"))
+    assert h100.supports_weight_format("fp8") and h100.supports_math("fp8") and h100.supports_kv_format("fp8")
+    # Ampere: fp8 checkpoints weight-only (FP8 Marlin), no fp8 math
+    assert a100.supports_weight_format("fp8") and not a100.supports_math("fp8")
+    assert t4.supports_weight_format("int4") and not t4.supports_weight_format("bf16")
+    assert tpu.supports_kv_format("fp8") is False and tpu.supports_weight_format("int8")
+    assert get_hardware("b200").supports_weight_format("nvfp4") and not h100.supports_weight_format("nvfp4")
+    assert h100.unsupported_formats(("int4", "nvfp4"), ("fp8",), "fp4") == ["nvfp4 weights", "fp4 math"]
+
+
+def test_a_file_with_an_unknown_format_is_rejected(tmp_path):
+    path = _write(tmp_path, "h100-sxm", GOOD.replace('kv = ["fp32"', 'kv = ["fp7", "fp32"'))
+    with pytest.raises(DataError, match=r"h100-sxm.toml: field 'formats.kv'.*unknown KV-cache format\(s\) 'fp7'"):
+        load_hardware_file(path)
