@@ -45,6 +45,23 @@ class PeakTflops(DataRecord):
     int8: PositiveFloat | None = None
     fp4: PositiveFloat | None = None
 
+    @model_validator(mode="after")
+    def _orderings_possible(self) -> PeakTflops:
+        """Refuse figure pairs no real part has, the signature of a sparse figure beside a dense
+        one: tensor cores run bf16 and fp16 at one rate (never bf16 at twice fp16), and fp8 units
+        run at least at the bf16 rate (a part without fp8 math leaves fp8 out)."""
+        if self.bf16 and self.fp16 and abs(self.bf16 / self.fp16 - 2) < 0.02:
+            raise ValueError(
+                f"bf16 ({self.bf16:g}) is twice fp16 ({self.fp16:g}): one of them is a 'with sparsity' "
+                "figure; record both dense (halve the sparse one)"
+            )
+        if self.bf16 and self.fp8 and self.fp8 < self.bf16 * 0.999:
+            raise ValueError(
+                f"fp8 ({self.fp8:g}) is below bf16 ({self.bf16:g}): fp8 math runs at least at the bf16 rate, "
+                "so one of them is not a dense peak of the same kind (leave fp8 out where the part has no fp8 math)"
+            )
+        return self
+
     def as_dict(self) -> dict[str, float]:
         """The math formats the device has a peak for, in the canonical order (fp32 = vector)."""
         return {d: getattr(self, d) for d in COMPUTE_DTYPES if getattr(self, d) is not None}

@@ -325,3 +325,27 @@ def test_a_file_with_an_unknown_format_is_rejected(tmp_path):
     path = _write(tmp_path, "h100-sxm", GOOD.replace('kv = ["fp32"', 'kv = ["fp7", "fp32"'))
     with pytest.raises(DataError, match=r"h100-sxm.toml: field 'formats.kv'.*unknown KV-cache format\(s\) 'fp7'"):
         load_hardware_file(path)
+
+
+def test_shipped_peaks_have_no_impossible_orderings():
+    # Checked on every shipped device before the rule was added: bf16 equals fp16 wherever both
+    # are published, and fp8 is at least bf16 (Gaudi 3 prints them equal).
+    for hw in load_hardware().values():
+        p = hw.peak_tflops
+        if p.bf16 and p.fp16:
+            assert p.bf16 == p.fp16, hw.id
+        if p.bf16 and p.fp8:
+            assert p.fp8 >= p.bf16, hw.id
+
+
+def test_bf16_twice_fp16_is_rejected_as_a_sparse_figure(tmp_path):
+    # 1978.9 is H100's bf16 "with sparsity": beside the dense fp16 989.4 it is exactly twice.
+    path = _write(tmp_path, "h100-sxm", GOOD.replace("bf16 = 989.4 ", "bf16 = 1978.9 "))
+    with pytest.raises(DataError, match=r"h100-sxm.toml: field 'peak_tflops'.*bf16 \(1978.9\) is twice fp16 \(989.4\)"):
+        load_hardware_file(path)
+
+
+def test_fp8_below_bf16_is_rejected(tmp_path):
+    path = _write(tmp_path, "h100-sxm", GOOD.replace("fp8 = 1978.9 ", "fp8 = 494.7 "))
+    with pytest.raises(DataError, match=r"h100-sxm.toml: field 'peak_tflops'.*fp8 \(494.7\) is below bf16 \(989.4\)"):
+        load_hardware_file(path)
