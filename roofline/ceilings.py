@@ -115,8 +115,11 @@ class Ceilings:
         return self.peak(dtype) / self.memory_bandwidth_bytes_per_s
 
     def attainable_flops_per_s(self, intensity: np.ndarray | float, dtype: str) -> np.ndarray:
-        """The roofline: min(peak, bandwidth x intensity)."""
-        return np.minimum(self.peak(dtype), self.memory_bandwidth_bytes_per_s * np.asarray(intensity, float))
+        """The roofline: min(peak, bandwidth x intensity); the bandwidth slope alone where the peak
+        is unpublished (an upper bound on what the device attains)."""
+        memory_roof = self.memory_bandwidth_bytes_per_s * np.asarray(intensity, float)
+        peak = self.peak_or_none(dtype)
+        return memory_roof if peak is None else np.minimum(peak, memory_roof)
 
     def scaled(
         self, compute: float = 1.0, memory: float = 1.0, link: float = 1.0, label: str | None = None

@@ -277,7 +277,7 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
 
 
 def _roof_dtype(ceilings: Ceilings, dtype: str) -> str:
-    return dtype if dtype in ceilings.peak_flops_per_s else next(iter(ceilings.peak_flops_per_s))
+    return dtype if dtype in ceilings.peak_flops_per_s else next(iter(ceilings.peak_flops_per_s), dtype)
 
 
 def step_series(
