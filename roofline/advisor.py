@@ -14,7 +14,6 @@ import numpy as np
 
 from roofline.defaults import OBJECTIVES, TP_DEGREES
 from roofline.engine import (
-    REGIME_LABELS,
     REGIMES,
     Ceilings,
     OpTable,
@@ -297,10 +296,14 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
     """The regime, the three most expensive ops and the evaluated levers, in plain words."""
     base = workload_time(w, hw, settings)
     moves = levers(w, hw, base.bound, settings)
+    lower = base.step.table.is_lower_bound
+    label = regime_label(base.bound, lower)
     words = [
-        f"On {hw.name} this {w.phase} is {REGIME_LABELS[base.bound]} "
-        f"({fmt_seconds(base.time_s)}; the {base.step_phase} step decides it)."
+        f"On {hw.name} this {w.phase} is {label} "
+        f"({'at least ' if lower else ''}{fmt_seconds(base.time_s)}; the {base.step_phase} step decides it)."
     ]
+    if lower:
+        words.append(f"Times here are lower bounds: {base.step.table.rests_on()}.")
     top = base.top_ops()
     words.append("Most expensive ops: " + "; ".join(f"{o['name']} {o['share']:.0%} ({o['bound']})" for o in top) + ".")
     for lever in moves:
@@ -311,7 +314,8 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
         )
     return {
         "bound": base.bound,
-        "bound_label": REGIME_LABELS[base.bound],
+        "bound_label": label,
+        "time_is_lower_bound": lower,
         "time_s": base.time_s,
         "fits": base.fits,
         "top_ops": top,
