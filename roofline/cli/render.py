@@ -46,6 +46,13 @@ def hardware_show(d: dict) -> str:
         ridge = d["ridge_intensity"].get(dtype)
         ridge_text = f"  (ridge {ridge:.0f} FLOP/B)" if ridge else ""
         lines.append(f"  {dtype:>11}: {peak:>9g} {peak_unit(dtype)}{ridge_text}")
+    if not d["peak_tflops"]:
+        lines.append("  none published: times on this device are lower bounds from memory bandwidth")
+    if d["formats"]:
+        f = d["formats"]
+        kinds = "; ".join(f"{k} {', '.join(f[k])}" for k in ("weights", "kv", "math"))
+        lines.append(f"formats: {kinds}")
+        lines.append(f"  ({f['basis']})")
     if d["notes"]:
         lines.append(f"notes: {d['notes']}")
     lines.append("sources:")
