@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from roofline.ceilings import dtype_words
 from roofline.defaults import OBJECTIVES, TP_DEGREES
 from roofline.engine import (
     REGIMES,
@@ -167,7 +168,7 @@ def rank(
         time_s = float(total[i]) if np.isfinite(total[i]) else None
         lower = bool(unknown.get(i)) and time_s is not None
         if lower:
-            missing = ", ".join(sorted(unknown[i]))
+            missing = dtype_words(sorted(unknown[i]))
             if lower_bounds_rank:
                 notes = [*notes, f"time is a lower bound ({fmt_seconds(time_s)} or more): no published {missing} peak"]
             else:

@@ -23,6 +23,11 @@ REGIME_LABELS: dict[str, str] = {
 }
 
 
+def dtype_words(dtypes) -> str:
+    """Dtypes for a sentence: elementwise ops' "vector" is the FP32 vector rate."""
+    return ", ".join("fp32 vector" if d == "vector" else d for d in dtypes)
+
+
 def regime_label(bound: str, lower_bound: bool = False) -> str:
     """The regime in words; where a compute peak is unpublished the compute term is unknown, so
     the regime is only the largest term that is known, and the time is a lower bound."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roofline.ceilings import REGIMES, Ceilings
+from roofline.ceilings import REGIMES, Ceilings, dtype_words
 from roofline.defaults import HOST_COST_FACTORS
 
 
@@ -131,7 +131,7 @@ class OpTable:
         c = self.ceilings
         if not self.is_lower_bound:
             return f"{c.source} roofs: compute peaks, memory bandwidth, link and kernel floor"
-        missing = ", ".join(self.unknown_peaks)
+        missing = dtype_words(self.unknown_peaks)
         return (
             f"{c.source} roofs without compute: {c.name} publishes no peak for {missing}, so compute time is "
             "unknown and every time is a lower bound from memory bandwidth, link and kernel floor"
