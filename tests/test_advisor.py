@@ -14,6 +14,7 @@ from roofline.inference import analyze_step
 from roofline.models import get_model
 from roofline.ops import step_ops
 from roofline.report import html_report
+from roofline.serving import Traffic, best_under_targets
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
@@ -215,3 +216,16 @@ def test_analysis_without_a_published_peak_says_what_its_time_rests_on():
     assert data["memory"]["fits"]  # capacity answers need no peak
     full = analyze_step(Workload(LLAMA8, "decode", 1, 1024), get_hardware("h100-sxm")).to_json()
     assert not full["time_is_lower_bound"] and full["compute_peaks_unpublished"] == []
+
+
+def test_the_serving_plan_never_proposes_fp8_where_the_kernels_take_none():
+    devices = [get_hardware(h) for h in ("v100-sxm2-32gb", "t4", "tpu-v4", "h100-sxm")]
+    small = get_model("llama-3.2-1b")
+    best = {b.hardware: b for b in best_under_targets(small, devices, Traffic(1024, 256), 10.0, 0.2)}
+    for hid in ("v100-sxm2-32gb", "t4", "tpu-v4"):
+        assert best[hid].meets and best[hid].weight_dtype in ("bf16", "fp16"), hid
+    assert best["tpu-v4"].kv_dtype == "bf16"  # TPU v4 has no fp8 KV cache either
+    assert best["h100-sxm"].meets
+    # Llama 3.1 8B in fp16 (16 GB) does not fit a 16 GB T4; fp8 weights would, but T4 takes none.
+    t4 = best_under_targets(LLAMA8, [get_hardware("t4")], Traffic(1024, 256), 10.0, 0.2, tps=(1,))[0]
+    assert not t4.meets and t4.weight_dtype is None
