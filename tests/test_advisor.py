@@ -229,3 +229,11 @@ def test_the_serving_plan_never_proposes_fp8_where_the_kernels_take_none():
     # Llama 3.1 8B in fp16 (16 GB) does not fit a 16 GB T4; fp8 weights would, but T4 takes none.
     t4 = best_under_targets(LLAMA8, [get_hardware("t4")], Traffic(1024, 256), 10.0, 0.2, tps=(1,))[0]
     assert not t4.meets and t4.weight_dtype is None
+
+
+def test_the_serving_plan_does_not_claim_targets_on_lower_bounds():
+    # Without a bf16 peak the prefill (TTFT) is only a lower bound: no target can be claimed met.
+    devices = [get_hardware(h) for h in ("m4-max", "h100-sxm")]
+    best = {b.hardware: b for b in best_under_targets(get_model("llama-3.2-1b"), devices, Traffic(1024, 256), 10, 0.2)}
+    assert not best["m4-max"].meets and "publishes no bf16 peak" in best["m4-max"].binding
+    assert best["h100-sxm"].meets
