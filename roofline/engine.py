@@ -1,7 +1,7 @@
 """Roofline math: ceilings, the Op record, and the time and regime of Ops and of a step.
 
-The code lives in ``roofline.ceilings`` (roofs) and ``roofline.optable`` (the Op record
-and its evaluation); this module is the one place callers import from.
+The code lives in ``roofline.ceilings`` (roofs), ``roofline.op_record`` (the Op record)
+and ``roofline.optable`` (evaluation); this module is the one place callers import from.
 
 An Op's device time is the largest of four terms (DESIGN.md):
     compute  = FLOPs / peak of the dtype its math runs in
@@ -19,8 +19,8 @@ arrays, so a sweep of thousands of points (or of devices) is one call.
 """
 
 from roofline.ceilings import REGIME_LABELS, REGIMES, Ceilings, regime_label
+from roofline.op_record import Op
 from roofline.optable import (
-    Op,
     OpTable,
     byte_totals,
     evaluate,
