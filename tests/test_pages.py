@@ -205,6 +205,12 @@ def test_llm_page_invalid_combination_is_an_error_not_a_traceback():
     assert any("a100-sxm-80gb has no kernels for fp8 math" in e.value for e in at.error)
 
 
+def test_advisor_page_device_without_a_published_peak_is_diagnosed():
+    at = page("views/advisor_page.py", device="m4-max")
+    assert not at.exception and not at.error
+    assert at.get("plotly_chart")
+
+
 def test_llm_page_device_without_a_published_peak_shows_lower_bounds():
     at = page("views/llm_page.py", hw=["m4-max"])
     assert not at.exception and not at.error

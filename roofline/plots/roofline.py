@@ -93,6 +93,7 @@ def roofline_figure(
     height: int = 580,
 ) -> go.Figure:
     """A roofline for each (ceilings, dtype) pair, with point series on top."""
+    ceilings = [(c, d) for c, d in ceilings if c.has_peak(d)]  # an unpublished peak has no roof to draw
     fig = go.Figure()
     x_lo, x_hi = _x_range(ceilings, series)
     device_color: dict[str, str] = {}
