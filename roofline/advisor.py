@@ -12,8 +12,17 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from roofline.ceilings import dtype_words
 from roofline.defaults import OBJECTIVES, TP_DEGREES
-from roofline.engine import REGIME_LABELS, REGIMES, Ceilings, OpTable, evaluate, evaluate_devices
+from roofline.engine import (
+    REGIMES,
+    Ceilings,
+    OpTable,
+    evaluate,
+    evaluate_devices,
+    regime_label,
+    unpublished_peaks,
+)
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.inference import StepResult, analyze_request, analyze_step
@@ -84,10 +93,18 @@ class RankRow:
     notes: tuple[str, ...] = ()
     rank: int | None = None
     roofs: str = "datasheet"  # or "calibrated": the device's measured calibration was used
+    # The device publishes no peak for a compute dtype: time_s is a lower bound from memory
+    # bandwidth (ranked only for work that is memory-bound where peaks are known).
+    time_is_lower_bound: bool = False
+
+    @property
+    def bound_label(self) -> str | None:
+        return regime_label(self.bound, self.time_is_lower_bound) if self.bound else None
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
         data["notes"] = list(self.notes)
+        data["bound_label"] = self.bound_label
         return data
 
 
@@ -96,9 +113,13 @@ def rank(
 ) -> list[RankRow]:
     """Every device evaluated on the workload, sorted by the objective.
 
-    Devices that cannot run it (no peak for the compute dtype, no link for the TP group) or
-    where it does not fit come last, each with its reason. Devices are grouped by the precision
-    they run (fp16 where a part lacks bf16) and each group is evaluated at once."""
+    Devices that cannot run it (no kernels for its formats, no link for the TP group) or where
+    it does not fit come last, each with its reason. A device that publishes no peak for a
+    compute dtype has a lower-bound time (memory bandwidth, link, kernel floor): it is ranked,
+    labelled, where the workload is memory-bound on most devices whose peaks are known (there the
+    compute term it lacks would not decide), and left unranked with its reason otherwise. Devices
+    are grouped by the precision they run (fp16 where a part lacks bf16) and each group is
+    evaluated at once."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: {objective!r} is not allowed; allowed: {', '.join(OBJECTIVES)}")
     total = np.full(len(hardware), np.nan)
@@ -111,6 +132,7 @@ def rank(
             runs[i] = str(exc)
     groups: dict[object, tuple[Workload, list[int]]] = {}
     roofs: dict[int, str] = {}
+    unknown: dict[int, set[str]] = {}  # device -> dtypes it publishes no peak for
     for i, run in runs.items():
         if not isinstance(run, str):
             groups.setdefault(run[0].precision, (run[0], []))[1].append(i)
@@ -119,10 +141,20 @@ def rank(
         roofs.update({i: c.source for i, c in zip(members, ceilings)})
         group_total = np.zeros(len(members))
         for part, steps in _phase_parts(run):
-            step_time, by_regime = evaluate_devices(step_ops(part), ceilings)
+            ops = step_ops(part)
+            for i, missing in zip(members, unpublished_peaks(ops, ceilings)):
+                unknown.setdefault(i, set()).update(missing)
+            step_time, by_regime = evaluate_devices(ops, ceilings)
             group_total += (step_time * steps).reshape(len(members), -1).sum(axis=1)
             regime_time[:, members] += (by_regime * steps).reshape(len(REGIMES), len(members), -1).sum(axis=2)
         total[members] = group_total
+    bounds = [
+        REGIMES[int(np.argmax(regime_time[:, i]))]
+        for i in range(len(hardware))
+        if not unknown.get(i) and np.isfinite(total[i])
+    ]
+    # Lower bounds rank only where the compute term they lack would not decide.
+    lower_bounds_rank = not bounds or sum(b == "compute" for b in bounds) < len(bounds) / 2
     rows = []
     for i, hw in enumerate(hardware):
         run = runs[i]
@@ -134,9 +166,20 @@ def rank(
         need, fits = float(np.max(fp.total_bytes)), bool(np.all(fp.fits))
         why = None
         time_s = float(total[i]) if np.isfinite(total[i]) else None
-        if time_s is None:
+        lower = bool(unknown.get(i)) and time_s is not None
+        if lower:
+            missing = dtype_words(sorted(unknown[i]))
+            if lower_bounds_rank:
+                notes = [*notes, f"time is a lower bound ({fmt_seconds(time_s)} or more): no published {missing} peak"]
+            else:
+                why = (
+                    f"no published {missing} peak and this workload is compute-bound where peaks are known: "
+                    f"its time here is unknown (at least {fmt_seconds(time_s)})"
+                )
+                time_s, lower = None, False
+        if time_s is None and why is None:
             why = f"TP={w.tp}: {hw.group_link(w.tp)[1]}"
-        elif not fits:
+        elif time_s is not None and not fits:
             where = f"fits at TP={fp.smallest_tp}" if fp.smallest_tp else f"no TP up to {TP_DEGREES[-1]} fits"
             why = f"needs {need / 1e9:,.1f} GB per device of {fp.capacity_bytes / 1e9:,.1f} GB usable; {where}"
         per_device = w.produced_tokens / time_s / w.tp if time_s else None
@@ -156,6 +199,7 @@ def rank(
                 why_not=why,
                 notes=tuple(notes),
                 roofs=roofs.get(i, "datasheet"),
+                time_is_lower_bound=lower,
             )
         )
     key = {
@@ -253,10 +297,14 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
     """The regime, the three most expensive ops and the evaluated levers, in plain words."""
     base = workload_time(w, hw, settings)
     moves = levers(w, hw, base.bound, settings)
+    lower = base.step.table.is_lower_bound
+    label = regime_label(base.bound, lower)
     words = [
-        f"On {hw.name} this {w.phase} is {REGIME_LABELS[base.bound]} "
-        f"({fmt_seconds(base.time_s)}; the {base.step_phase} step decides it)."
+        f"On {hw.name} this {w.phase} is {label} "
+        f"({'at least ' if lower else ''}{fmt_seconds(base.time_s)}; the {base.step_phase} step decides it)."
     ]
+    if lower:
+        words.append(f"Times here are lower bounds: {base.step.table.rests_on()}.")
     top = base.top_ops()
     words.append("Most expensive ops: " + "; ".join(f"{o['name']} {o['share']:.0%} ({o['bound']})" for o in top) + ".")
     for lever in moves:
@@ -267,7 +315,8 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
         )
     return {
         "bound": base.bound,
-        "bound_label": REGIME_LABELS[base.bound],
+        "bound_label": label,
+        "time_is_lower_bound": lower,
         "time_s": base.time_s,
         "fits": base.fits,
         "top_ops": top,

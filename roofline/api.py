@@ -37,6 +37,7 @@ def hardware_summary(hw: Hardware) -> dict[str, object]:
         "tp_link_gb_per_s": {str(t): (hw.group_link(t)[0] or 0) / 1e9 or None for t in (2, 4, 8, 16)},
         "tdp_w": hw.tdp_w,
         "ridge_intensity": {d: hw.ridge_intensity(d) for d in peaks},
+        "formats": hw.formats.model_dump() if hw.formats else None,
         "notes": hw.notes,
         "sources": [s.model_dump() for s in hw.sources],
     }

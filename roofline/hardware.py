@@ -10,10 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from roofline.datafiles import DataRecord, load_dirs, load_record, search_dirs, shown_path
-from roofline.dtypes import COMPUTE_DTYPES, PEAK_FIELDS
+from roofline.dtypes import COMPUTE_DTYPES, KV_FORMATS, PEAK_FIELDS, WEIGHT_FORMATS
 
 SHIPPED_HARDWARE_DIR = Path(__file__).resolve().parent.parent / "hardware_db"
 HARDWARE_DIR_ENV = "ROOFLINE_HARDWARE_DIR"
@@ -45,6 +45,23 @@ class PeakTflops(DataRecord):
     int8: PositiveFloat | None = None
     fp4: PositiveFloat | None = None
 
+    @model_validator(mode="after")
+    def _orderings_possible(self) -> PeakTflops:
+        """Refuse figure pairs no real part has, the signature of a sparse figure beside a dense
+        one: tensor cores run bf16 and fp16 at one rate (never bf16 at twice fp16), and fp8 units
+        run at least at the bf16 rate (a part without fp8 math leaves fp8 out)."""
+        if self.bf16 and self.fp16 and abs(self.bf16 / self.fp16 - 2) < 0.02:
+            raise ValueError(
+                f"bf16 ({self.bf16:g}) is twice fp16 ({self.fp16:g}): one of them is a 'with sparsity' "
+                "figure; record both dense (halve the sparse one)"
+            )
+        if self.bf16 and self.fp8 and self.fp8 < self.bf16 * 0.999:
+            raise ValueError(
+                f"fp8 ({self.fp8:g}) is below bf16 ({self.bf16:g}): fp8 math runs at least at the bf16 rate, "
+                "so one of them is not a dense peak of the same kind (leave fp8 out where the part has no fp8 math)"
+            )
+        return self
+
     def as_dict(self) -> dict[str, float]:
         """The math formats the device has a peak for, in the canonical order (fp32 = vector)."""
         return {d: getattr(self, d) for d in COMPUTE_DTYPES if getattr(self, d) is not None}
@@ -58,6 +75,47 @@ class PeakTflops(DataRecord):
         if dtype == "fp32" and self.fp32_matrix is not None:
             return self.fp32_matrix
         return getattr(self, dtype, None) if dtype in COMPUTE_DTYPES else None
+
+
+class Formats(DataRecord):
+    """The storage formats the device's inference kernels take, with where that is stated.
+
+    ``weights``: linear-layer weight formats a serving stack runs on this device, either on the
+    format's own tensor cores (fp8 W8A8 from Ada/Hopper and MI300) or as weight-only kernels that
+    widen to the 16-bit math (Marlin/AWQ/GPTQ int4, FP8 Marlin). ``kv``: KV-cache formats its
+    attention kernels read. ``math``: the dtypes its matrix units compute in (fp8 = W8A8 on fp8
+    tensor cores). A format listed here may still lack a published peak (then times are lower
+    bounds); a format missing here is refused for timing. No record: nothing is refused."""
+
+    weights: list[str] = Field(min_length=1)
+    kv: list[str] = Field(min_length=1)
+    math: list[str] = Field(min_length=1)
+    basis: str = Field(min_length=1)  # in words: which kernels, which generation rule
+    sources: list[Source] = Field(min_length=1)
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, value: list[str]) -> list[str]:
+        return _known(value, WEIGHT_FORMATS, "weight")
+
+    @field_validator("kv")
+    @classmethod
+    def _known_kv(cls, value: list[str]) -> list[str]:
+        return _known(value, KV_FORMATS, "KV-cache")
+
+    @field_validator("math")
+    @classmethod
+    def _known_math(cls, value: list[str]) -> list[str]:
+        return _known(value, dict.fromkeys(COMPUTE_DTYPES), "math")
+
+
+def _known(value: list[str], allowed: dict, what: str) -> list[str]:
+    bad = [v for v in value if v not in allowed]
+    if bad:
+        raise ValueError(f"unknown {what} format(s) {', '.join(map(repr, bad))}; allowed: {', '.join(allowed)}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{what} formats listed twice: {value}")
+    return value
 
 
 TOPOLOGIES = ("switch", "bridge", "mesh", "torus", "pcie")
@@ -148,6 +206,7 @@ class Hardware(DataRecord):
     compute_unit_name: str | None = None
     interconnect: Interconnect | None = None
     tdp_w: PositiveFloat | None = None
+    formats: Formats | None = None
     notes: str | None = None
     sources: list[Source] = Field(min_length=1)
 
@@ -176,6 +235,25 @@ class Hardware(DataRecord):
         if self.interconnect is None:
             return None, "no interconnect figure recorded"
         return self.interconnect.group_bandwidth(devices)
+
+    def supports_weight_format(self, fmt: str) -> bool | None:
+        """Whether the device's kernels take ``fmt`` weights; None where no record says."""
+        return None if self.formats is None else fmt in self.formats.weights
+
+    def supports_kv_format(self, fmt: str) -> bool | None:
+        """Whether the device's attention kernels read a ``fmt`` KV cache; None where unrecorded."""
+        return None if self.formats is None else fmt in self.formats.kv
+
+    def supports_math(self, dtype: str) -> bool | None:
+        """Whether the device's matrix units compute in ``dtype``; None where unrecorded."""
+        return None if self.formats is None else dtype in self.formats.math
+
+    def unsupported_formats(self, weights: tuple[str, ...] = (), kv: tuple[str, ...] = (), math: str = "") -> list[str]:
+        """The formats asked for that the device's record says its kernels do not take, in words
+        ("fp8 weights"); empty where all are taken or nothing is recorded."""
+        out = [f"{f} weights" for f in dict.fromkeys(weights) if self.supports_weight_format(f) is False]
+        out += [f"{f} KV cache" for f in dict.fromkeys(kv) if self.supports_kv_format(f) is False]
+        return out + ([f"{math} math"] if math and self.supports_math(math) is False else [])
 
     @property
     def dtypes(self) -> list[str]:

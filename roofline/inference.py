@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.engine import REGIME_LABELS, OpTable, evaluate
+from roofline.engine import OpTable, evaluate, regime_label
 from roofline.hardware import Hardware
 from roofline.memory import Footprint, footprint
 from roofline.ops import step_ops
@@ -21,6 +21,22 @@ from roofline.workload import Workload
 
 def _bound(by_regime: dict[str, float]) -> str:
     return max(by_regime, key=by_regime.__getitem__)
+
+
+def _mfu(flops: float, time_s: float, peak: float | None) -> float | None:
+    """Model FLOPs utilisation; None where the device publishes no peak (nothing to divide by)."""
+    return flops / time_s / peak if peak else None
+
+
+def _rests_on(*tables: OpTable) -> dict[str, object]:
+    """What the times rest on, for ``--json``: a device without a published compute peak gives
+    times that are lower bounds from memory bandwidth, and says so."""
+    lower = [t for t in tables if t.is_lower_bound]
+    return {
+        "time_rests_on": (lower or list(tables))[0].rests_on(),
+        "time_is_lower_bound": bool(lower),
+        "compute_peaks_unpublished": list(dict.fromkeys(d for t in lower for d in t.unknown_peaks)),
+    }
 
 
 @dataclass(frozen=True)
@@ -62,10 +78,11 @@ class StepResult:
             "host_time_s": float(np.sum(t.host_time_s)),
             "exposed_host_s": float(np.sum(t.exposed_host_s)),
             "bound": self.bound,
-            "bound_label": REGIME_LABELS[self.bound],
+            "bound_label": regime_label(self.bound, t.is_lower_bound),
+            "time_is_lower_bound": t.is_lower_bound,
             "time_by_regime_s": self.time_by_regime_s,
             "launches": int(sum(op.launches * op.count for op in t.ops)),
-            "mfu": flops / self.time_s / t.ceilings.peak(self.workload.precision.act_dtype),
+            "mfu": _mfu(flops, self.time_s, t.ceilings.peak_or_none(self.workload.precision.act_dtype)),
             "mbu": moved / self.time_s / t.ceilings.memory_bandwidth_bytes_per_s,
         }
 
@@ -76,6 +93,7 @@ class StepResult:
             "roofs": self.table.ceilings.source,
             "launch_overhead_s": self.table.ceilings.launch_overhead_s,
             "link": self.table.ceilings.link_note,
+            **_rests_on(self.table),
             "notes": list(self.notes),
             "ops": self.table.rows(),
             "total": self.totals(),
@@ -150,7 +168,7 @@ class RequestResult:
     def to_json(self) -> dict[str, object]:
         w, ceilings = self.workload, self.prefill.table.ceilings
         batch = float(np.max(w.batch))
-        peak = ceilings.peak(w.precision.act_dtype)
+        peak = ceilings.peak_or_none(w.precision.act_dtype)
         bandwidth = ceilings.memory_bandwidth_bytes_per_s
         decode_bytes = self._decode_total("bytes")
         tpot = self.tpot_s
@@ -159,6 +177,7 @@ class RequestResult:
             "prompt_len": int(np.max(w.seq_len)),
             "hardware": self.hardware.id,
             "roofs": ceilings.source,
+            **_rests_on(*(t for t in (self.prefill.table, self.decode_table) if t is not None)),
             "notes": list(self.notes),
             "ttft_s": self.ttft_s,
             "tpot_s": tpot,
@@ -171,7 +190,7 @@ class RequestResult:
             "total_flops": self.flops,
             "total_bytes": self.bytes,
             # Per device: this device's FLOPs over this device's peak (TP does not enter twice).
-            "mfu": self.flops / self.e2e_s / peak,
+            "mfu": _mfu(self.flops, self.e2e_s, peak),
             "mbu": self.bytes / self.e2e_s / bandwidth,
             "decode_mbu": (decode_bytes / self.decode_time_s / bandwidth) if self.decode_time_s else None,
             "decode_points": int(self.decode_steps.size),

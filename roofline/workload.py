@@ -90,8 +90,13 @@ class Precision:
 
     def on(self, hw: Hardware, need_peak: bool = True) -> tuple[Precision, list[str]]:
         """The precision as it runs on ``hw``: parts without bf16 math (V100, T4) run fp16, which
-        stores the same two bytes. Raises ValueError where the compute dtype has no peak (unless
-        only memory is asked about: ``need_peak=False``)."""
+        stores the same two bytes.
+
+        Raises ValueError where the device's formats record says its kernels do not take the
+        weight or KV format, or the compute dtype (fp8 math needs fp8 kernels). A compute dtype the
+        device runs but publishes no peak for is not an error: the note says so, and times are
+        lower bounds from memory bandwidth. Memory questions (``need_peak=False``) only note
+        what the device cannot run."""
         peaks = hw.peak_tflops.as_dict()
         notes: list[str] = []
         p = self
@@ -99,9 +104,22 @@ class Precision:
             swap = {f: "fp16" for f in ("weight_dtype", "act_dtype", "kv_dtype") if getattr(p, f) == "bf16"}
             p = replace(p, **swap)
             notes.append(f"{hw.name} has no bf16 math: fp16 is used instead (same two bytes per value)")
+        weights = tuple(f for f in (p.weight_dtype, p.expert_weight_dtype) if f)
+        missing = hw.unsupported_formats(weights, (p.kv_dtype,), p.act_dtype)
+        if missing:
+            f = hw.formats
+            why = (
+                f"{hw.id} has no kernels for {', '.join(missing)} (its formats record: weights "
+                f"{', '.join(f.weights)}; KV {', '.join(f.kv)}; math {', '.join(f.math)})"
+            )
+            if need_peak:
+                raise ValueError(why)
+            notes.append(why)
         if need_peak and p.act_dtype not in peaks:
-            have = ", ".join(peaks) or "none published"
-            raise ValueError(f"{hw.id} has no {p.act_dtype} peak (compute dtype); it has: {have}")
+            notes.append(
+                f"{hw.name} publishes no {p.act_dtype} peak: compute time is unknown, so times are lower "
+                "bounds from memory bandwidth (and link and kernel floor)"
+            )
         return p, notes
 
     def to_json(self) -> dict[str, object]:

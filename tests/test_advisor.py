@@ -10,9 +10,11 @@ import pytest
 from roofline.advisor import advise, diagnose, rank, sensitivity
 from roofline.engine import Ceilings, evaluate, evaluate_devices
 from roofline.hardware import get_hardware, load_hardware
+from roofline.inference import analyze_step
 from roofline.models import get_model
 from roofline.ops import step_ops
 from roofline.report import html_report
+from roofline.serving import Traffic, best_under_targets
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
@@ -111,7 +113,8 @@ def test_devices_that_cannot_run_it_say_why():
     rows = rank_json(Workload(LLAMA8, "decode", 1, 1024, precision=Precision(act_dtype="fp8")), DEVICES)
     a100 = next(r for r in rows if r["hardware"] == "a100-sxm-80gb")
     assert a100["time_s"] is None and a100["rank"] is None
-    assert a100["why_not"].startswith("a100-sxm-80gb has no fp8 peak (compute dtype); it has: fp64, fp32")
+    # Ampere runs fp8 checkpoints weight-only (FP8 Marlin) but has no fp8 math (W8A8).
+    assert a100["why_not"].startswith("a100-sxm-80gb has no kernels for fp8 math (its formats record: ")
 
 
 def test_devices_without_bf16_run_fp16_and_say_so():
@@ -171,3 +174,66 @@ def test_html_report_is_offline():
     assert page.count("plotly.js v") == 1  # the library is inlined once
     assert "<script src=" not in page  # nothing fetched when it opens
     assert "unknown" in page and "&lt;b&gt;escaped" in page
+
+
+def test_devices_without_a_published_peak_rank_for_decode_with_a_label():
+    devices = [get_hardware(h) for h in ("h100-sxm", "m4-max", "rtx-pro-6000-blackwell", "l20")]
+    w = Workload(LLAMA8, "decode", 1, 1024)
+    rows = {r.hardware: r for r in rank(w, devices, "latency", NO_OVERHEAD)}
+    m4 = rows["m4-max"]
+    # A batch-1 decode moves every byte once: with no launch cost its time is bytes / bandwidth,
+    # the lower bound M4 Max's 546 GB/s gives (Apple publishes no peak to add a compute term).
+    moved = float(analyze_step(w, get_hardware("h100-sxm"), NO_OVERHEAD).table.bytes.sum())
+    assert m4.time_s == pytest.approx(moved / 546e9, rel=1e-9)
+    assert m4.rank is not None and m4.time_is_lower_bound and m4.bound == "memory"
+    assert m4.to_json()["bound_label"] == "memory-bandwidth-bound at least (compute peak unpublished)"
+    assert any("lower bound" in n for n in m4.notes)
+    # Ranked by that bound among the others: H100 (3.35 TB/s) < RTX PRO 6000 (1.79) < L20 (0.864) < M4 Max.
+    assert [r.hardware for r in rank(w, devices, "latency", NO_OVERHEAD)] == [
+        "h100-sxm",
+        "rtx-pro-6000-blackwell",
+        "l20",
+        "m4-max",
+    ]
+    assert not rows["h100-sxm"].time_is_lower_bound
+
+
+def test_devices_without_a_published_peak_are_not_ranked_for_compute_bound_work():
+    devices = [get_hardware(h) for h in ("h100-sxm", "a100-sxm-80gb", "m4-max")]
+    rows = {r.hardware: r for r in rank(Workload(LLAMA8, "prefill", 16, 4096), devices, "latency", NO_OVERHEAD)}
+    m4 = rows["m4-max"]
+    assert m4.rank is None and m4.time_s is None and not m4.fits
+    assert "compute-bound where peaks are known" in m4.why_not and "at least" in m4.why_not
+    assert rows["h100-sxm"].rank == 1
+
+
+def test_analysis_without_a_published_peak_says_what_its_time_rests_on():
+    step = analyze_step(Workload(LLAMA8, "decode", 1, 1024), get_hardware("rtx-pro-6000-blackwell"))
+    data = step.to_json()
+    assert data["time_is_lower_bound"] and data["compute_peaks_unpublished"] == ["bf16"]
+    assert "lower bound" in data["time_rests_on"] and data["total"]["mfu"] is None
+    assert data["total"]["bound_label"].endswith("at least (compute peak unpublished)")
+    assert data["memory"]["fits"]  # capacity answers need no peak
+    full = analyze_step(Workload(LLAMA8, "decode", 1, 1024), get_hardware("h100-sxm")).to_json()
+    assert not full["time_is_lower_bound"] and full["compute_peaks_unpublished"] == []
+
+
+def test_the_serving_plan_never_proposes_fp8_where_the_kernels_take_none():
+    devices = [get_hardware(h) for h in ("v100-sxm2-32gb", "t4", "tpu-v4", "h100-sxm")]
+    small = get_model("llama-3.2-1b")
+    best = {b.hardware: b for b in best_under_targets(small, devices, Traffic(1024, 256), 10.0, 0.2)}
+    for hid in ("v100-sxm2-32gb", "t4", "tpu-v4"):
+        assert best[hid].meets and best[hid].weight_dtype in ("bf16", "fp16"), hid
+    assert best["tpu-v4"].kv_dtype == "bf16"  # TPU v4 has no fp8 KV cache either
+    assert best["h100-sxm"].meets
+    # Llama 3.1 8B in fp16 (16 GB) does not fit a 16 GB T4; fp8 weights would, but T4 takes none.
+    t4 = best_under_targets(LLAMA8, [get_hardware("t4")], Traffic(1024, 256), 10.0, 0.2, tps=(1,))[0]
+    assert not t4.meets and t4.weight_dtype is None
+
+
+def test_the_serving_plan_does_not_claim_targets_on_lower_bounds():
+    # Without a bf16 peak the prefill (TTFT) is only a lower bound: no target can be claimed met.
+    devices = [get_hardware(h) for h in ("m4-max", "h100-sxm")]
+    best = {b.hardware: b for b in best_under_targets(get_model("llama-3.2-1b"), devices, Traffic(1024, 256), 10, 0.2)}
+    assert not best["m4-max"].meets and "publishes no bf16 peak" in best["m4-max"].binding
+    assert best["h100-sxm"].meets

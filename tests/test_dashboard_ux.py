@@ -45,20 +45,20 @@ def test_llm_page_with_a_v100_added_keeps_the_analysis_and_gives_the_v100_a_row(
 def test_llm_page_fp8_on_an_a100_names_the_reason_and_keeps_table_and_link():
     at = page("views/llm_page.py", adtype="fp8", hw="a100-sxm-80gb")
     assert not at.exception
-    assert "no fp8 peak" in texts(at.error) and "A100" in texts(at.error)
+    assert "no kernels for fp8 math" in texts(at.error) and "A100" in texts(at.error)
     devices = at.dataframe[0].value
-    assert "no fp8 peak" in devices.loc[0, "notes"]
+    assert "no kernels for fp8 math" in devices.loc[0, "notes"]
     assert "adtype=fp8" in share_link(at)
 
 
 def test_llm_page_analyses_the_first_device_that_can_run_the_choice():
     at = page("views/llm_page.py", adtype="fp8", hw=["a100-sxm-80gb", "h100-sxm"])
     assert not at.exception and not at.error
-    assert "A100" in texts(at.warning) and "no fp8 peak" in texts(at.warning)
+    assert "A100" in texts(at.warning) and "no kernels for fp8 math" in texts(at.warning)
     assert "Analysed in detail: NVIDIA H100 SXM5 80GB" in texts(at.info)
     assert at.metric[0].label == "TTFT"
     devices = at.dataframe[0].value
-    assert "no fp8 peak" in devices.loc[0, "notes"] and devices.loc[1, "TTFT"].endswith("ms")
+    assert "no kernels for fp8 math" in devices.loc[0, "notes"] and devices.loc[1, "TTFT"].endswith("ms")
 
 
 def test_advisor_page_a_what_if_device_without_the_peak_keeps_the_ranking():

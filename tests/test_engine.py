@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofline.engine import Ceilings, Op, evaluate, time_terms
+from roofline.engine import Ceilings, Op, evaluate, evaluate_devices, time_terms, unpublished_peaks
 from roofline.hardware import get_hardware
 from roofline.matmul import log_sweep_values, matmul_counts, matmul_op, matmul_sweep
 
@@ -161,3 +161,46 @@ def test_flops_match_torch_flop_counter():
         with FlopCounterMode(display=False) as counter:
             torch.matmul(a, b)
         assert counter.get_total_flops() == matmul_op(m, n, k, "fp32").flops
+
+
+# A device that publishes no bf16 peak: 1 TB/s, fp32 only.
+NO_BF16 = Ceilings("no-bf16", {"fp32": 10e12}, 1e12, launch_overhead_s=0.0, kernel_floor_s=0.0)
+
+
+def test_a_missing_peak_leaves_a_lower_bound_not_an_error():
+    # 2 TFLOP in bf16 over 1 GB of weights: memory 1e9 / 1e12 = 1 ms; compute unknown (no bf16 peak).
+    op = Op("gemv", 2e12, "bf16", weight_bytes=1e9, launches=1)
+    table = evaluate([op], NO_BF16)
+    assert np.isnan(table.terms_s[0, 0]) and table.terms_s[1, 0] == pytest.approx(1e-3)
+    assert table.time_s[0] == pytest.approx(1e-3) and table.total_time_s == pytest.approx(1e-3)
+    assert table.is_lower_bound and table.unknown_peaks == ("bf16",)
+    row = table.rows()[0]
+    assert row["compute_s"] is None and row["bound"] == "memory" and row["bound_certain"] is False
+    assert "no peak for bf16" in table.rests_on() and "lower bound" in table.rests_on()
+    # With a 1 PFLOP/s bf16 peak the same op takes 2e12 / 1e15 = 2 ms: compute-bound, above the bound.
+    known = evaluate([op], Ceilings("bf16", {"bf16": 1e15}, 1e12, launch_overhead_s=0.0, kernel_floor_s=0.0))
+    assert known.total_time_s == pytest.approx(2e-3) and not known.is_lower_bound
+    assert known.rows()[0]["bound_certain"] is True
+
+
+def test_an_op_without_flops_needs_no_peak():
+    # A copy of 1 MB moves 1e6 / 1e12 = 1 us and needs no compute peak: its time is exact.
+    table = evaluate([Op("copy", 0.0, "bf16", act_bytes=1e6)], NO_BF16)
+    assert table.terms_s[0, 0] == 0.0 and table.time_s[0] == pytest.approx(1e-6) and not table.is_lower_bound
+    assert time_terms(0.0, 1e6, np.nan, 1e12)[0] == 0.0
+
+
+def test_many_devices_with_and_without_the_peak():
+    op = Op("gemv", 2e12, "bf16", weight_bytes=1e9, launches=1)
+    with_peak = Ceilings("bf16", {"bf16": 1e15}, 1e12, launch_overhead_s=0.0, kernel_floor_s=0.0)
+    step, by_regime = evaluate_devices([op], [with_peak, NO_BF16])
+    # 2 ms compute-bound where the peak is known; 1 ms memory, a lower bound, where it is not.
+    assert step == pytest.approx([2e-3, 1e-3])
+    assert by_regime[0] == pytest.approx([2e-3, 0.0]) and by_regime[1] == pytest.approx([0.0, 1e-3])
+    assert unpublished_peaks([op], [with_peak, NO_BF16]) == [(), ("bf16",)]
+
+
+def test_a_missing_link_still_means_it_cannot_run():
+    op = Op("all-reduce", 0.0, "bf16", comm_bytes=1e6, collectives=1)
+    step, _ = evaluate_devices([op], [NO_BF16])
+    assert np.isnan(step[0])

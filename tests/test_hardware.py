@@ -15,6 +15,7 @@ from roofline.hardware import (
     load_hardware,
     load_hardware_file,
 )
+from roofline.workload import Precision
 
 REQUIRED_IDS = {
     "h100-sxm",
@@ -149,6 +150,9 @@ EQUAL_RATE = {
     ("trainium2", "tf32", "bf16"): "AWS prints TF32 = BF16 = FP16 = 667 TFLOPS",
     ("gaudi3", "bf16", "fp8"): "Gaudi 3's MME runs bf16 and fp8 at the same 1,835 TFLOPS",
 }
+# GeForce Blackwell halves FP8 with FP32 accumulate (the rate recorded) but runs block-scaled FP4
+# with FP32 accumulate at full rate: 419 -> 1,676 in the RTX Blackwell whitepaper.
+FOUR_X_FP4 = {("rtx-5090", "fp8", "fp4")}
 
 
 def test_every_device_passes_the_dense_and_unit_checks():
@@ -159,6 +163,8 @@ def test_every_device_passes_the_dense_and_unit_checks():
                 ratio = peaks[high] / peaks[low]
                 if (hw.id, low, high) in EQUAL_RATE:
                     assert ratio == pytest.approx(1.0), hw.id
+                elif (hw.id, low, high) in FOUR_X_FP4:
+                    assert ratio == pytest.approx(4.0), hw.id
                 elif (low, high) == ("fp8", "fp4"):
                     # 2x on Blackwell and CDNA 4; Blackwell Ultra's NVFP4 units make it 3x (GB300: 15 / 5 PF).
                     assert 2.0 <= ratio <= 3.0 + 1e-9, (hw.id, low, high, ratio)
@@ -280,3 +286,66 @@ def test_copying_the_shipped_folder_changes_nothing(tmp_path):
     copy = tmp_path / "hw"
     shutil.copytree(SHIPPED_HARDWARE_DIR, copy)
     assert load_hardware(copy) == load_hardware()
+
+
+def test_every_device_records_the_formats_its_kernels_take():
+    for hw in load_hardware().values():
+        f = hw.formats
+        assert f is not None and f.sources and f.basis, hw.id
+        # the 16-bit float the device computes in is a weight and KV format too
+        assert set(f.math) & {"bf16", "fp16"} <= set(f.weights) & set(f.kv), hw.id
+        # fp8 math needs fp8 weights; a published fp8 peak means fp8 math
+        assert "fp8" not in f.math or "fp8" in f.weights, hw.id
+        assert "fp8" not in hw.peak_tflops.as_dict() or "fp8" in f.math, hw.id
+
+
+@pytest.mark.parametrize("hardware_id", ["v100-sxm2-32gb", "t4", "tpu-v4"])
+def test_parts_without_fp8_kernels_refuse_fp8_weights(hardware_id):
+    hw = get_hardware(hardware_id)
+    assert hw.supports_weight_format("fp8") is False and hw.supports_math("fp8") is False
+    with pytest.raises(ValueError, match=rf"^{hardware_id} has no kernels for fp8 weights"):
+        Precision(weight_dtype="fp8").on(hw)
+    # a memory question still answers, with a note
+    _, notes = Precision(weight_dtype="fp8").on(hw, need_peak=False)
+    assert any("no kernels for fp8 weights" in n for n in notes)
+
+
+def test_format_support_follows_the_architecture():
+    h100, a100, t4, tpu = (get_hardware(h) for h in ("h100-sxm", "a100-sxm-80gb", "t4", "tpu-v4"))
+    assert h100.supports_weight_format("fp8") and h100.supports_math("fp8") and h100.supports_kv_format("fp8")
+    # Ampere: fp8 checkpoints weight-only (FP8 Marlin), no fp8 math
+    assert a100.supports_weight_format("fp8") and not a100.supports_math("fp8")
+    assert t4.supports_weight_format("int4") and not t4.supports_weight_format("bf16")
+    assert tpu.supports_kv_format("fp8") is False and tpu.supports_weight_format("int8")
+    assert get_hardware("b200").supports_weight_format("nvfp4") and not h100.supports_weight_format("nvfp4")
+    assert h100.unsupported_formats(("int4", "nvfp4"), ("fp8",), "fp4") == ["nvfp4 weights", "fp4 math"]
+
+
+def test_a_file_with_an_unknown_format_is_rejected(tmp_path):
+    path = _write(tmp_path, "h100-sxm", GOOD.replace('kv = ["fp32"', 'kv = ["fp7", "fp32"'))
+    with pytest.raises(DataError, match=r"h100-sxm.toml: field 'formats.kv'.*unknown KV-cache format\(s\) 'fp7'"):
+        load_hardware_file(path)
+
+
+def test_shipped_peaks_have_no_impossible_orderings():
+    # Checked on every shipped device before the rule was added: bf16 equals fp16 wherever both
+    # are published, and fp8 is at least bf16 (Gaudi 3 prints them equal).
+    for hw in load_hardware().values():
+        p = hw.peak_tflops
+        if p.bf16 and p.fp16:
+            assert p.bf16 == p.fp16, hw.id
+        if p.bf16 and p.fp8:
+            assert p.fp8 >= p.bf16, hw.id
+
+
+def test_bf16_twice_fp16_is_rejected_as_a_sparse_figure(tmp_path):
+    # 1978.9 is H100's bf16 "with sparsity": beside the dense fp16 989.4 it is exactly twice.
+    path = _write(tmp_path, "h100-sxm", GOOD.replace("bf16 = 989.4 ", "bf16 = 1978.9 "))
+    with pytest.raises(DataError, match=r"h100-sxm.toml: field 'peak_tflops'.*bf16 \(1978.9\) is twice fp16 \(989.4\)"):
+        load_hardware_file(path)
+
+
+def test_fp8_below_bf16_is_rejected(tmp_path):
+    path = _write(tmp_path, "h100-sxm", GOOD.replace("fp8 = 1978.9 ", "fp8 = 494.7 "))
+    with pytest.raises(DataError, match=r"h100-sxm.toml: field 'peak_tflops'.*fp8 \(494.7\) is below bf16 \(989.4\)"):
+        load_hardware_file(path)

@@ -202,7 +202,21 @@ def test_llm_page_invalid_combination_is_an_error_not_a_traceback():
     assert not at.exception
     assert any("does not divide falcon-7b's 71 attention heads" in e.value for e in at.error)
     at = page("views/llm_page.py", adtype="fp8", hw=["a100-sxm-80gb"])
-    assert any("a100-sxm-80gb has no fp8 peak" in e.value for e in at.error)
+    assert any("a100-sxm-80gb has no kernels for fp8 math" in e.value for e in at.error)
+
+
+def test_advisor_page_device_without_a_published_peak_is_diagnosed():
+    at = page("views/advisor_page.py", device="m4-max")
+    assert not at.exception and not at.error
+    assert at.get("plotly_chart")
+
+
+def test_llm_page_device_without_a_published_peak_shows_lower_bounds():
+    at = page("views/llm_page.py", hw=["m4-max"])
+    assert not at.exception and not at.error
+    assert any("Times are lower bounds" in w.value for w in at.warning)
+    assert {m.label: m.value for m in at.metric}["MFU"] == "n/a"
+    assert len(at.get("plotly_chart")) == 3
 
 
 @pytest.mark.parametrize(

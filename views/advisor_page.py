@@ -184,7 +184,7 @@ fig = go.Figure(
         textfont=dict(size=11, color="#333333"),
         customdata=[
             [
-                REGIME_LABELS[r["bound"]],
+                r["bound_label"],
                 r["why_not"] or "fits",
                 fmt_seconds(r["time_s"]) if objective == "latency" else f"{r[key]:,.4g} {label}",
             ]
@@ -217,10 +217,10 @@ table = pd.DataFrame(
         {
             "#": r["rank"],
             "device": r["name"],
-            "time": fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            "time": ("≥ " if r["time_is_lower_bound"] else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
             "tokens/s": r["tokens_per_s"],
             "tokens/s/W": r["tokens_per_s_per_watt"],
-            "regime": REGIME_LABELS[r["bound"]] if r["bound"] else "n/a",
+            "regime": r["bound_label"] or "n/a",
             "fits": r["fits"],
             "smallest TP that fits": r["smallest_tp"],
             "why not": r["why_not"] or "",

@@ -261,7 +261,11 @@ report.metrics(
     ),
     Metric("End to end", fmt_seconds(request.e2e_s)),
     Metric("Tokens/s (total)", f"{data['tokens_per_s']:,.0f}", help=f"{data['tokens_per_s_per_user']:,.1f} per user"),
-    Metric("MFU", f"{data['mfu'] * 100:.1f}%", help=f"MBU (memory-bandwidth utilisation) {data['mbu'] * 100:.1f}%"),
+    Metric(
+        "MFU",
+        "n/a" if data["mfu"] is None else f"{data['mfu'] * 100:.1f}%",
+        help=f"MBU (memory-bandwidth utilisation) {data['mbu'] * 100:.1f}%",
+    ),
     Metric(
         "Memory / device",
         fmt_bytes(mem["total_bytes"]),
@@ -296,8 +300,10 @@ series = [
     for phase, t in tables.items()
 ]
 roof_dtypes = list(dict.fromkeys([run.precision.act_dtype, run.precision.attention_dtype]))
+if data["time_is_lower_bound"]:
+    st.warning(f"Times are lower bounds (≥): {data['time_rests_on']}.")
 fig = roofline_figure(
-    [(ceilings, d) for d in roof_dtypes],
+    [(ceilings, d) for d in roof_dtypes if ceilings.has_peak(d)],
     series,
     title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
 )
@@ -367,7 +373,7 @@ trajectories = [
 ]
 report.chart(
     roofline_figure(
-        [(ceilings, run.precision.act_dtype)],
+        [(ceilings, d) for d in (run.precision.act_dtype,) if ceilings.has_peak(d)],
         trajectories,
         title=f"{model.name} on {hw.name}: one decode step as the batch grows and as the context grows",
         height=520,

@@ -46,6 +46,13 @@ def hardware_show(d: dict) -> str:
         ridge = d["ridge_intensity"].get(dtype)
         ridge_text = f"  (ridge {ridge:.0f} FLOP/B)" if ridge else ""
         lines.append(f"  {dtype:>11}: {peak:>9g} {peak_unit(dtype)}{ridge_text}")
+    if not d["peak_tflops"]:
+        lines.append("  none published: times on this device are lower bounds from memory bandwidth")
+    if d["formats"]:
+        f = d["formats"]
+        kinds = "; ".join(f"{k} {', '.join(f[k])}" for k in ("weights", "kv", "math"))
+        lines.append(f"formats: {kinds}")
+        lines.append(f"  ({f['basis']})")
     if d["notes"]:
         lines.append(f"notes: {d['notes']}")
     lines.append("sources:")
@@ -112,6 +119,15 @@ def precision_text(p: dict) -> str:
     return f"weights {p['weight_dtype']}, math {p['act_dtype']}, KV {p['kv_dtype']}"
 
 
+def pct(x: float | None) -> str:
+    """A utilisation in percent; "n/a" where no peak is published to divide by."""
+    return "n/a" if x is None else f"{x * 100:.1f}%"
+
+
+def lower_bound_line(d: dict) -> list[str]:
+    return [f"times are LOWER BOUNDS: {d['time_rests_on']}"] if d.get("time_is_lower_bound") else []
+
+
 def analyze(d: dict, hardware_name: str, model_name: str) -> str:
     rows = [
         [
@@ -120,7 +136,7 @@ def analyze(d: dict, hardware_name: str, model_name: str) -> str:
             fmt_flops(r["flops"]),
             fmt_bytes(r["bytes"]),
             "inf" if r["intensity"] is None else f"{r['intensity']:.1f}",
-            fmt_seconds(r["time_s"]),
+            ("≥ " if not r["bound_certain"] else "") + fmt_seconds(r["time_s"]),
             r["bound"],
         ]
         for r in d["ops"]
@@ -130,9 +146,11 @@ def analyze(d: dict, hardware_name: str, model_name: str) -> str:
         f"{model_name} {d['phase']} batch={d['batch']} seq_len={d['seq_len']} tp={d['tp']} on {hardware_name} "
         f"({precision_text(d['precision'])}; {d['roofs']} roofs; {'CUDA graphs' if d['cuda_graphs'] else 'eager'})"
     )
+    at_least = "≥ " if t["time_is_lower_bound"] else ""
     foot = [
-        f"step: {fmt_seconds(t['time_s'])}, {t['bound_label']}; {fmt_flops(t['flops'])}, {fmt_bytes(t['bytes'])} "
-        f"({t['intensity']:.1f} FLOP/B); MFU {t['mfu'] * 100:.1f}%, MBU {t['mbu'] * 100:.1f}%",
+        f"step: {at_least}{fmt_seconds(t['time_s'])}, {t['bound_label']}; {fmt_flops(t['flops'])}, "
+        f"{fmt_bytes(t['bytes'])} ({t['intensity']:.1f} FLOP/B); MFU {pct(t['mfu'])}, MBU {pct(t['mbu'])}",
+        *lower_bound_line(d),
         f"device {fmt_seconds(t['device_time_s'])}, host dispatch {fmt_seconds(t['host_time_s'])}"
         + (f": the device waits {fmt_seconds(t['exposed_host_s'])} for the host" if t["exposed_host_s"] else ""),
         memory_line(d["memory"]),
@@ -156,7 +174,8 @@ def request(d: dict, hardware_name: str, model_name: str) -> str:
             ),
             f"  end to end: {fmt_seconds(d['e2e_s'])}",
             f"  tokens/s: {d['tokens_per_s']:,.1f} total, {d['tokens_per_s_per_user']:,.1f} per user",
-            f"  MFU: {d['mfu'] * 100:.1f}%, MBU: {d['mbu'] * 100:.1f}%",
+            f"  MFU: {pct(d['mfu'])}, MBU: {pct(d['mbu'])}",
+            *[f"  {line}" for line in lower_bound_line(d)],
             "  " + memory_line(d["memory"]),
             *[f"  note: {n}" for n in d["notes"]],
         ]
@@ -196,7 +215,7 @@ def advise(d: dict, model_name: str) -> str:
         [
             r["rank"] or "-",
             r["hardware"],
-            fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            ("≥ " if r["time_is_lower_bound"] else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
             f"{r['tokens_per_s']:,.0f}" if r["tokens_per_s"] else "n/a",
             r["bound"] or "-",
             "yes" if r["fits"] else f"no: {r['why_not']}",

@@ -93,6 +93,7 @@ def roofline_figure(
     height: int = 580,
 ) -> go.Figure:
     """A roofline for each (ceilings, dtype) pair, with point series on top."""
+    ceilings = [(c, d) for c, d in ceilings if c.has_peak(d)]  # an unpublished peak has no roof to draw
     fig = go.Figure()
     x_lo, x_hi = _x_range(ceilings, series)
     device_color: dict[str, str] = {}
@@ -277,7 +278,7 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
 
 
 def _roof_dtype(ceilings: Ceilings, dtype: str) -> str:
-    return dtype if dtype in ceilings.peak_flops_per_s else next(iter(ceilings.peak_flops_per_s))
+    return dtype if dtype in ceilings.peak_flops_per_s else next(iter(ceilings.peak_flops_per_s), dtype)
 
 
 def step_series(

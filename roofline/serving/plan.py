@@ -57,6 +57,12 @@ def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int,
 DEFAULT_PRECISIONS: tuple[tuple[str, str], ...] = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"))
 
 
+def _formats_on(precision: Precision, hw: Hardware) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(weight formats, KV formats) the precision stores on ``hw`` (fp16 where it lacks bf16)."""
+    run, _ = precision.on(hw, need_peak=False)
+    return (run.weight_dtype,), (run.kv_dtype,)
+
+
 def best_under_targets(
     model: ModelConfig,
     devices: list[Hardware],
@@ -83,7 +89,17 @@ def best_under_targets(
     for tp in tps:
         for wdtype, kvdtype in precisions:
             precision = Precision(weight_dtype=wdtype, act_dtype="bf16", kv_dtype=kvdtype)
-            pts = serving_sweep(model, devices, traffic, precision, tp, settings, prices)
+            # Only the devices whose kernels take these formats (no fp8 on V100, T4, TPU v4).
+            able = []
+            for hw in devices:
+                missing = hw.unsupported_formats(*_formats_on(precision, hw))
+                if missing:
+                    near.setdefault(hw.id, (f"its kernels take no {' or '.join(missing)}", np.inf))
+                else:
+                    able.append(hw)
+            if not able:
+                continue
+            pts = serving_sweep(model, able, traffic, precision, tp, settings, prices)
             cost = pts.usd_per_million()["output"]
             meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
             for d, hw_id in enumerate(pts.devices):

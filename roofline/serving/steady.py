@@ -145,6 +145,9 @@ def serving_sweep(
     for hw in devices:
         try:
             run, _ = w.on(hw)
+            if run.precision.act_dtype not in hw.peak_tflops.as_dict():
+                # Its times would be lower bounds only: a plan cannot claim it meets a target.
+                raise ValueError(f"{hw.id} publishes no {run.precision.act_dtype} peak: its TTFT is only a lower bound")
             if tp > 1 and hw.group_link(tp)[0] is None:
                 raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
         except ValueError as exc:

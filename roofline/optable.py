@@ -1,0 +1,361 @@
+"""Ops evaluated on ceilings: the time terms, the ``OpTable`` and the one- and many-device passes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.ceilings import REGIMES, Ceilings, dtype_words
+from roofline.op_record import Op
+
+
+def time_terms(
+    flops: np.ndarray | float,
+    bytes_moved: np.ndarray | float,
+    peak_flops_per_s: np.ndarray | float,
+    memory_bandwidth_bytes_per_s: np.ndarray | float,
+    comm_bytes: np.ndarray | float = 0.0,
+    link_bandwidth_bytes_per_s: np.ndarray | float | None = None,
+    collectives: np.ndarray | float = 0.0,
+    collective_latency_s: np.ndarray | float = 0.0,
+    launches: np.ndarray | float = 0.0,
+    kernel_floor_s: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """The four device-time terms, stacked on a new first axis in ``REGIMES`` order. Broadcasts.
+
+    A peak given as NaN (not published) makes the compute term of an op with FLOPs NaN: unknown,
+    so the op's time is a lower bound. A communication op on a device without a link figure gets
+    NaN too: it cannot run there."""
+    flops = np.asarray(flops, float)
+    comm_bytes = np.asarray(comm_bytes, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        compute_s = np.where(flops > 0, flops / np.asarray(peak_flops_per_s, float), 0.0)
+        memory_s = np.asarray(bytes_moved, float) / np.asarray(memory_bandwidth_bytes_per_s, float)
+        link = np.nan if link_bandwidth_bytes_per_s is None else np.asarray(link_bandwidth_bytes_per_s, float)
+        comm_s = np.where(comm_bytes > 0, comm_bytes / link, 0.0)
+    comm_s = comm_s + np.asarray(collectives, float) * np.asarray(collective_latency_s, float)
+    floor_s = np.asarray(launches, float) * np.asarray(kernel_floor_s, float)
+    return np.stack(np.broadcast_arrays(compute_s, memory_s, comm_s, floor_s))
+
+
+def time_and_regime(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Time (max of the terms) and the index into ``REGIMES`` of the winning term."""
+    return terms.max(axis=0), terms.argmax(axis=0)
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """Ops evaluated on one set of ceilings. Arrays hold totals over each op's ``count``; the
+    op axis is first, a sweep's axes follow."""
+
+    ops: tuple[Op, ...]
+    ceilings: Ceilings
+    count: np.ndarray
+    flops: np.ndarray
+    weight_bytes: np.ndarray
+    act_bytes: np.ndarray
+    kv_bytes: np.ndarray
+    comm_bytes: np.ndarray
+    terms_s: np.ndarray  # (4, n, ...): compute, memory, communication, kernel floor
+    device_s: np.ndarray  # device time of each op (a lower bound where compute_unknown)
+    host_s: np.ndarray  # host dispatch time of each op (0 from a CUDA graph)
+    device_regime: np.ndarray  # index into REGIMES of the largest known term of each op
+    # Ops with FLOPs whose dtype has no published peak: compute term NaN, time a lower bound.
+    compute_unknown: np.ndarray | None = None
+
+    @property
+    def unknown_peaks(self) -> tuple[str, ...]:
+        """The dtypes whose peak the device does not publish, among ops that need one."""
+        if self.compute_unknown is None:
+            return ()
+        unknown = np.asarray(self.compute_unknown).reshape(len(self.ops), -1).any(axis=1)
+        return tuple(dict.fromkeys(op.dtype for op, u in zip(self.ops, unknown) if u))
+
+    @property
+    def is_lower_bound(self) -> bool:
+        """True where some op's compute time is unknown: every time is then at least this."""
+        return bool(self.unknown_peaks)
+
+    def rests_on(self) -> str:
+        """What the times are built from, in words (``--json``'s ``time_rests_on``)."""
+        c = self.ceilings
+        if not self.is_lower_bound:
+            return f"{c.source} roofs: compute peaks, memory bandwidth, link and kernel floor"
+        missing = dtype_words(self.unknown_peaks)
+        return (
+            f"{c.source} roofs without compute: {c.name} publishes no peak for {missing}, so compute time is "
+            "unknown and every time is a lower bound from memory bandwidth, link and kernel floor"
+        )
+
+    @property
+    def bytes(self) -> np.ndarray:
+        return self.weight_bytes + self.act_bytes + self.kv_bytes
+
+    @property
+    def intensity(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.bytes > 0, self.flops / np.where(self.bytes > 0, self.bytes, 1), np.inf)
+
+    @property
+    def host_bound(self) -> np.ndarray:
+        """Whether the host's dispatching, not the device, sets the step's time."""
+        return self.host_s.sum(axis=0) > self.device_s.sum(axis=0)
+
+    @property
+    def time_s(self) -> np.ndarray:
+        """Each op's device time: what a profiler shows for its kernels."""
+        return self.device_s
+
+    @property
+    def effective_s(self) -> np.ndarray:
+        """Each op's time in the pipeline: where the host sets the pace, the longer of its device
+        and dispatch time (the device waits for the next launch)."""
+        return np.where(self.host_bound, np.maximum(self.device_s, self.host_s), self.device_s)
+
+    @property
+    def regime_index(self) -> np.ndarray:
+        """Each op's regime: its device term, or overhead where the host is the bottleneck and
+        this op dispatches slower than it runs."""
+        slow_host = self.host_bound & (self.host_s > self.device_s)
+        return np.where(slow_host, REGIMES.index("overhead"), self.device_regime)
+
+    @property
+    def achieved_flops_per_s(self) -> np.ndarray:
+        """FLOPs over the op's time in the pipeline: host-bound ops sit below their roof."""
+        time = self.effective_s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(time > 0, self.flops / np.where(time > 0, time, 1), 0.0)
+
+    @property
+    def bounds(self) -> list[str]:
+        return [REGIMES[i] for i in np.asarray(self.regime_index).reshape(len(self.ops), -1)[:, 0]]
+
+    @property
+    def device_time_s(self) -> np.ndarray:
+        return self.device_s.sum(axis=0)
+
+    @property
+    def host_time_s(self) -> np.ndarray:
+        return self.host_s.sum(axis=0) + self.ceilings.graph_replay_s
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        """The step at every sweep point: the longer of the device's work and the host's."""
+        return np.maximum(self.device_time_s, self.host_time_s)
+
+    @property
+    def total_time_s(self) -> float:
+        return float(np.sum(self.step_time_s))
+
+    @property
+    def exposed_host_s(self) -> np.ndarray:
+        """Host time the device waits for: the step's overhead beyond its ops' device time."""
+        return np.maximum(0.0, self.host_time_s - self.device_time_s)
+
+    def time_by_regime_s(self) -> dict[str, np.ndarray]:
+        """Device time of the ops in each regime, at every sweep point; the host time the device
+        waits for (when the host is slower) counts as overhead. Adds up to the step time."""
+        out = {r: np.where(self.device_regime == i, self.device_s, 0.0).sum(axis=0) for i, r in enumerate(REGIMES)}
+        out["overhead"] = out["overhead"] + self.exposed_host_s
+        return out
+
+    def bound_shares_s(self) -> dict[str, np.ndarray]:
+        """Step time by the regime that decides it: a step the host sets is overhead all through
+        (no faster device would help it); otherwise the device time of each regime."""
+        shares = self.time_by_regime_s()
+        host = self.host_bound
+        return {r: np.where(host, self.step_time_s if r == "overhead" else 0.0, v) for r, v in shares.items()}
+
+    @property
+    def step_bound(self) -> np.ndarray:
+        """The step's regime at every sweep point (see ``bound_shares_s``)."""
+        shares = np.stack(list(self.bound_shares_s().values()))
+        return np.array(REGIMES)[shares.argmax(axis=0)]
+
+    @property
+    def total_bound(self) -> str:
+        return str(self.step_bound.reshape(-1)[0]) if self.step_bound.size == 1 else "mixed"
+
+    def rows(self) -> list[dict[str, object]]:
+        """One dict per op, the numbers a table or ``--json`` shows (totals over count)."""
+        intensity = self.intensity
+        achieved = self.achieved_flops_per_s
+        time, effective, regime = self.time_s, self.effective_s, self.regime_index
+        unknown = (
+            np.zeros(len(self.ops), bool)
+            if self.compute_unknown is None
+            else np.asarray(self.compute_unknown).reshape(len(self.ops), -1).any(axis=1)
+        )
+        out = []
+        for i, op in enumerate(self.ops):
+            out.append(
+                {
+                    "name": op.name,
+                    "group": op.group,
+                    "phase": op.phase,
+                    "count": int(op.count),
+                    "dtype": op.dtype,
+                    "flops": float(self.flops[i]),
+                    "bytes": float(self.bytes[i]),
+                    "weight_bytes": float(self.weight_bytes[i]),
+                    "activation_bytes": float(self.act_bytes[i]),
+                    "kv_bytes": float(self.kv_bytes[i]),
+                    "comm_bytes": float(self.comm_bytes[i]),
+                    "intensity": _finite_or_none(intensity[i]),
+                    "time_s": float(time[i]),
+                    "host_s": float(self.host_s[i]),
+                    "effective_s": float(effective[i]),
+                    "compute_s": None if unknown[i] else float(self.terms_s[0, i]),
+                    "memory_s": float(self.terms_s[1, i]),
+                    "communication_s": float(self.terms_s[2, i]),
+                    "overhead_s": float(self.terms_s[3, i]),
+                    "bound": REGIMES[int(regime[i])],
+                    # False where the compute peak is unpublished: time_s is then a lower bound
+                    # and "bound" is only the largest known term.
+                    "bound_certain": not bool(unknown[i]),
+                    "achieved_tflops": float(achieved[i]) / 1e12,
+                }
+            )
+        return out
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def byte_totals(ops: Sequence[Op]) -> dict[str, np.ndarray]:
+    """Weight, activation and KV bytes of a step summed over its ops and counts (arrays broadcast
+    over a sweep); no ceilings needed."""
+    totals: dict[str, np.ndarray] = {}
+    for name in ("weight_bytes", "act_bytes", "kv_bytes"):
+        totals[name] = sum(np.asarray(getattr(op, name), float) * op.count for op in ops)
+    return totals
+
+
+_FIELDS = ("flops", "weight_bytes", "act_bytes", "kv_bytes", "comm_bytes", "collectives", "launches")
+
+
+def _device_axis(ops: tuple[Op, ...], ceilings: Sequence[Ceilings]) -> dict[str, np.ndarray]:
+    """Every op on every device at once: arrays of shape (devices, ops, *sweep)."""
+    shape = np.broadcast_shapes(*(np.shape(getattr(op, n)) for op in ops for n in _FIELDS))
+    extra = (1,) * len(shape)
+    stacked = {
+        n: np.stack([np.broadcast_to(np.asarray(getattr(op, n), float), shape) for op in ops])[None] for n in _FIELDS
+    }
+    per_device = (len(ceilings), 1, *extra)
+    per_op = (1, len(ops), *extra)
+
+    def column(values: list[float | None]) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], float).reshape(per_device)
+
+    peaks = np.array([[c.peak(op.dtype) if c.has_peak(op.dtype) else np.nan for op in ops] for c in ceilings]).reshape(
+        len(ceilings), len(ops), *extra
+    )
+    moved = stacked["weight_bytes"] + stacked["act_bytes"] + stacked["kv_bytes"]
+    terms = time_terms(
+        stacked["flops"],
+        moved,
+        peaks,
+        column([c.memory_bandwidth_bytes_per_s for c in ceilings]),
+        comm_bytes=stacked["comm_bytes"],
+        link_bandwidth_bytes_per_s=column([c.link_bandwidth_bytes_per_s for c in ceilings]),
+        collectives=stacked["collectives"],
+        collective_latency_s=column([c.collective_latency_s for c in ceilings]),
+        launches=stacked["launches"],
+        kernel_floor_s=column([c.kernel_floor_s for c in ceilings]),
+    )
+    for d, c in enumerate(ceilings):
+        if c.calibration is not None:
+            # Fitted achievable roofs per op class replace the compute and memory terms.
+            calibrated = c.calibration.device_terms(ops, stacked["flops"][0], moved[0])
+            if calibrated is not None:
+                uncalibrated = np.isnan(calibrated[0])  # classes without a fit keep the datasheet roofs
+                terms[0, d] = np.where(uncalibrated, terms[0, d], calibrated[0])
+                terms[1, d] = np.where(uncalibrated, terms[1, d], calibrated[1])
+    known = np.where(np.isnan(terms), -np.inf, terms)
+    # An unknown compute term leaves the largest known one, a lower bound; a missing link is NaN:
+    # the op cannot run there.
+    device = np.where(np.isnan(terms[REGIMES.index("communication")]), np.nan, known.max(axis=0))
+    regime = known.argmax(axis=0)
+    host_per_launch = np.array(
+        [[c.launch_overhead_s and _host_cost(c, op) for op in ops] for c in ceilings], float
+    ).reshape(len(ceilings), len(ops), *extra)
+    count = np.array([op.count for op in ops], float).reshape(per_op)
+    return {
+        **{n: stacked[n] * count for n in _FIELDS},
+        "count": count,
+        "terms": terms * count,
+        "device": device * count,
+        "host": stacked["launches"] * host_per_launch * count,
+        "regime": regime,
+        "compute_unknown": np.isnan(terms[0]),
+    }
+
+
+def _host_cost(c: Ceilings, op: Op) -> float:
+    """Host seconds to dispatch one launch of ``op`` in eager mode on ``c``'s host."""
+    if c.host_cost_s:
+        key = "attention" if op.op_class.startswith("attention") else op.op_class
+        if key in c.host_cost_s:
+            return c.host_cost_s[key]
+        return c.host_cost_s.get("elementwise", c.launch_overhead_s)
+    return c.launch_overhead_s * op.host_factor
+
+
+def evaluate(ops: Sequence[Op] | Iterable[Op], ceilings: Ceilings) -> OpTable:
+    """Time and regime of every op on one device, in one vectorised pass.
+
+    Op fields may be numpy arrays over a sweep (batch x context, say); they broadcast, and the
+    table's arrays get shape (number of ops, *sweep shape)."""
+    ops = tuple(ops)
+    if not ops:
+        raise ValueError("no ops to evaluate")
+    for op in ops:  # a clear error for what cannot run here (a missing peak only bounds the time)
+        if np.any(np.asarray(op.comm_bytes) > 0) and ceilings.link_bandwidth_bytes_per_s is None:
+            why = ceilings.link_note or "this device has no interconnect figure"
+            raise ValueError(f"tp: this tensor-parallel group has no link to communicate over ({why})")
+    a = _device_axis(ops, [ceilings])
+    return OpTable(
+        ops=ops,
+        ceilings=ceilings,
+        count=a["count"][0],
+        flops=a["flops"][0],
+        weight_bytes=a["weight_bytes"][0],
+        act_bytes=a["act_bytes"][0],
+        kv_bytes=a["kv_bytes"][0],
+        comm_bytes=a["comm_bytes"][0],
+        terms_s=a["terms"][:, 0],
+        device_s=a["device"][0],
+        host_s=a["host"][0],
+        device_regime=a["regime"][0],
+        compute_unknown=a["compute_unknown"][0],
+    )
+
+
+def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> tuple[np.ndarray, np.ndarray]:
+    """One step's time on many devices at once.
+
+    Returns (step time with shape (devices, *sweep shape), the time each regime decides with
+    shape (4, devices, *sweep shape): see ``OpTable.bound_shares_s``). A device that lacks an
+    op's dtype, or has no link figure for a communication op, gets NaN: the step cannot run
+    there as configured. Where a device publishes no peak for an op's dtype the time is a lower
+    bound (``unpublished_peaks`` says which devices and dtypes).
+    """
+    ops = tuple(ops)
+    a = _device_axis(ops, ceilings)
+    device, host = a["device"].sum(axis=1), a["host"].sum(axis=1)
+    replay = np.array([c.graph_replay_s for c in ceilings]).reshape((len(ceilings),) + (1,) * (device.ndim - 1))
+    host = host + replay
+    step = np.maximum(device, host)
+    by_regime = np.stack([np.where(a["regime"] == i, a["device"], 0.0).sum(axis=1) for i in range(len(REGIMES))])
+    by_regime[REGIMES.index("overhead")] += np.maximum(0.0, host - device)
+    return step, by_regime
+
+
+def unpublished_peaks(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> list[tuple[str, ...]]:
+    """Per device, the dtypes of ops with FLOPs that it publishes no peak for: where any, its
+    times from ``evaluate_devices`` are lower bounds."""
+    needed = tuple(dict.fromkeys(op.dtype for op in ops if np.any(np.asarray(op.flops) > 0)))
+    return [tuple(d for d in needed if not c.has_peak(d)) for c in ceilings]
