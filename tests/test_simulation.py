@@ -343,3 +343,12 @@ def test_serve_capacity_ranks_devices(capsys):
     assert ranked == ["h100-sxm", "a100-sxm-80gb"] or ranked == ["a100-sxm-80gb", "h100-sxm"]
     assert all(r["replicas_for_target"] >= 1 for r in data["ranking"])
     assert "l20 TP=1" in data["not_run"] or "l20" in ranked
+
+
+def test_a_device_without_a_published_peak_simulates_lower_bounds(capsys):
+    code, out, err = _cli(
+        ["serve", "--model", "llama-3.1-8b", "--hardware", "l20", "--rate", "2", "--requests", "20", "--json"], capsys
+    )
+    assert code == 0, err
+    rests_on = json.loads(out)["engine"]["what_the_times_rest_on"]
+    assert "lower bounds" in rests_on and "L20" in rests_on

@@ -86,6 +86,7 @@ def render_capacity(d: dict, model_name: str) -> str:
         lines.append(
             f"  {row['hardware']:<22} {row['tp']:>3} {row['max_rate_per_s']:>8.2f} {row['output_tokens_per_s']:>9,.0f} "
             f"{'—' if usd is None else f'{usd:.3f}':>8}  {row['binding']}"
+            + (" (times are lower bounds: no published compute peak)" if "lower bounds" in row["roofs"] else "")
         )
     for key, why in d["not_run"].items():
         lines.append(f"  {key}: {why}")

@@ -78,7 +78,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
         "steps": run.steps,
         "step_overhead_s": sim.times.step_overhead_s,
-        "what_the_times_rest_on": f"{run.roofs} roofs (the engine's per-step host work is not modelled)",
+        "what_the_times_rest_on": f"{run.roofs} (the engine's per-step host work is not modelled)",
     }
     if targets is not None:
         data["targets"] = {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s, "e2e_s": targets.e2e_s}

@@ -156,7 +156,11 @@ def step_times(
 
     chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
     chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
-    roofs = settings.ceilings(hw, tp, cuda_graphs=True).source
+    roofs = f"{settings.ceilings(hw, tp, cuda_graphs=True).source} roofs"
+    unknown = evaluate(ops, settings.ceilings(hw, tp, cuda_graphs=True)).unknown_peaks
+    if unknown:
+        # No published peak for the math: the step times leave compute out, and are lower bounds.
+        roofs += f", lower bounds: {hw.name} publishes no {' or '.join(unknown)} peak"
     return StepTimes(
         roofs=roofs,
         rows=Table1(rows, rows_s),
