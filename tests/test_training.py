@@ -320,3 +320,19 @@ def test_training_page():
     at.radio(key="recompute").set_value("full").run()
     assert not at.exception
     assert next(m.value for m in at.metric if m.label == "Step") != step  # recomputation costs time
+
+
+def test_training_page_labels_ideal_bound_figures_as_ideal():
+    """LoRA's step is all large matmuls, so its MFU at the datasheet bound is near 90%: a bound,
+    not a prediction, and the page says so on every time and rate."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
+    at.query_params["method"] = "lora"
+    at.run()
+    assert not at.exception and not at.error
+    labels = {m.label: m for m in at.metric}
+    assert "MFU at the ideal bound" in labels and "MFU" not in labels
+    assert labels["Step"].proto.delta == labels["Tokens/s"].proto.delta == "ideal bound"
+    assert any("ideal bounds on datasheet roofs" in c.value for c in at.caption)
+    assert any(md.value.startswith("Time by phase (ideal bound)") for md in at.markdown)
