@@ -7,7 +7,6 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
@@ -17,10 +16,10 @@ from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
-from roofline.engine import REGIME_LABELS, evaluate
+from roofline.engine import evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
-from roofline.plots import REGIME_COLORS, op_table_series, roofline_figure, style_figure
-from roofline.plots.serving import frontier_figure
+from roofline.plots import op_table_series, roofline_figure
+from roofline.plots.serving import frontier_figure, speculative_figure
 from roofline.report import Metric
 from roofline.serving import (
     Traffic,
@@ -270,7 +269,8 @@ report.table(
 )
 report.caption(
     "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost per "
-    "million output tokens where priced, then by throughput per device."
+    "million output tokens where priced, then by throughput per device. TTFT and TPOT here rest on the same roofs "
+    "as the chart above."
 )
 
 # ---- levers ------------------------------------------------------------------------------------
@@ -283,35 +283,9 @@ if fitting:
     spec = speculative(
         model, hw, traffic, batches, int(spec_k), float(alpha), precision=precision, tp=int(tp), settings=settings
     )
-    sfig = go.Figure()
-    sfig.add_trace(
-        go.Scatter(
-            x=spec["batch"],
-            y=spec["speedup"],
-            mode="lines+markers",
-            name="speed-up of decode",
-            line=dict(color="#222222", width=2),
-            marker=dict(color=[REGIME_COLORS.get(b, "#999") for b in spec["verify_bound"]], size=9),
-            text=[
-                f"batch {int(b)}: plain TPOT {fmt_seconds(p)}, speculative {fmt_seconds(q)}; verify step "
-                f"{REGIME_LABELS.get(v, v)}, intensity {i:,.0f} FLOP/B"
-                for b, p, q, v, i in zip(
-                    spec["batch"],
-                    spec["plain_tpot_s"],
-                    spec["spec_tpot_s"],
-                    spec["verify_bound"],
-                    spec["verify_intensity"],
-                )
-            ],
-            hovertemplate="%{text}<extra></extra>",
-        )
-    )
-    sfig.add_hline(y=1.0, line=dict(color="#D62728", dash="dash"), annotation_text="no gain")
-    sfig.update_xaxes(type="log", title="decode batch", gridcolor="#E5E5E5")
-    sfig.update_yaxes(title="speed-up (below 1: slower)", gridcolor="#E5E5E5", rangemode="tozero")
     tokens = float(spec["tokens_per_verify"][0])
-    style_figure(
-        sfig, 380, "spec", f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
+    sfig = speculative_figure(
+        spec, f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
     )
     report.chart(sfig, width="stretch", theme=None, key="spec_chart")
     report.caption(

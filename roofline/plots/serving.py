@@ -157,3 +157,39 @@ def frontier_figure(
         update(range=list(span), tickvals=ticks, ticktext=labels, minor=dict(showgrid=False, ticks=""))
     style_figure(fig, height, "frontier", title)
     return fig
+
+
+def speculative_figure(spec: dict[str, np.ndarray], title: str) -> go.Figure:
+    """Speculative decoding's speed-up of decode against batch (``roofline.serving.speculative``),
+    each marker coloured by the verify step's regime: it pays while that step is memory-bound."""
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=spec["batch"],
+            y=spec["speedup"],
+            mode="lines+markers",
+            name="speed-up of decode",
+            line=dict(color="#222222", width=2),
+            marker=dict(color=[REGIME_COLORS.get(b, "#999") for b in spec["verify_bound"]], size=9),
+            text=[
+                f"batch {int(b)}: plain TPOT {fmt_seconds(p)}, speculative {fmt_seconds(q)}; verify step "
+                f"{REGIME_LABELS.get(v, v)}, intensity {i:,.0f} FLOP/B"
+                for b, p, q, v, i in zip(
+                    spec["batch"],
+                    spec["plain_tpot_s"],
+                    spec["spec_tpot_s"],
+                    spec["verify_bound"],
+                    spec["verify_intensity"],
+                    strict=True,
+                )
+            ],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    # A horizontal line on a linear y axis: its label can ride on add_hline here.
+    fig.add_hline(y=1.0, line=dict(color="#D62728", dash="dash"), annotation_text="no gain")
+    ticks, labels = log_ticks(float(np.min(spec["batch"])), float(np.max(spec["batch"])))
+    fig.update_xaxes(type="log", title="decode batch (sequences)", gridcolor="#E5E5E5", tickvals=ticks, ticktext=labels)
+    fig.update_yaxes(title="speed-up (below 1: slower)", gridcolor="#E5E5E5", rangemode="tozero")
+    style_figure(fig, 380, "spec", title)
+    return fig
