@@ -332,7 +332,18 @@ def test_training_page_labels_ideal_bound_figures_as_ideal():
     at.run()
     assert not at.exception and not at.error
     labels = {m.label: m for m in at.metric}
-    assert "MFU at the ideal bound" in labels and "MFU" not in labels
+    assert "Ideal MFU" in labels and "MFU" not in labels
+    assert labels["Ideal MFU"].help.startswith("MFU at the ideal bound")
+    assert any("M trained" in md.value for md in at.markdown)  # LoRA's adapters: millions, not "0.00682 B"
     assert labels["Step"].proto.delta == labels["Tokens/s"].proto.delta == "ideal bound"
     assert any("ideal bounds on datasheet roofs" in c.value for c in at.caption)
     assert any(md.value.startswith("Time by phase (ideal bound)") for md in at.markdown)
+
+
+def test_training_memory_sweeps_lengths_that_read():
+    from dashboard.training_view import fmt_params, sequence_lengths
+
+    assert sequence_lengths(131072).tolist() == [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+    assert sequence_lengths(40960).tolist()[-2:] == [32768, 40960]
+    assert len(sequence_lengths(10_485_760)) <= 10
+    assert fmt_params(6.82e6) == "6.82 M" and fmt_params(8.03e9) == "8.03 B"

@@ -15,6 +15,7 @@ from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.training_view import fmt_params, sequence_lengths
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
@@ -213,9 +214,9 @@ report.metrics(
     ),
     Metric("Tokens/s", f"{result.tokens_per_s:,.0f}", basis, help=f"over {dp} device(s), {on}", delta_color="off"),
     Metric(
-        "MFU at the ideal bound" if is_ideal(source) else f"MFU ({basis})",
+        "Ideal MFU" if is_ideal(source) else f"{basis.capitalize()} MFU",
         f"{result.mfu * 100:.1f}%",
-        help=f"model FLOPs over the step's time {on}"
+        help=f"MFU at the {basis}: model FLOPs over the step's time {on}"
         + ("; real kernels reach less, so a real run's MFU is lower" if is_ideal(source) else ""),
     ),
     Metric("Bound", result.bound, help=REGIME_LABELS.get(result.bound, result.bound)),
@@ -225,7 +226,7 @@ for note in result.notes:
     report.caption(note)
 p = mem.params
 report.markdown(
-    f"**{model.name}**: {p.total / 1e9:,.2f} B parameters, {p.trainable / 1e9:,.3g} B trained. At the peak "
+    f"**{model.name}**: {fmt_params(p.total)} parameters, {fmt_params(p.trainable)} trained. At the peak "
     f"({mem.peak_at}): "
     + ", ".join(f"{k} **{fmt_bytes(float(v))}**" for k, v in mem.at_peak.items() if float(v) > 0)
     + (f"; on the host (offloaded): {fmt_bytes(mem.host_bytes)}" if mem.host_bytes else "")
@@ -248,7 +249,7 @@ report.chart(
     theme=None,
     key="memory_by_batch",
 )
-lengths = np.unique(np.round(np.geomspace(min(256, model.max_context), model.max_context, 9)).astype(int))
+lengths = sequence_lengths(model.max_context)
 sweep_len = training_memory(replace(setup, seq_len=lengths))
 report.chart(
     training_memory_figure(
@@ -293,7 +294,7 @@ if plan and planned is not None:
 elif result.fits:
     report.markdown(f"It fits on {primary.name} as it is.")
 report.caption(
-    f"Each lever alone against this setup; time per token is per device, the ratio of two {basis} step times "
+    f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}) "
     "(below 1x is faster). Levers that train "
     "the same model are tried first; LoRA and QLoRA train adapters instead."
 )
