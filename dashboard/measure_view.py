@@ -5,6 +5,7 @@ No widgets here: the page lays these out."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,11 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 # The shipped results files a visitor can open in one click: key -> (button label, file).
 EXAMPLES = {
     "example_quick": (
-        "The suite's quick run on an H100: ceilings, calibration, Llama 3.1 8B steps op by op",
+        "Quick run: ceilings, calibration, model steps",
         EXAMPLES_DIR / "h100-sxm-quick-run.json",
     ),
     "example": (
-        "Kernel sweeps measured on an H100, with their calibration",
+        "Kernel sweeps and their calibration",
         EXAMPLES_DIR / "h100-sxm-kernel-sweeps.json",
     ),
 }
@@ -50,7 +51,7 @@ def device_caption(results: Results, hw: Hardware | None) -> str:
     parts += [f"CUDA {info.cuda_version}"] if info.cuda_version else []
     parts += [f"driver {info.driver}"] if info.driver else []
     imported = info.date == NOT_RECORDED
-    parts += [] if imported else [f"measured {info.date}"]
+    parts += [] if imported else [f"measured {_when(info.date)}"]
     parts.append(f"{results.mode} run")
     parts.append(f"datasheet: {hw.name}" if hw else "no datasheet device matches, so only measured roofs are drawn")
     line = " · ".join(parts) + "."
@@ -67,6 +68,17 @@ def device_caption(results: Results, hw: Hardware | None) -> str:
         )
         line += f" The file does not record {_and(missing)}: {why}."
     return line
+
+
+def _when(date: str) -> str:
+    """2026-11-22 23:15 UTC from an ISO 8601 time; anything else as it is."""
+    try:
+        moment = datetime.fromisoformat(date)
+    except ValueError:
+        return date
+    if moment.tzinfo is None:
+        return moment.strftime("%Y-%m-%d %H:%M")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _and(items: list[str]) -> str:
@@ -151,6 +163,14 @@ def calibration_rows(results: Results, datasheet: Ceilings | None) -> list[dict[
     ]
 
 
+def measured_dtype(measured: Ceilings, wanted: str) -> str | None:
+    """The dtype whose measured peak the roofs are drawn at: the one the kernels ran in where it
+    was measured (the ceilings list fp32 first, and a bf16 kernel under the fp32 roof reads
+    as far above its ceiling)."""
+    peaks = measured.peak_flops_per_s
+    return wanted if wanted in peaks else next(iter(peaks), None)
+
+
 def sweep_roofs(
     results: Results, datasheet: Ceilings | None, measured: Ceilings | None
 ) -> tuple[list[tuple[Ceilings, str]], list[str]]:
@@ -160,7 +180,8 @@ def sweep_roofs(
     if datasheet and "bf16" in datasheet.peak_flops_per_s:
         roofs.append((datasheet, "bf16"))
         names.append("datasheet")
-    dtype = next(iter(measured.peak_flops_per_s), None) if measured is not None else None
+    wanted = results.steps[0].dtype if results.steps else "bf16"
+    dtype = measured_dtype(measured, wanted) if measured is not None else None
     if dtype:
         roofs.append((measured, dtype))
         names.append("measured")

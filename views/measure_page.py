@@ -15,6 +15,7 @@ from dashboard.measure_view import (
     calibration_rows,
     ceiling_rows,
     device_caption,
+    measured_dtype,
     step_bars_figure,
     step_error_line,
     step_op_rows,
@@ -142,7 +143,7 @@ with upload_col:
     )
     if st.session_state.get("upload_error"):
         st.error(f"Cannot use this file: {st.session_state['upload_error']}")
-    st.caption("Or open a shipped example, measured on an H100 SXM:")
+    st.caption("Or open a shipped example, measured on an H100 SXM (80 GB HBM3, torch 2.11, CUDA 13):")
     for key, (label, path) in EXAMPLES.items():
         if st.button(label, key=key, width="stretch"):
             st.session_state[RESULTS_KEY] = load_results(path)
@@ -259,7 +260,7 @@ for i, step in enumerate(results.steps):
         else None,
     )
     if measured is not None and op_rows:
-        dtype = next(iter(measured.peak_flops_per_s))
+        dtype = measured_dtype(measured, step.dtype)
         series = step_series(step, measured, dtype)
         step_roofs = [(measured, dtype)] + (
             [(datasheet, dtype)] if datasheet and dtype in datasheet.peak_flops_per_s else []
