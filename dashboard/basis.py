@@ -12,7 +12,7 @@ BASIS_LABELS = {
 }
 
 
-BASIS_SHORT = {"datasheet": "ideal bound", "calibrated": "calibrated", "measured": "measured"}
+BASIS_SHORT = {"datasheet": "ideal bound", "calibrated": "calibrated", "measured": "measured roofs"}
 
 
 def basis_short(source: str) -> str:

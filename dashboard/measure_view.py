@@ -288,12 +288,13 @@ def step_op_rows(step: StepMeasurement) -> list[dict[str, object]]:
 
 
 def step_error_line(step: StepMeasurement) -> str:
-    return " · ".join(
-        f"on {basis_label(r)}: step predicted at {step.step_ratio(r):.2f}x the measured, "
-        f"per-op median error {step.op_error(r):.0%}"
+    """The predicted step against the measured eager step, on each set of roofs, with the ops' error."""
+    parts = [
+        f"{basis_short(r)} {step.step_ratio(r):.2f}x (per-op median error {step.op_error(r):.0%})"
         for r in ROOFS
-        if step.op_error(r) is not None
-    )
+        if step.op_error(r) is not None and step.step_ratio(r) is not None
+    ]
+    return "Predicted step time over the measured eager step: " + " · ".join(parts) + "." if parts else ""
 
 
 def _measured_op_hover(op: StepOp, roofs: Ceilings, dtype: str, predicted_on: str) -> str:
