@@ -287,3 +287,10 @@ def test_log_ticks_label_a_narrow_axis_between_decades_and_a_wide_one_by_decade(
     values, labels = log_ticks(3.0, 2e5)
     assert labels == ["10", "100", "1k", "10k", "100k"]
     assert log_ticks(0.0, 1.0) == ([], [])
+
+
+def test_serving_frontier_per_dollar_names_a_device_without_a_price():
+    fig, _ = _frontier(xaxis="tokens per dollar")
+    names = [t.get("name") or "" for t in fig["data"]]
+    assert "AMD Instinct MI300X (no price: not drawn)" in names
+    assert fig["layout"]["xaxis"]["title"]["text"] == "output tokens per USD"

@@ -209,7 +209,7 @@ if results.sweeps:
 # ---- model steps -------------------------------------------------------------------------------
 for i, step in enumerate(results.steps):
     report.subheader(
-        f"{step.model} {step.phase}, batch {step.batch}, {step.seq_len} tokens "
+        f"{step.model} {step.phase}, batch {step.batch}, {step.seq_len:,} tokens "
         f"({step.layers_measured} of {step.layers_total} layers measured)"
     )
     report.metrics(

@@ -105,7 +105,7 @@ def frontier_figure(
                 x=x,
                 y=y,
                 mode="lines+markers",
-                name=names[hid],
+                name=names[hid] + (" (no price: not drawn)" if per_dollar and not np.isfinite(cost[d]).any() else ""),
                 line=dict(color=color, width=2),
                 marker=dict(
                     size=[8 if ok else 9 for ok in meets_ttft],
