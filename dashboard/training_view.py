@@ -19,3 +19,8 @@ def sequence_lengths(max_context: int, first: int = 256, most: int = 10) -> np.n
 def fmt_params(count: float) -> str:
     """6.82 M, 8.03 B: a parameter count in the unit that reads."""
     return f"{count / 1e9:,.2f} B" if count >= 1e9 else f"{count / 1e6:,.3g} M"
+
+
+def token_label(tokens: int) -> str:
+    """256, 2k, 128k: a context length as model cards write it (k = 1,024 tokens)."""
+    return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else f"{tokens:,}"

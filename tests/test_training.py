@@ -341,9 +341,10 @@ def test_training_page_labels_ideal_bound_figures_as_ideal():
 
 
 def test_training_memory_sweeps_lengths_that_read():
-    from dashboard.training_view import fmt_params, sequence_lengths
+    from dashboard.training_view import fmt_params, sequence_lengths, token_label
 
     assert sequence_lengths(131072).tolist() == [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
     assert sequence_lengths(40960).tolist()[-2:] == [32768, 40960]
     assert len(sequence_lengths(10_485_760)) <= 10
     assert fmt_params(6.82e6) == "6.82 M" and fmt_params(8.03e9) == "8.03 B"
+    assert [token_label(n) for n in (256, 2048, 40960, 131072, 1000)] == ["256", "2k", "40k", "128k", "1,000"]

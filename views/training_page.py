@@ -15,7 +15,7 @@ from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
-from dashboard.training_view import fmt_params, sequence_lengths
+from dashboard.training_view import fmt_params, sequence_lengths, token_label
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
@@ -256,8 +256,9 @@ report.chart(
         lengths,
         sweep_len.at_peak,
         capacities,
-        "sequence length (tokens)",
+        "sequence length (tokens, k = 1,024)",
         f"{model.name}: peak per device by term, micro-batch {micro}",
+        labels=[token_label(int(n)) for n in lengths],
     ),
     width="stretch",
     theme=None,
