@@ -250,7 +250,7 @@ ranking = pd.DataFrame(
             "$ per M output": b.point["usd_per_million_output"] if b.meets else None,
             "$ per M input": b.point["usd_per_million_input"] if b.meets else None,
             "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
-            "what binds": f"{b.binding}-bound step" if b.meets else b.binding,
+            "what binds": f"{b.binding}-bound" if b.meets else b.binding,
         }
         for b in best
     ]
