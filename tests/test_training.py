@@ -348,3 +348,19 @@ def test_training_memory_sweeps_lengths_that_read():
     assert len(sequence_lengths(10_485_760)) <= 10
     assert fmt_params(6.82e6) == "6.82 M" and fmt_params(8.03e9) == "8.03 B"
     assert [token_label(n) for n in (256, 2048, 40960, 131072, 1000)] == ["256", "2k", "40k", "128k", "1,000"]
+
+
+def test_training_page_with_a_calibration_says_calibrated():
+    from streamlit.testing.v1 import AppTest
+
+    from roofline.measure.schema import load_results
+
+    at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
+    at.session_state["measure_results"] = load_results(ROOT / "examples" / "h100-sxm-quick-run.json")
+    at.run()
+    at.radio(key="measured_source").set_value("the Measure page's results").run()
+    assert not at.exception and not at.error
+    labels = {m.label: m for m in at.metric}
+    assert "Calibrated MFU" in labels and "Ideal MFU" not in labels
+    assert labels["Step"].proto.delta == "calibrated"
+    assert any(c.value.startswith("Times and rates rest on calibrated roofs") for c in at.caption)
