@@ -276,6 +276,8 @@ def test_serving_figures_say_what_they_rest_on():
     assert all("datasheet roofs (an ideal bound)" in h for h in fig["data"][0]["text"])
     assert any("ideal bounds on datasheet roofs" in c.value for c in at.caption)
     assert next(m for m in at.metric if m.label == "TTFT").proto.delta == "ideal bound"
+    assert any("Times rest on the ideal bound (datasheet roofs)" in c.value for c in at.caption)
+    assert any("Both TPOTs rest on the ideal bound" in c.value for c in at.caption)
 
 
 def test_log_ticks_label_a_narrow_axis_between_decades_and_a_wide_one_by_decade():

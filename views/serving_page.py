@@ -292,7 +292,8 @@ if fitting:
         f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and yields "
         f"(1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound (blue markers); "
         "once the verify step is compute-bound (red) it costs nearly k + 1 steps and speculation stops paying. "
-        "Drafting here is n-gram (free); a draft model adds its own k steps (`serve --draft-model`)."
+        "Drafting here is n-gram (free); a draft model adds its own k steps (`serve --draft-model`). Both TPOTs "
+        f"rest on the {basis_label(roofs[pick_device])}."
     )
     try:
         disagg = disaggregation(model, hw, traffic, pick_batch, precision, int(tp), settings)
@@ -317,7 +318,7 @@ if fitting:
         report.caption(
             "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed (lower "
             "TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is sized to keep "
-            "pace with the decode pool."
+            f"pace with the decode pool. Times rest on the {basis_label(roofs[pick_device])}."
         )
     except ValueError as exc:
         st.info(f"Disaggregation: {exc}")
