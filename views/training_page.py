@@ -295,8 +295,8 @@ if plan and planned is not None:
 elif result.fits:
     report.markdown(f"It fits on {primary.name} as it is.")
 report.caption(
-    f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}) "
-    "(below 1x is faster). Levers that train "
+    f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}; "
+    "below 1x is faster). Levers that train "
     "the same model are tried first; LoRA and QLoRA train adapters instead."
 )
 
