@@ -553,3 +553,30 @@ def test_every_page_state_comes_from_its_url(view):
             assert str(value).lower() == str(expected).lower(), key
         else:
             assert str(value) == str(expected) or float(value) == pytest.approx(float(expected)), key
+
+
+def test_measure_page_opens_the_shipped_quick_run_in_one_click():
+    at = page("views/measure_page.py")
+    at.button(key="example_quick").click().run()
+    assert not at.exception and not at.error
+    results = at.session_state["measure_results"]
+    assert results.ceilings is not None and len(results.steps) == 2
+    keys = [c.key for c in at.get("plotly_chart")]
+    assert keys == ["sweeps_roofline", "step_bars_0", "step_roofline_0", "step_bars_1", "step_roofline_1"]
+    # The measured roofs are drawn at the kernels' dtype (bf16), not the first one measured (fp32).
+    for index in (0, 2):
+        names = trace_names(at, index)
+        assert any("HBM3 · bf16" in n for n in names) and not any("· fp32" in n for n in names), names
+    tiles = {m.label: m.proto.delta for m in at.metric}
+    assert tiles["Eager step"] == tiles["Kernel time"] == "measured"
+    caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
+    assert "driver 580.159.04" in caption and "measured 2026-11-22 23:15 UTC" in caption and "not record" not in caption
+
+
+def test_measure_page_says_in_words_what_an_imported_file_does_not_record():
+    at = page("views/measure_page.py")
+    at.button(key="example").click().run()
+    caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
+    assert "· not recorded ·" not in caption
+    assert "does not record the date it was measured, the driver or the CUDA version" in caption
+    assert "converted from measurements taken outside this suite" in caption

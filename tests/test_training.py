@@ -320,3 +320,47 @@ def test_training_page():
     at.radio(key="recompute").set_value("full").run()
     assert not at.exception
     assert next(m.value for m in at.metric if m.label == "Step") != step  # recomputation costs time
+
+
+def test_training_page_labels_ideal_bound_figures_as_ideal():
+    """LoRA's step is all large matmuls, so its MFU at the datasheet bound is near 90%: a bound,
+    not a prediction, and the page says so on every time and rate."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
+    at.query_params["method"] = "lora"
+    at.run()
+    assert not at.exception and not at.error
+    labels = {m.label: m for m in at.metric}
+    assert "Ideal MFU" in labels and "MFU" not in labels
+    assert labels["Ideal MFU"].help.startswith("MFU at the ideal bound")
+    assert any("M trained" in md.value for md in at.markdown)  # LoRA's adapters: millions, not "0.00682 B"
+    assert labels["Step"].proto.delta == labels["Tokens/s"].proto.delta == "ideal bound"
+    assert any("ideal bounds on datasheet roofs" in c.value for c in at.caption)
+    assert any(md.value.startswith("Time by phase (ideal bound)") for md in at.markdown)
+
+
+def test_training_memory_sweeps_lengths_that_read():
+    from dashboard.training_view import fmt_params, sequence_lengths, token_label
+
+    assert sequence_lengths(131072).tolist() == [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+    assert sequence_lengths(40960).tolist()[-2:] == [32768, 40960]
+    assert len(sequence_lengths(10_485_760)) <= 10
+    assert fmt_params(6.82e6) == "6.82 M" and fmt_params(8.03e9) == "8.03 B"
+    assert [token_label(n) for n in (256, 2048, 40960, 131072, 1000)] == ["256", "2k", "40k", "128k", "1,000"]
+
+
+def test_training_page_with_a_calibration_says_calibrated():
+    from streamlit.testing.v1 import AppTest
+
+    from roofline.measure.schema import load_results
+
+    at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
+    at.session_state["measure_results"] = load_results(ROOT / "examples" / "h100-sxm-quick-run.json")
+    at.run()
+    at.radio(key="measured_source").set_value("the Measure page's results").run()
+    assert not at.exception and not at.error
+    labels = {m.label: m for m in at.metric}
+    assert "Calibrated MFU" in labels and "Ideal MFU" not in labels
+    assert labels["Step"].proto.delta == "calibrated"
+    assert any(c.value.startswith("Times and rates rest on calibrated roofs") for c in at.caption)

@@ -4,35 +4,34 @@ whole model steps measured op by op beside their predictions (or a results file 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import replace
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
+from dashboard.measure_view import (
+    EXAMPLES,
+    calibration_rows,
+    ceiling_rows,
+    device_caption,
+    measured_dtype,
+    step_bars_figure,
+    step_error_line,
+    step_op_rows,
+    step_series,
+    sweep_roofs,
+    sweep_series,
+)
 from dashboard.measured import RESULTS_KEY, SOURCE_KEY
 from dashboard.share import Report, share_panel
 from dashboard.state import one_of, warn_bad_params
-from roofline.calibration import CLASSES, linear_bucket
-from roofline.dtypes import peak_unit
-from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
-from roofline.plots import DEVICE_COLORS, REGIME_COLORS, PointSeries, point_hover, roofline_figure, style_figure
+from roofline.plots import REGIME_COLORS, roofline_figure, style_figure
 from roofline.report import Metric
 from roofline.settings import Settings
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-kernel-sweeps.json"
-CLASS_COLORS = dict(
-    zip(
-        CLASSES,
-        ["#1F77B4", "#17BECF", "#D62728", "#2CA02C", "#98DF8A", "#9467BD", "#8C564B", "#E377C2"],
-        strict=True,
-    )
-)
 devices = custom.devices()
 models = custom.models()
 model_ids = list(models)
@@ -144,9 +143,11 @@ with upload_col:
     )
     if st.session_state.get("upload_error"):
         st.error(f"Cannot use this file: {st.session_state['upload_error']}")
-    if st.button("Open the example: kernel sweeps measured on an H100", key="example"):
-        st.session_state[RESULTS_KEY] = load_results(EXAMPLE)
-        st.session_state[SOURCE_KEY] = "example"
+    st.caption("Or open a shipped example, measured on an H100 SXM (80 GB HBM3, torch 2.11, CUDA 13):")
+    for key, (label, path) in EXAMPLES.items():
+        if st.button(label, key=key, width="stretch"):
+            st.session_state[RESULTS_KEY] = load_results(path)
+            st.session_state[SOURCE_KEY] = "example"
 
 results: Results | None = st.session_state.get(RESULTS_KEY)
 if results is None:
@@ -158,13 +159,7 @@ info = results.device
 hw = devices.get(info.matched_hardware_id or "")
 st.divider()
 report.subheader(info.name)
-report.caption(
-    f"{info.kind.upper()} · torch {info.torch_version}"
-    + (f" · CUDA {info.cuda_version}" if info.cuda_version else "")
-    + (f" · driver {info.driver}" if info.driver else "")
-    + f" · {info.date} · {results.mode} run"
-    + (f" · datasheet: {hw.name}" if hw else " · no datasheet device matches, so only measured roofs are drawn")
-)
+report.caption(device_caption(results, hw))
 for note in results.notes:
     st.caption(note)
 st.download_button(
@@ -180,96 +175,9 @@ measured = results.ceilings_for_engine(launch_from_graphs=True) if results.ceili
 
 # ---- ceilings ----------------------------------------------------------------------------------
 if results.ceilings:
-    c = results.ceilings
     report.subheader("Achievable ceilings")
-
-    def share(value: float, sheet: float | None) -> str:
-        return f"{value / sheet:.0%}" if sheet else "n/a"
-
-    sheet_bw = datasheet.memory_bandwidth_bytes_per_s if datasheet else None
-    rows = [
-        (
-            "memory bandwidth, copy (read + write)",
-            f"{c.memory_bandwidth_tbps * 1e3:,.1f} GB/s",
-            sheet_bw,
-            c.memory_bandwidth_tbps * 1e12,
-        ),
-        (
-            "memory bandwidth, read-only",
-            f"{c.read_bandwidth_tbps * 1e3:,.1f} GB/s",
-            sheet_bw,
-            (c.read_bandwidth_tbps or 0) * 1e12,
-        ),
-    ]
-    table_rows = [
-        {
-            "ceiling": name,
-            "measured": text,
-            "datasheet": f"{sheet / 1e9:,.0f} GB/s" if sheet else "none published",
-            "% of datasheet": share(value, sheet),
-        }
-        for name, text, sheet, value in rows
-    ]
-    if c.cache_bandwidth_tbps:
-        table_rows.append(
-            {
-                "ceiling": "cache bandwidth (a working set that fits in L2)",
-                "measured": f"{c.cache_bandwidth_tbps * 1e3:,.1f} GB/s",
-                "datasheet": "none published",
-                "% of datasheet": "",
-            }
-        )
-    for dtype, value in c.peak_tflops.items():
-        sheet = datasheet.peak_flops_per_s.get(dtype) if datasheet else None
-        table_rows.append(
-            {
-                "ceiling": f"peak {dtype} ({c.peak_layouts.get(dtype, 'GEMM')})",
-                "measured": f"{value:,.2f} {peak_unit(dtype)}",
-                "datasheet": f"{sheet / 1e12:,.1f} {peak_unit(dtype)}" if sheet else "none published",
-                "% of datasheet": share(value * 1e12, sheet),
-            }
-        )
-    for kind, seconds in c.host_dispatch_s.items():
-        table_rows.append(
-            {
-                "ceiling": f"host dispatch, one eager {kind} op",
-                "measured": fmt_seconds(seconds),
-                "datasheet": "none published",
-                "% of datasheet": "",
-            }
-        )
-    if c.graph_launch_overhead_s is not None:
-        table_rows.append(
-            {
-                "ceiling": "one tiny kernel replayed from a CUDA graph",
-                "measured": fmt_seconds(c.graph_launch_overhead_s),
-                "datasheet": "none published",
-                "% of datasheet": "",
-            }
-        )
-    report.table(pd.DataFrame(table_rows), "Achievable ceilings", hide_index=True, width="stretch")
-
-
-def measured_op_hover(op, roofs: Ceilings, dtype: str, predicted_on: str) -> str:
-    """A measured op's hover: its place against the measured roofs and its prediction."""
-    intensity = max(op.flops, 1.0) / op.bytes
-    roof = float(roofs.attainable_flops_per_s(intensity, dtype))
-    return point_hover(
-        f"{op.name} (measured)",
-        max(op.flops, 1.0),
-        op.bytes,
-        op.time_s,
-        "compute" if intensity >= roofs.ridge_intensity(dtype) else "memory",
-        roof,
-        [
-            f"{max(op.flops, 1.0) / op.time_s / roof:.0%} of the measured roof",
-            f"predicted ({predicted_on}) {fmt_seconds(op.predicted_s.get(predicted_on, 0.0))}",
-        ],
-    )
-
-
-def percent(share: float) -> str:
-    return f"{share:.0%}" if share >= 0.01 else "<1%"
+    rows = ceiling_rows(results.ceilings, datasheet)
+    report.table(pd.DataFrame(rows), "Achievable ceilings", hide_index=True, width="stretch")
 
 
 # ---- calibration -------------------------------------------------------------------------------
@@ -281,27 +189,7 @@ if cal is not None:
         "varies (decode attention: batch x KV heads). Fitted on the sweeps only; the model steps below are the "
         "held-out check. Linear layers are fitted by the rows they see (GEMV, up to 64, more)."
     )
-    sheet_bw = datasheet.memory_bandwidth_bytes_per_s if datasheet else None
-    sheet_peak = datasheet.peak_flops_per_s.get("bf16") if datasheet else None
-    cal_table = pd.DataFrame(
-        [
-            {
-                "class": f.op_class,
-                "latency": fmt_seconds(f.latency_s),
-                "bandwidth GB/s": float(f"{f.bandwidth_bytes_per_s / 1e9:.4g}") if f.bandwidth_bytes_per_s else None,
-                "% of datasheet bandwidth": percent(f.bandwidth_bytes_per_s / sheet_bw)
-                if f.bandwidth_bytes_per_s and sheet_bw
-                else "",
-                "TFLOP/s": float(f"{f.flops_per_s / 1e12:.4g}") if f.flops_per_s else None,
-                "% of datasheet bf16": percent(f.flops_per_s / sheet_peak) if f.flops_per_s and sheet_peak else "",
-                "occupancy half (parallelism)": round(f.parallel_half, 2) if f.parallel_half else None,
-                "sweep points": f.points,
-                "median error": f"{f.median_abs_error:.1%}",
-                "worst error": f"{f.max_abs_error:.1%}",
-            }
-            for f in cal.fits.values()
-        ]
-    )
+    cal_table = pd.DataFrame(calibration_rows(results, datasheet))
     report.table(cal_table, "Calibration", hide_index=True, width="stretch", placeholder="—")
     report.caption(
         f"Use it on the other pages' device ({cal.hardware_id or 'no database match'}): "
@@ -312,50 +200,8 @@ if cal is not None:
 # ---- kernel sweeps on the roofline -------------------------------------------------------------
 if results.sweeps:
     report.subheader("Kernel sweeps on the roofline")
-    roofs: list[tuple[Ceilings, str]] = []
-    if datasheet and "bf16" in datasheet.peak_flops_per_s:
-        roofs.append((datasheet, "bf16"))
-    if measured is not None:
-        dtype = next(iter(measured.peak_flops_per_s), None)
-        if dtype:
-            roofs.append((measured, dtype))
-            if results.ceilings.cache_bandwidth_tbps:
-                l2 = replace(
-                    measured,
-                    name=f"{measured.name} · in cache (L2)",
-                    source="measured",
-                    memory_bandwidth_bytes_per_s=results.ceilings.cache_bandwidth_tbps * 1e12,
-                )
-                roofs.append((l2, dtype))
-    roof_names = [n for n, on in (("datasheet", datasheet), ("measured", measured)) if on is not None]
-    if len(roofs) > len(roof_names):
-        roof_names.append("in-cache")
-    series = []
-
-    def class_of(point) -> str:
-        return linear_bucket(point.shape.get("m", 1)) if point.op_class == "linear" else point.op_class
-
-    for op_class in CLASS_COLORS:
-        pts = [p for p in results.sweeps if class_of(p) == op_class]
-        if not pts:
-            continue
-        hover = [
-            f"<b>{p.name}</b> {p.shape}<br>{fmt_seconds(p.time_s)}<br>{p.flops / p.time_s / 1e12:,.2f} TFLOP/s · "
-            f"{p.bytes / p.time_s / 1e9:,.1f} GB/s<br>intensity {p.flops / p.bytes:,.2f} FLOP/B"
-            for p in pts
-        ]
-        series.append(
-            PointSeries(
-                op_class.replace("_", " "),
-                np.array([max(p.flops, 1.0) / p.bytes for p in pts]),
-                np.array([max(p.flops, 1.0) / p.time_s for p in pts]),
-                ["memory"] * len(pts),
-                hover,
-                sizes=9.0,
-                outline_color="#FFFFFF",
-                color=CLASS_COLORS[op_class],
-            )
-        )
+    roofs, roof_names = sweep_roofs(results, datasheet, measured)
+    series = sweep_series(results)
     if roofs:
         fig = roofline_figure(roofs, series, title="Measured kernels against the " + ", ".join(roof_names) + " roofs")
         report.chart(fig, "Kernel sweeps", width="stretch", theme=None, key="sweeps_roofline")
@@ -363,83 +209,45 @@ if results.sweeps:
 # ---- model steps -------------------------------------------------------------------------------
 for i, step in enumerate(results.steps):
     report.subheader(
-        f"{step.model} {step.phase}, batch {step.batch}, {step.seq_len} tokens "
+        f"{step.model} {step.phase}, batch {step.batch}, {step.seq_len:,} tokens "
         f"({step.layers_measured} of {step.layers_total} layers measured)"
     )
     report.metrics(
-        Metric("Eager step", fmt_seconds(step.eager.median_s), help="wall time, host and device together"),
+        Metric(
+            "Eager step",
+            fmt_seconds(step.eager.median_s),
+            "measured",
+            help="wall time, host and device together",
+            delta_color="off",
+        ),
         Metric(
             "From a CUDA graph",
             fmt_seconds(step.graph.median_s) if step.graph else "n/a",
+            "measured" if step.graph else "",
             help=step.graph_note or "",
+            delta_color="off",
         ),
-        Metric("Kernel time", fmt_seconds(step.kernel_time_s), help=f"{step.kernels} kernels"),
+        Metric(
+            "Kernel time",
+            fmt_seconds(step.kernel_time_s),
+            "measured",
+            help=f"{step.kernels} kernels",
+            delta_color="off",
+        ),
         Metric(
             "Overhead (eager − kernels)",
             fmt_seconds(step.overhead_s),
+            "measured",
             help="the host's dispatching the device waits for: the overhead regime, measured",
+            delta_color="off",
         ),
         Metric(
             "Attributed to ops", f"{step.attribution:.0%}", help="kernel time inside ranges named like the engine's ops"
         ),
     )
-    # Measured wall time beside the device's kernel time (the gap is the host: the overhead regime)
-    # and the predictions; the CUDA-graph column only where the step was captured.
-    columns = ["eager", "CUDA graph"] if step.graph else ["eager"]
-    compare = {
-        "measured": [step.eager.median_s, step.graph.median_s if step.graph else None],
-        "measured kernel time": [step.kernel_time_s, None],
-        **{
-            f"predicted · {roofs}": [step.predicted_s.get(roofs), step.predicted_s.get(f"{roofs}, graph")]
-            for roofs in ("datasheet", "measured", "calibrated")
-            if roofs in step.predicted_s
-        },
-    }
-    fig = go.Figure()
-    for j, (name, values) in enumerate(compare.items()):
-        fig.add_trace(
-            go.Bar(
-                x=columns,
-                y=[v * 1e3 if v else None for v in values[: len(columns)]],
-                name=name,
-                marker_color=DEVICE_COLORS[j % len(DEVICE_COLORS)],
-                hovertemplate=f"{name}<br>%{{x}}: %{{y:,.3f}} ms<extra></extra>",
-            )
-        )
-    fig.update_yaxes(title="ms per step", gridcolor="#E5E5E5")
-    title = (
-        "Eager vs CUDA graph, measured and predicted"
-        if step.graph
-        else f"Eager step, measured and predicted ({step.graph_note or 'no CUDA graph'})"
-    )
-    style_figure(fig, 340, f"step{i}", title, barmode="group")
-    report.chart(fig, "", width="stretch", theme=None, key=f"step_bars_{i}")
-    roofs_name = "calibrated" if any("calibrated" in op.predicted_s for op in step.ops) else "measured"
-    op_rows = []
-    for op in step.ops:
-        predicted = op.predicted_s.get(roofs_name)
-        op_rows.append(
-            {
-                "op": op.name,
-                "class": op.op_class,
-                "measured (µs)": op.time_s * 1e6,
-                **{
-                    f"predicted {r} (µs)": op.predicted_s[r] * 1e6
-                    for r in ("datasheet", "measured", "calibrated")
-                    if r in op.predicted_s
-                },
-                f"measured / predicted ({roofs_name})": op.time_s / predicted if predicted else None,
-                "GB/s": op.bytes / op.time_s / 1e9 if op.time_s else None,
-                "TFLOP/s": op.flops / op.time_s / 1e12 if op.time_s else None,
-            }
-        )
-    errors = {r: step.op_error(r) for r in ("datasheet", "measured", "calibrated") if step.op_error(r) is not None}
-    report.markdown(
-        " · ".join(
-            f"on {r} roofs: step {step.step_ratio(r):.2f}x measured, per-op median error {e:.0%}"
-            for r, e in errors.items()
-        )
-    )
+    report.chart(step_bars_figure(step, f"step{i}"), "", width="stretch", theme=None, key=f"step_bars_{i}")
+    op_rows = step_op_rows(step)
+    report.markdown(step_error_line(step))
     report.table(
         pd.DataFrame(op_rows),
         f"{step.phase} ops",
@@ -452,33 +260,8 @@ for i, step in enumerate(results.steps):
         else None,
     )
     if measured is not None and op_rows:
-        dtype = next(iter(measured.peak_flops_per_s))
-        points = [op for op in step.ops if op.time_s > 0 and op.bytes > 0]
-        hover = [measured_op_hover(op, measured, dtype, roofs_name) for op in points]
-        series = [
-            PointSeries(
-                "measured ops",
-                np.array([max(o.flops, 1.0) / o.bytes for o in points]),
-                np.array([max(o.flops, 1.0) / o.time_s for o in points]),
-                ["memory"] * len(points),
-                hover,
-                sizes=12.0,
-                color="#222222",
-            ),
-            PointSeries(
-                f"predicted ({roofs_name})",
-                np.array([max(o.flops, 1.0) / o.bytes for o in points]),
-                np.array([max(o.flops, 1.0) / o.predicted_s.get(roofs_name, o.time_s) for o in points]),
-                ["compute"] * len(points),
-                [
-                    f"<b>{o.name}</b> predicted ({roofs_name})<br>{fmt_seconds(o.predicted_s.get(roofs_name, 0.0))}"
-                    for o in points
-                ],
-                sizes=11.0,
-                symbol="circle-open",
-                color="#D62728",
-            ),
-        ]
+        dtype = measured_dtype(measured, step.dtype)
+        series = step_series(step, measured, dtype)
         step_roofs = [(measured, dtype)] + (
             [(datasheet, dtype)] if datasheet and dtype in datasheet.peak_flops_per_s else []
         )

@@ -7,19 +7,19 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
+from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
-from roofline.engine import REGIME_LABELS, evaluate
+from roofline.engine import evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
-from roofline.plots import DEVICE_COLORS, REGIME_COLORS, op_table_series, roofline_figure, style_figure
-from roofline.plots.style import log_axes
+from roofline.plots import op_table_series, roofline_figure
+from roofline.plots.serving import frontier_figure, speculative_figure
 from roofline.report import Metric
 from roofline.serving import (
     Traffic,
@@ -155,62 +155,22 @@ xaxis = st.radio(
     bind="query-params",
     help="tokens per dollar needs a price for the device",
 )
-cost = points.usd_per_million()
-frontier = points.frontier()
-fig = go.Figure()
-for d, hid in enumerate(points.devices):
-    if hid in points.why_not:
-        continue
-    fit = points.fits[d]
-    x = points.per_device[d] if xaxis == "tokens/s per device" else 1e6 / cost["output"][d]
-    y = points.per_user[d]
-    hover = [
-        f"<b>{devices[hid].name}</b>, TP={points.tp}, batch {int(b)}<br>TTFT {fmt_seconds(points.ttft_s[d, j])} · "
-        f"TPOT {fmt_seconds(points.tpot_s[d, j])}<br>{points.per_device[d, j]:,.0f} tok/s per device · "
-        f"{points.per_user[d, j]:,.1f} per user<br>memory {fmt_bytes(points.memory_bytes[d, j])} "
-        f"({'fits' if fit[j] else 'does NOT fit'})<br>{REGIME_LABELS.get(points.bound[d, j], '')} · "
-        f"MBU {points.mbu[d, j]:.0%} · MFU {points.mfu[d, j]:.0%}"
-        + (f"<br>${cost['output'][d, j]:,.3f} per M output tokens" if np.isfinite(cost["output"][d, j]) else "")
-        for j, b in enumerate(points.batch)
-    ]
-    color = DEVICE_COLORS[d % len(DEVICE_COLORS)]
-    fig.add_trace(
-        go.Scatter(
-            x=np.where(fit, x, np.nan),
-            y=np.where(fit, y, np.nan),
-            mode="lines+markers",
-            name=devices[hid].name,
-            line=dict(color=color, width=2),
-            marker=dict(
-                size=8,
-                color=[REGIME_COLORS.get(b, "#999999") for b in points.bound[d]],
-                line=dict(color=color, width=1.5),
-            ),
-            text=hover,
-            hovertemplate="%{text}<extra></extra>",
-        )
-    )
-fig.add_hline(
-    y=1e3 / tpot_ms,
-    line=dict(color="#555555", dash="dot"),
-    annotation_text=f"TPOT target {tpot_ms:g} ms",
-    annotation_position="top right",
+roofs = {hid: settings.ceilings(devices[hid], int(tp), True).source for hid in points.devices}
+fig = frontier_figure(
+    points,
+    {hid: devices[hid].name for hid in points.devices},
+    roofs,
+    ttft_ms / 1e3,
+    tpot_ms / 1e3,
+    xaxis == "tokens per dollar",
+    f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV",
 )
-x_title = "output tokens/s per device" if xaxis == "tokens/s per device" else "output tokens per USD"
-log_axes(fig, x_title, "output tokens/s per user (1 / TPOT)")
-xs = np.concatenate([np.asarray(t.x, float) for t in fig.data if t.x is not None] + [np.array([np.nan])])
-ys = np.concatenate([np.asarray(t.y, float) for t in fig.data if t.y is not None] + [np.array([1e3 / tpot_ms])])
-xs, ys = xs[np.isfinite(xs) & (xs > 0)], ys[np.isfinite(ys) & (ys > 0)]
-if xs.size:
-    fig.update_xaxes(range=[np.log10(xs.min()) - 0.15, np.log10(xs.max()) + 0.15])
-if ys.size:
-    fig.update_yaxes(range=[np.log10(ys.min()) - 0.15, np.log10(ys.max()) + 0.15])
-style_figure(fig, 520, "frontier", f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV")
 report.chart(fig, width="stretch", theme=None, key="frontier_chart")
 report.caption(
     "Each line is one device as the decode batch grows (left to right); marker colours are the step's regime "
-    "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT target. "
-    "Batches that do not fit in memory are left out."
+    "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT target; "
+    "hollow grey points miss the TTFT target. Batches that do not fit in memory are left out. "
+    + rests_on_sentence(roofs.values())
 )
 
 # ---- open one point ----------------------------------------------------------------------------
@@ -229,12 +189,14 @@ else:
     j = int(np.flatnonzero(points.batch == pick_batch)[0])
     row = points.row(d, j)
     usd = row["usd_per_million_output"]
+    basis = basis_label(roofs[pick_device])
+    on = f"{devices[pick_device].name}, decode batch {pick_batch}, on {basis}"
     report.metrics(
-        Metric("TTFT", fmt_seconds(row["ttft_s"]), help=f"{devices[pick_device].name}, decode batch {pick_batch}"),
-        Metric("TPOT", fmt_seconds(row["tpot_s"])),
-        Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}"),
-        Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help="decode is judged by MBU"),
-        Metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price"),
+        Metric("TTFT", fmt_seconds(row["ttft_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
+        Metric("TPOT", fmt_seconds(row["tpot_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
+        Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}", help=on),
+        Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help=f"decode is judged by MBU; {on}"),
+        Metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price", help=on),
     )
     hw = devices[pick_device]
     run, _ = Workload(
@@ -288,7 +250,7 @@ ranking = pd.DataFrame(
             "$ per M output": b.point["usd_per_million_output"] if b.meets else None,
             "$ per M input": b.point["usd_per_million_input"] if b.meets else None,
             "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
-            "what binds": f"{b.binding}-bound step" if b.meets else b.binding,
+            "what binds": f"{b.binding}-bound" if b.meets else b.binding,
         }
         for b in best
     ]
@@ -307,7 +269,8 @@ report.table(
 )
 report.caption(
     "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost per "
-    "million output tokens where priced, then by throughput per device."
+    "million output tokens where priced, then by throughput per device. TTFT and TPOT here rest on the same roofs "
+    "as the chart above."
 )
 
 # ---- levers ------------------------------------------------------------------------------------
@@ -320,42 +283,17 @@ if fitting:
     spec = speculative(
         model, hw, traffic, batches, int(spec_k), float(alpha), precision=precision, tp=int(tp), settings=settings
     )
-    sfig = go.Figure()
-    sfig.add_trace(
-        go.Scatter(
-            x=spec["batch"],
-            y=spec["speedup"],
-            mode="lines+markers",
-            name="speed-up of decode",
-            line=dict(color="#222222", width=2),
-            marker=dict(color=[REGIME_COLORS.get(b, "#999") for b in spec["verify_bound"]], size=9),
-            text=[
-                f"batch {int(b)}: plain TPOT {fmt_seconds(p)}, speculative {fmt_seconds(q)}; verify step "
-                f"{REGIME_LABELS.get(v, v)}, intensity {i:,.0f} FLOP/B"
-                for b, p, q, v, i in zip(
-                    spec["batch"],
-                    spec["plain_tpot_s"],
-                    spec["spec_tpot_s"],
-                    spec["verify_bound"],
-                    spec["verify_intensity"],
-                )
-            ],
-            hovertemplate="%{text}<extra></extra>",
-        )
-    )
-    sfig.add_hline(y=1.0, line=dict(color="#D62728", dash="dash"), annotation_text="no gain")
-    sfig.update_xaxes(type="log", title="decode batch", gridcolor="#E5E5E5")
-    sfig.update_yaxes(title="speed-up (below 1: slower)", gridcolor="#E5E5E5", rangemode="tozero")
     tokens = float(spec["tokens_per_verify"][0])
-    style_figure(
-        sfig, 380, "spec", f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
+    sfig = speculative_figure(
+        spec, f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
     )
     report.chart(sfig, width="stretch", theme=None, key="spec_chart")
     report.caption(
         f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and yields "
         f"(1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound (blue markers); "
         "once the verify step is compute-bound (red) it costs nearly k + 1 steps and speculation stops paying. "
-        "Drafting here is n-gram (free); a draft model adds its own k steps (`serve --draft-model`)."
+        "Drafting here is n-gram (free); a draft model adds its own k steps (`serve --draft-model`). Both TPOTs "
+        f"rest on the {basis_label(roofs[pick_device])}."
     )
     try:
         disagg = disaggregation(model, hw, traffic, pick_batch, precision, int(tp), settings)
@@ -380,7 +318,7 @@ if fitting:
         report.caption(
             "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed (lower "
             "TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is sized to keep "
-            "pace with the decode pool."
+            f"pace with the decode pool. Times rest on the {basis_label(roofs[pick_device])}."
         )
     except ValueError as exc:
         st.info(f"Disaggregation: {exc}")

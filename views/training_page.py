@@ -10,10 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import custom
+from dashboard.basis import basis_label, basis_short, is_ideal, rests_on_sentence
 from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
+from dashboard.training_view import fmt_params, sequence_lengths, token_label
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
@@ -191,6 +193,9 @@ primary = devices[next(iter(results))]
 result = results[primary.id]
 mem = result.memory
 peak = float(mem.peak_bytes)
+source = result.table.ceilings.source
+basis = basis_short(source)
+on = f"on {basis_label(source)} of {primary.name}"
 report.metrics(
     Metric(
         "Peak / device",
@@ -200,16 +205,28 @@ report.metrics(
         help=f"at the {mem.peak_at} of the step; {fmt_bytes(result.capacity_bytes)} usable on {primary.name}",
     ),
     Metric("Max micro-batch", f"{result.largest_micro_batch:,}", help=f"the largest that fits, at {seq:,} tokens"),
-    Metric("Step", fmt_seconds(result.step_time_s), help=f"{setup.accumulation_steps} micro-batch(es) per step"),
-    Metric("Tokens/s", f"{result.tokens_per_s:,.0f}", help=f"over {dp} device(s)"),
-    Metric("MFU", f"{result.mfu * 100:.1f}%", help=f"on {settings.ceilings(primary).source} roofs"),
+    Metric(
+        "Step",
+        fmt_seconds(result.step_time_s),
+        basis,
+        help=f"{setup.accumulation_steps} micro-batch(es) per step, {on}",
+        delta_color="off",
+    ),
+    Metric("Tokens/s", f"{result.tokens_per_s:,.0f}", basis, help=f"over {dp} device(s), {on}", delta_color="off"),
+    Metric(
+        "Ideal MFU" if is_ideal(source) else f"{basis.capitalize()} MFU",
+        f"{result.mfu * 100:.1f}%",
+        help=f"MFU at the {basis}: model FLOPs over the step's time {on}"
+        + ("; real kernels reach less, so a real run's MFU is lower" if is_ideal(source) else ""),
+    ),
     Metric("Bound", result.bound, help=REGIME_LABELS.get(result.bound, result.bound)),
 )
+report.caption(rests_on_sentence([source]))
 for note in result.notes:
     report.caption(note)
 p = mem.params
 report.markdown(
-    f"**{model.name}**: {p.total / 1e9:,.2f} B parameters, {p.trainable / 1e9:,.3g} B trained. At the peak "
+    f"**{model.name}**: {fmt_params(p.total)} parameters, {fmt_params(p.trainable)} trained. At the peak "
     f"({mem.peak_at}): "
     + ", ".join(f"{k} **{fmt_bytes(float(v))}**" for k, v in mem.at_peak.items() if float(v) > 0)
     + (f"; on the host (offloaded): {fmt_bytes(mem.host_bytes)}" if mem.host_bytes else "")
@@ -232,15 +249,16 @@ report.chart(
     theme=None,
     key="memory_by_batch",
 )
-lengths = np.unique(np.round(np.geomspace(min(256, model.max_context), model.max_context, 9)).astype(int))
+lengths = sequence_lengths(model.max_context)
 sweep_len = training_memory(replace(setup, seq_len=lengths))
 report.chart(
     training_memory_figure(
         lengths,
         sweep_len.at_peak,
         capacities,
-        "sequence length (tokens)",
+        "sequence length (tokens, k = 1,024)",
         f"{model.name}: peak per device by term, micro-batch {micro}",
+        labels=[token_label(int(n)) for n in lengths],
     ),
     width="stretch",
     theme=None,
@@ -272,12 +290,13 @@ if plan and planned is not None:
     verdict = "fits" if planned.fits else "still does not fit"
     report.markdown(
         f"**To fit on {primary.name}**: " + " + ".join(plan) + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
-        f"{verdict}, step {fmt_seconds(planned.step_time_s)} against {fmt_seconds(result.step_time_s)}."
+        f"{verdict}, step {fmt_seconds(planned.step_time_s)} against {fmt_seconds(result.step_time_s)} ({basis})."
     )
 elif result.fits:
     report.markdown(f"It fits on {primary.name} as it is.")
 report.caption(
-    "Each lever alone against this setup; time per token is per device (below 1x is faster). Levers that train "
+    f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}; "
+    "below 1x is faster). Levers that train "
     "the same model are tried first; LoRA and QLoRA train adapters instead."
 )
 
@@ -303,7 +322,9 @@ report.chart(
 )
 by_phase = result.to_json()["time_by_phase_s"]
 report.markdown(
-    "Time by phase: " + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in by_phase.items()) + ". Backward does about "
+    f"Time by phase ({basis}): "
+    + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in by_phase.items())
+    + ". Backward does about "
     "twice the forward's matmul work (the gradient of the input and of the weight); recomputation adds a forward."
 )
 

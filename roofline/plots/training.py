@@ -29,11 +29,13 @@ def training_memory_figure(
     x_title: str,
     title: str,
     height: int = 420,
+    labels: Sequence[str] | None = None,
 ) -> go.Figure:
     """Memory per device at the step's peak, stacked by term, at each x; one dashed line per
-    device at its usable capacity. Bars above a line do not fit that device."""
+    device at its usable capacity. Bars above a line do not fit that device. ``labels`` name the
+    bars (default: each x with thousands separators)."""
     fig = go.Figure()
-    labels = [f"{int(v):,}" for v in x]
+    labels = list(labels) if labels is not None else [f"{int(v):,}" for v in x]
     for term, color in TRAIN_MEMORY_COLORS.items():
         values = np.asarray(terms.get(term, np.zeros(len(x))), float) / 1e9
         if not np.any(values > 0):

@@ -1,0 +1,26 @@
+"""Small pieces of the Training page that are not layout: the sequence lengths its memory chart
+sweeps, and a parameter count in words."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sequence_lengths(max_context: int, first: int = 256, most: int = 10) -> np.ndarray:
+    """Powers of two from ``first`` up to the model's maximum context, and the maximum itself:
+    labels that read (1,024, 2,048, …), every other power where there would be more than ``most``."""
+    top = int(np.log2(max_context))
+    powers = [2**k for k in range(int(np.log2(min(first, max_context))), top + 1)]
+    if len(powers) > most:
+        powers = powers[:: -(-len(powers) // most)]
+    return np.unique(np.array([*powers, max_context], dtype=int))
+
+
+def fmt_params(count: float) -> str:
+    """6.82 M, 8.03 B: a parameter count in the unit that reads."""
+    return f"{count / 1e9:,.2f} B" if count >= 1e9 else f"{count / 1e6:,.3g} M"
+
+
+def token_label(tokens: int) -> str:
+    """256, 2k, 128k: a context length as model cards write it (k = 1,024 tokens)."""
+    return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else f"{tokens:,}"
