@@ -198,13 +198,13 @@ def test_a_huge_max_context_is_refused_or_sampled_not_enumerated(tmp_path):
         lines = (f"max_context = {context}" if ln.startswith("max_context") else ln for ln in body.splitlines())
         (tmp_path / f"{name}.toml").write_text("\n".join(lines))
 
-    write("too-long", 2**31)  # past the schema's 2^28: the file is named and skipped
-    write("long", 2**28)  # the longest allowed: the capacity curve is sampled, not one point per token
+    write("too-long", 2**25)  # past the schema's 2^24: the file is named and skipped
+    write("long", 2**24)  # the longest allowed: the capacity curve is sampled, not one point per token
     out = run("kv", "--model", "long", "--model-dir", str(tmp_path), "--hardware", "h100-sxm", "--json")
     assert out.returncode == 0, out.stderr
-    assert "too-long.toml: field 'max_context'" in out.stderr and "less than or equal to 268435456" in out.stderr
+    assert "too-long.toml: field 'max_context'" in out.stderr and "less than or equal to 16777216" in out.stderr
     data = json.loads(out.stdout)
-    assert len(data["curve"]) < 200 and data["curve"][-1]["context"] == 2**28
+    assert len(data["curve"]) < 200 and data["curve"][-1]["context"] == 2**24
     assert data["curve"][-1]["max_batch"] == 0 and all(p["max_batch"] >= 0 for p in data["curve"])
 
 
