@@ -252,7 +252,8 @@ def _every_nth(flags: list[bool], what: str, origin: str) -> int | None:
 
 
 def slugify(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")
+    """An id from any text: lower-case letters, digits, dots and dashes, at most 100 characters."""
+    slug = re.sub(r"[^a-z0-9.-]+", "-", text.lower())[:100].strip("-.")
     return slug or "custom-model"
 
 
@@ -284,10 +285,11 @@ def model_from_hf_config(
     head_dim = f.integer("head_dim", max(1, hidden // heads))
     vocab = f.integer("vocab_size")
     max_context = f.integer("max_position_embeddings")
-    record_id = model_id or slugify(str(config.get("_name_or_path") or name or family))
+    label = name or config.get("_name_or_path") or data.get("_name_or_path")
+    record_id = model_id or slugify(str(label or family))
     record: dict[str, object] = {
         "id": record_id,
-        "name": name or str(config.get("_name_or_path") or record_id),
+        "name": str(label or record_id),
         "family": family,
         "num_layers": layers,
         "hidden_size": hidden,
@@ -403,7 +405,9 @@ def model_from_hf_config(
         raise DataError(format_validation_error(Path(origin), exc)) from None
 
 
-def parse_hf_config(text: bytes | str, origin: str = "config.json", model_id: str | None = None) -> ModelConfig:
+def parse_hf_config(
+    text: bytes | str, origin: str = "config.json", model_id: str | None = None, name: str | None = None
+) -> ModelConfig:
     """Strict JSON (no NaN or Infinity), at most 1 MiB, then ``model_from_hf_config``."""
     if len(text) > MAX_CONFIG_BYTES:
         raise DataError(f"{origin}: {len(text):,} bytes is more than a config.json holds (limit {MAX_CONFIG_BYTES:,})")
@@ -415,7 +419,7 @@ def parse_hf_config(text: bytes | str, origin: str = "config.json", model_id: st
         data = json.loads(text, parse_constant=reject)
     except (ValueError, RecursionError) as exc:
         raise DataError(f"{origin}: not valid JSON ({str(exc)[:120]})") from None
-    return model_from_hf_config(data, model_id=model_id, origin=origin)
+    return model_from_hf_config(data, model_id=model_id, name=name, origin=origin)
 
 
 def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelConfig:

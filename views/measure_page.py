@@ -49,7 +49,7 @@ st.caption(
 
 warn_bad_params({"mode": one_of(["quick", "full"]), "mdevice": one_of(["auto", "cpu"]), "mmodel": one_of(model_ids)})
 
-custom.model_upload()
+custom.model_upload("mmodel")
 run_col, upload_col = st.columns(2)
 with run_col:
     st.subheader("Run here")

@@ -113,7 +113,7 @@ with st.sidebar:
         help="Prompt length for prefill; tokens already cached for decode.",
     )
 
-custom.model_upload()
+custom.model_upload("llm")
 
 if not selected:
     st.info("Pick at least one device in the sidebar.")
