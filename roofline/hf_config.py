@@ -190,7 +190,7 @@ def check_fields(data: dict, origin: str, prefix: str = "") -> None:
         if not isinstance(value, list):
             fail(key, f"a list ({_json_type(value)} is not one)", value)
         if len(value) > MAX_LAYERS:
-            fail(key, f"a list of at most {MAX_LAYERS:,} entries (one per layer), not {len(value):,}", value[:3])
+            fail(key, f"a list of at most {MAX_LAYERS:,} entries (one per layer), not {len(value):,}", value)
         if key == "layer_types":
             if not all(isinstance(v, str) and len(v) <= 64 for v in value):
                 fail(key, 'a list of layer kinds as text ("full_attention", "sliding_attention")', value)
@@ -200,7 +200,7 @@ def check_fields(data: dict, origin: str, prefix: str = "") -> None:
         elif not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_LAYERS for v in value):
             fail(key, f"a list of layer indices from 0 to {MAX_LAYERS - 1:,}", value)
         if key != "mlp_only_layers" and isinstance(layers, int) and value and len(value) != layers:
-            fail(key, f"a list of one entry per layer ({layers:,}, num_hidden_layers), not {len(value):,}", value[:3])
+            fail(key, f"a list of one entry per layer ({layers:,}, num_hidden_layers), not {len(value):,}", value)
 
 
 class _Fields:

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from dashboard import custom
 from dashboard.data import hardware_db
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, some_of, warn_bad_params
 from roofline.api import hardware_summary
 from roofline.datafiles import PROBLEMS, format_validation_error
@@ -164,7 +164,7 @@ if submitted:
         st.rerun()
 if current is not None:
     st.success(
-        f"In use this session: **{current.name}** (`{current.id}`), {current.memory_bandwidth_tbps:g} TB/s, "
+        f"In use this session: **{md_escape(current.name)}** (`{current.id}`), {current.memory_bandwidth_tbps:g} TB/s, "
         f"peaks {', '.join(f'{d} {v:g}' for d, v in current.peak_tflops.as_dict().items()) or 'none'}."
     )
     d1, d2 = st.columns(2)

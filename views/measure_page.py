@@ -14,7 +14,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.measured import RESULTS_KEY, SOURCE_KEY
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import one_of, warn_bad_params
 from roofline.calibration import CLASSES, linear_bucket
 from roofline.dtypes import peak_unit
@@ -157,16 +157,20 @@ if results is None:
 info = results.device
 hw = devices.get(info.matched_hardware_id or "")
 st.divider()
-report.subheader(info.name)
+report.subheader(md_escape(info.name))
 report.caption(
-    f"{info.kind.upper()} · torch {info.torch_version}"
-    + (f" · CUDA {info.cuda_version}" if info.cuda_version else "")
-    + (f" · driver {info.driver}" if info.driver else "")
-    + f" · {info.date} · {results.mode} run"
-    + (f" · datasheet: {hw.name}" if hw else " · no datasheet device matches, so only measured roofs are drawn")
+    f"{info.kind.upper()} · torch {md_escape(info.torch_version)}"
+    + (f" · CUDA {md_escape(info.cuda_version)}" if info.cuda_version else "")
+    + (f" · driver {md_escape(info.driver)}" if info.driver else "")
+    + f" · {md_escape(info.date)} · {results.mode} run"
+    + (
+        f" · datasheet: {md_escape(hw.name)}"
+        if hw
+        else " · no datasheet device matches, so only measured roofs are drawn"
+    )
 )
 for note in results.notes:
-    st.caption(note)
+    st.caption(md_escape(note))
 st.download_button(
     "Download the results (JSON)",
     data=results.to_json,

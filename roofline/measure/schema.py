@@ -158,7 +158,8 @@ class StepMeasurement(_Strict):
 class CollectivePoint(_Strict):
     message_bytes: float = Field(gt=0, le=MAX_BYTES)
     time_s: float = Field(gt=0, le=MAX_COLLECTIVE_S)
-    bus_bandwidth_gbps: float = Field(gt=0, le=MAX_BUS_GBPS)  # GB/s: 2(n-1)/n x message / time, the ring's per-link rate
+    # GB/s: 2(n-1)/n x message / time, the ring's per-link rate
+    bus_bandwidth_gbps: float = Field(gt=0, le=MAX_BUS_GBPS)
 
 
 class Collectives(_Strict):
