@@ -90,7 +90,7 @@ class KernelPoint(DataRecord):
     flops: float = Field(ge=0, le=1e21)
     bytes: float = Field(gt=0, le=1e18)
     parallel: float = Field(default=1.0, gt=0, le=1e12)
-    time_s: float = Field(gt=0, le=3600.0)
+    time_s: float = Field(ge=1e-12, le=3600.0)
 
 
 class ClassFit(DataRecord):

@@ -43,6 +43,8 @@ MAX_TBPS = 1e3  # memory or cache bandwidth, TB/s (HBM3e: 8)
 MAX_BUS_GBPS = 1e5  # all-reduce bus bandwidth, GB/s (NVLink 5: 900 per direction)
 MAX_BYTES = 1e18  # bytes moved by one op, or a device's memory
 MAX_FLOPS = 1e21  # FLOPs of one op or step
+MIN_TIME_S = 1e-12  # below any kernel's or collective's time: a smaller one is a corrupt file
+MIN_RATE = 1e-6  # TB/s, TFLOP/s or GB/s: 1 MB/s, 1 MFLOP/s, 1 KB/s (a zero-ish rate makes times overflow)
 
 Positive = Annotated[float, Field(gt=0, le=MAX_TIME_S)]
 NonNegative = Annotated[float, Field(ge=0, le=MAX_TIME_S)]
@@ -52,9 +54,9 @@ Count = Annotated[int, Field(ge=1, le=2**31)]
 class Timing(_Strict):
     """Repeated timings of one thing, in seconds, and how they were taken."""
 
-    median_s: float = Field(gt=0, le=MAX_TIME_S)
-    p10_s: float = Field(gt=0, le=MAX_TIME_S)
-    p90_s: float = Field(gt=0, le=MAX_TIME_S)
+    median_s: float = Field(ge=MIN_TIME_S, le=MAX_TIME_S)
+    p10_s: float = Field(ge=MIN_TIME_S, le=MAX_TIME_S)
+    p90_s: float = Field(ge=MIN_TIME_S, le=MAX_TIME_S)
     repeats: int = Field(gt=0, le=1_000_000)
     # cuda-graph: K calls captured in one graph, replay / K (device time only);
     # back-to-back: K calls enqueued between two events / K; host-clock: a synchronised clock.
@@ -75,11 +77,11 @@ class DeviceInfo(_Strict):
 
 
 class MeasuredCeilings(_Strict):
-    memory_bandwidth_tbps: float = Field(gt=0, le=MAX_TBPS)  # device-to-device copy, read + write bytes
-    read_bandwidth_tbps: float | None = Field(default=None, gt=0, le=MAX_TBPS)  # read-only reduction
-    cache_bandwidth_tbps: float | None = Field(default=None, gt=0, le=MAX_TBPS)  # a working set that fits in L2
+    memory_bandwidth_tbps: float = Field(ge=MIN_RATE, le=MAX_TBPS)  # device-to-device copy, read + write bytes
+    read_bandwidth_tbps: float | None = Field(default=None, ge=MIN_RATE, le=MAX_TBPS)  # read-only reduction
+    cache_bandwidth_tbps: float | None = Field(default=None, ge=MIN_RATE, le=MAX_TBPS)  # a working set that fits in L2
     # dtype -> achieved TFLOP/s (TOP/s for int8) on large GEMMs; at least one
-    peak_tflops: dict[str, Annotated[float, Field(gt=0, le=MAX_TFLOPS)]] = Field(min_length=1)
+    peak_tflops: dict[str, Annotated[float, Field(ge=MIN_RATE, le=MAX_TFLOPS)]] = Field(min_length=1)
     peak_layouts: dict[str, str] = Field(default_factory=dict)  # dtype -> how it was run
     launch_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)  # host dispatch of a tiny eager op
     # op kind -> eager host cost
@@ -156,10 +158,10 @@ class StepMeasurement(_Strict):
 
 
 class CollectivePoint(_Strict):
-    message_bytes: float = Field(gt=0, le=MAX_BYTES)
-    time_s: float = Field(gt=0, le=MAX_COLLECTIVE_S)
+    message_bytes: float = Field(ge=1, le=MAX_BYTES)
+    time_s: float = Field(ge=MIN_TIME_S, le=MAX_COLLECTIVE_S)
     # GB/s: 2(n-1)/n x message / time, the ring's per-link rate
-    bus_bandwidth_gbps: float = Field(gt=0, le=MAX_BUS_GBPS)
+    bus_bandwidth_gbps: float = Field(ge=MIN_RATE, le=MAX_BUS_GBPS)
 
 
 class Collectives(_Strict):
