@@ -13,6 +13,7 @@ from collections.abc import Collection
 import streamlit as st
 
 from dashboard.data import hardware_db, model_db
+from dashboard.share import md_escape
 from roofline.datafiles import DataError
 from roofline.hardware import Hardware
 from roofline.hf_config import MAX_CONFIG_BYTES, SUPPORTED_FAMILIES, parse_hf_config
@@ -30,10 +31,11 @@ def _load_from_url(param: str) -> None:
     if not text or st.session_state.get(f"{param}_text") == text:
         return
     schema, what = _KINDS[param]
+    where = f"URL parameter `{param}`"
     try:
-        record = decode_record(text, schema, f"URL parameter `{param}`")
-    except DataError as exc:
-        st.warning(f"{exc}; the {what} in the link is ignored.", icon="⚠️")
+        record = decode_record(text, schema, where)
+    except DataError as exc:  # the rest of the message quotes the link: shown as text
+        st.warning(f"{where}{md_escape(str(exc).removeprefix(where))}; the {what} in the link is ignored.", icon="⚠️")
         del st.query_params[param]
         return
     st.session_state[param] = record
@@ -116,7 +118,7 @@ def model_upload(select_key: str = "model") -> None:
             try:
                 record = custom_model_record(parse_hf_config(text, origin, name=label), model_db())
             except DataError as exc:
-                st.error(str(exc))
+                st.error(md_escape(exc))
             else:
                 set_custom(MODEL_PARAM, record)
                 st.session_state[_SELECT] = (select_key, record.id)

@@ -58,7 +58,7 @@ def _uploaded() -> tuple[Results | None, str]:
             st.session_state[_PARSED] = (file.file_id, None)
             st.session_state[_ERROR] = str(exc)
     if st.session_state.get(_ERROR):
-        st.error(f"Not used: {st.session_state[_ERROR]}")
+        st.error(f"Not used: {md_escape(st.session_state[_ERROR])}")
     return st.session_state[_PARSED][1], f"uploaded {file.name}"
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import streamlit as st
 
+from dashboard.share import md_escape
 from roofline.plots.style import MAX_COMPARED
 
 # A validator takes the raw values of one parameter and returns a problem, or None if fine.
@@ -144,7 +145,7 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
             state = st.session_state.get(key)
             current = [str(v) for v in state] if isinstance(state, list | tuple) else [str(state)]
             if state is not None and validate(current):
-                problems.append(f"URL parameter `{key}`: {validate(current)}.")
+                problems.append((key, validate(current)))
                 if keep:
                     st.session_state[key] = keep(current)
                 else:
@@ -152,11 +153,12 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
             continue
         problem = validate(values)
         if problem:
-            problems.append(f"URL parameter `{key}`: {problem}.")
+            problems.append((key, problem))
             _replace_param(key, keep(values) if keep else [])
-    for message in problems:
-        st.warning(message, icon="⚠️")
-    return problems
+    messages = [f"URL parameter `{key}`: {problem}." for key, problem in problems]
+    for key, problem in problems:  # the value came from the URL: shown as text, never as Markdown
+        st.warning(f"URL parameter `{key}`: {md_escape(problem)}.", icon="⚠️")
+    return messages
 
 
 def devices_param(device_ids: Sequence[str]) -> Validator:

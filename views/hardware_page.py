@@ -158,7 +158,7 @@ if submitted:
     try:
         device = Hardware.model_validate(record)
     except ValidationError as exc:
-        st.error(format_validation_error("your device", exc))
+        st.error(md_escape(format_validation_error("your device", exc)))
     else:
         custom.set_custom(custom.DEVICE_PARAM, device)
         st.rerun()

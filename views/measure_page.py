@@ -143,7 +143,7 @@ with upload_col:
         help="Written by `python -m roofline measure --out results.json` (or torchrun … collectives).",
     )
     if st.session_state.get("upload_error"):
-        st.error(f"Cannot use this file: {st.session_state['upload_error']}")
+        st.error(f"Cannot use this file: {md_escape(st.session_state['upload_error'])}")
     if st.button("Open the example: kernel sweeps measured on an H100", key="example"):
         st.session_state[RESULTS_KEY] = load_results(EXAMPLE)
         st.session_state[SOURCE_KEY] = "example"
