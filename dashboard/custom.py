@@ -25,6 +25,14 @@ _SELECT = "cmodel_select"  # (widget key, model id) to select on the next run, a
 _KINDS = {MODEL_PARAM: (ModelConfig, "custom model"), DEVICE_PARAM: (Hardware, "custom device")}
 
 
+def name_problem(record: Hardware | ModelConfig, what: str) -> str | None:
+    """Why a custom record's name cannot be shown, or None. Pages escape Markdown in names, but
+    chart titles and hovers read ``<a href=…>`` as a link, so a name holds no angle brackets."""
+    if "<" in record.name or ">" in record.name:
+        return f"{what}: the name {record.name[:60]!r} holds < or >, which charts would read as markup"
+    return None
+
+
 def _load_from_url(param: str) -> None:
     """Register the record a link carries (once per distinct encoding), or warn why not."""
     text = st.query_params.get(param)
@@ -34,6 +42,9 @@ def _load_from_url(param: str) -> None:
     where = f"URL parameter `{param}`"
     try:
         record = decode_record(text, schema, where)
+        problem = name_problem(record, where)
+        if problem:
+            raise DataError(problem)
     except DataError as exc:  # the rest of the message quotes the link: shown as text
         st.warning(f"{where}{md_escape(str(exc).removeprefix(where))}; the {what} in the link is ignored.", icon="⚠️")
         del st.query_params[param]
@@ -89,6 +100,9 @@ def custom_model_record(record: ModelConfig, taken: Collection[str]) -> ModelCon
     while model_id in taken:
         model_id, n = f"{base}-{n}", n + 1
     name = record.name if record.name.endswith("(custom)") else f"{record.name[:190]} (custom)"
+    problem = name_problem(record, "config.json")
+    if problem:
+        raise DataError(problem)
     return ModelConfig.model_validate(record.model_dump() | {"id": model_id, "name": name})
 
 

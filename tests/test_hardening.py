@@ -500,3 +500,20 @@ def test_a_url_value_is_shown_as_text_in_its_warning():
     assert not at.exception
     warning = next(w.value for w in at.warning if "`model`" in w.value)
     assert "](https" not in warning and "\\[click\\]\\(https\\://evil" in warning
+
+
+def test_a_custom_name_with_markup_is_refused_where_charts_would_read_it():
+    """Chart titles and hovers read <a href=…> as a link: such a name is refused with a word."""
+    from roofline.hardware import Hardware, get_hardware
+    from roofline.records import encode_record
+
+    h100 = get_hardware("h100-sxm").model_dump(exclude_none=True)
+    device = Hardware.model_validate(h100 | {"id": "evil", "name": "<a href='https://evil.example'>H100</a>"})
+    at = AppTest.from_file(str(ROOT / "views/llm_page.py"), default_timeout=60)
+    at.query_params.update(cdevice=encode_record(device), hw=["h100-sxm"])
+    at.run()
+    assert not at.exception and "evil" not in (at.session_state["cdevice"].id if "cdevice" in at.session_state else "")
+    assert any("`cdevice`" in w.value and "markup" in w.value for w in at.warning)
+    at.text_area(key="cmodel_paste").set_value(json.dumps(LLAMA_CONFIG | {"_name_or_path": "<b>big</b>"})).run()
+    at.button(key="cmodel_use").click().run()
+    assert not at.exception and any("markup" in e.value for e in at.error)

@@ -160,8 +160,12 @@ if submitted:
     except ValidationError as exc:
         st.error(md_escape(format_validation_error("your device", exc)))
     else:
-        custom.set_custom(custom.DEVICE_PARAM, device)
-        st.rerun()
+        problem = custom.name_problem(device, "your device")
+        if problem:
+            st.error(md_escape(problem))
+        else:
+            custom.set_custom(custom.DEVICE_PARAM, device)
+            st.rerun()
 if current is not None:
     st.success(
         f"In use this session: **{md_escape(current.name)}** (`{current.id}`), {current.memory_bandwidth_tbps:g} TB/s, "
