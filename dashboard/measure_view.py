@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dashboard.basis import basis_label, basis_short
+from dashboard.share import md_escape
 from roofline.calibration import CLASSES, linear_bucket
 from roofline.dtypes import peak_unit
 from roofline.engine import Ceilings
@@ -47,13 +48,16 @@ def device_caption(results: Results, hw: Hardware | None) -> str:
     """One line on where and how the results were measured; what the file does not record is
     named in plain words, with the reason."""
     info = results.device
-    parts = [info.kind.upper(), f"torch {info.torch_version}"]
-    parts += [f"CUDA {info.cuda_version}"] if info.cuda_version else []
-    parts += [f"driver {info.driver}"] if info.driver else []
+    # A results file is the user's: what it says is shown as text, never as Markdown.
+    parts = [info.kind.upper(), f"torch {md_escape(info.torch_version)}"]
+    parts += [f"CUDA {md_escape(info.cuda_version)}"] if info.cuda_version else []
+    parts += [f"driver {md_escape(info.driver)}"] if info.driver else []
     imported = info.date == NOT_RECORDED
     parts += [] if imported else [f"measured {_when(info.date)}"]
     parts.append(f"{results.mode} run")
-    parts.append(f"datasheet: {hw.name}" if hw else "no datasheet device matches, so only measured roofs are drawn")
+    parts.append(
+        f"datasheet: {md_escape(hw.name)}" if hw else "no datasheet device matches, so only measured roofs are drawn"
+    )
     line = " · ".join(parts) + "."
     missing = ["the date it was measured"] if imported else []
     if info.kind == "cuda":  # a CPU run has no driver or CUDA version to record

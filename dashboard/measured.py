@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from dashboard.share import md_escape
 from roofline.calibration import Calibration
 from roofline.format import fmt_seconds
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Collectives, Results, ResultsError, parse_results
+from roofline.measured_roofs import MeasuredRoofs
 
 RESULTS_KEY = "measure_results"  # where the Measure page keeps its results (a Results)
 SOURCE_KEY = "measure_results_source"  # where they came from: run, upload or example
@@ -27,6 +29,11 @@ class Measured:
     calibration: Calibration | None
     collectives: Collectives | None
     origin: str  # which results: "uploaded roofline_measure.json", "measured on this machine"
+    roofs: MeasuredRoofs = MeasuredRoofs()  # where each applies (the same answer as the command line's)
+
+    def settings_fields(self) -> dict[str, object]:
+        """``Settings`` fields: the calibration, and the measured link for the device it belongs to."""
+        return self.roofs.settings_fields()
 
 
 def _uploaded() -> tuple[Results | None, str]:
@@ -51,7 +58,7 @@ def _uploaded() -> tuple[Results | None, str]:
             st.session_state[_PARSED] = (file.file_id, None)
             st.session_state[_ERROR] = str(exc)
     if st.session_state.get(_ERROR):
-        st.error(f"Not used: {st.session_state[_ERROR]}")
+        st.error(f"Not used: {md_escape(st.session_state[_ERROR])}")
     return st.session_state[_PARSED][1], f"uploaded {file.name}"
 
 
@@ -76,35 +83,46 @@ def measured_panel() -> Measured:
         if results is None:
             return Measured(None, None, "")
         cal, coll = results.calibration, results.collectives
+        force = coll is not None and st.checkbox(
+            "Apply the all-reduce to every device",
+            key="measured_force_link",
+            help="A measured all-reduce applies to the device it was measured on (a GPU with NCCL) and nowhere "
+            "else. Tick this to use it on every device anyway; the pages then say it was forced.",
+        )
+        roofs = MeasuredRoofs(
+            calibration=cal,
+            calibration_origin=origin,
+            collectives=results if coll is not None else None,
+            collectives_origin=origin,
+            force_collectives=force,
+            force_hint="the panel's checkbox",
+        )
         if cal is None and coll is None:
             st.warning("These results hold neither a calibration nor an all-reduce: nothing to use.")
         if cal is not None:
             st.caption(
-                f"Calibration of {cal.device} ({len(cal.fits)} op classes): applies to "
-                + (f"`{cal.hardware_id}` only." if cal.hardware_id else "no database device (none matched).")
+                f"Calibration of {md_escape(cal.device)} ({len(cal.fits)} op classes): applies to "
+                + (f"{md_escape(cal.hardware_id)} only." if cal.hardware_id else "no database device (none matched).")
             )
         if coll is not None:
+            target, why = roofs.collectives_target()
             st.caption(
-                f"All-reduce over {coll.world_size} ranks ({coll.backend}): "
-                f"{coll.link_bandwidth_bytes_per_s / 1e9:,.1f} GB/s, {fmt_seconds(coll.latency_s)} per collective."
+                f"All-reduce over {coll.world_size} ranks ({md_escape(coll.backend)}, "
+                f"{md_escape(results.device.name)}): {coll.link_bandwidth_bytes_per_s / 1e9:,.1f} GB/s, "
+                f"{fmt_seconds(coll.latency_s)} per collective. "
+                + (
+                    f"Applies to {md_escape(target)} only."
+                    if target not in (None, "*")
+                    else md_escape(why[:1].upper() + why[1:]) + "."
+                )
             )
-        return Measured(cal, coll, origin)
+        return Measured(cal, coll, origin, roofs)
 
 
 def roofs_caption(measured: Measured, device_ids: list[str]) -> str | None:
-    """Which roofs each device used, once measured results are chosen."""
-    if measured.calibration is None and measured.collectives is None:
+    """Which measured roofs each device used, and why not where they were not (the pages'
+    header line; the command line prints the same sentences)."""
+    if not measured.roofs.any:
         return None
-    parts = []
-    cal = measured.calibration
-    if cal is not None:
-        on = [d for d in device_ids if d == cal.hardware_id]
-        parts.append(
-            f"calibrated roofs ({measured.origin}) on `{on[0]}`; datasheet roofs elsewhere"
-            if on
-            else f"the calibration ({measured.origin}) is for `{cal.hardware_id or cal.device}`, not shown here: "
-            "datasheet roofs"
-        )
-    if measured.collectives is not None:
-        parts.append("the link is the measured all-reduce")
-    return "Roofs: " + "; ".join(parts) + "."
+    lines = [line[0].lower() + line[1:].rstrip(".") for line in measured.roofs.lines(device_ids)]
+    return "Roofs: " + md_escape("; ".join(lines)) + "."

@@ -65,9 +65,11 @@ def show_chart(fig: go.Figure, **kwargs) -> str:
     return title
 
 
-def md_escape(text: str) -> str:
-    """Text shown through st.markdown as written: no emphasis, links or LaTeX from its characters."""
-    return re.sub(r"([\\`*_\[\]$<>#|~])", r"\\\1", text)
+def md_escape(text: object) -> str:
+    """Text shown through st.markdown as written, on one line: no emphasis, links, images,
+    headings, LaTeX, HTML, emoji or colour directives (``:red[…]``) from its characters. Every
+    name a user supplies (a device, a model, a file, a results file's device) goes through it."""
+    return re.sub(r"([\\`*_{}\[\]()$<>#|~!:+=^&])", r"\\\1", " ".join(str(text).split()))
 
 
 class Report:

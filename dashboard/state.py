@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import streamlit as st
 
+from dashboard.share import md_escape
 from roofline.plots.style import MAX_COMPARED
 
 # A validator takes the raw values of one parameter and returns a problem, or None if fine.
@@ -109,6 +110,18 @@ def _replace_param(key: str, values: list[str]) -> None:
         pass
 
 
+def _bound(key: str) -> bool:
+    """Whether a widget of an earlier run of this session owns the parameter (it writes the URL
+    itself, and Streamlit refuses direct edits of it)."""
+    try:
+        from streamlit.runtime.state.session_state_proxy import get_session_state
+
+        with get_session_state().query_params() as qp:
+            return bool(qp.is_bound(key))
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
 def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
     """Check the page's URL parameters before its widgets exist; warn about each bad one and
     drop it from the URL, so its widget starts at the default.
@@ -125,13 +138,27 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
         if keep is None and len(values) > 1:  # one value expected: the last one given counts
             values = values[-1:]
             _replace_param(key, values)
+        if _bound(key):
+            # The URL echoes the widget of an earlier run; its options may have changed since
+            # (a custom model replaced or removed). The widget's own value decides: a valid one
+            # rewrites the URL when the widget runs, an invalid one is reset to the default.
+            state = st.session_state.get(key)
+            current = [str(v) for v in state] if isinstance(state, list | tuple) else [str(state)]
+            if state is not None and validate(current):
+                problems.append((key, validate(current)))
+                if keep:
+                    st.session_state[key] = keep(current)
+                else:
+                    del st.session_state[key]
+            continue
         problem = validate(values)
         if problem:
-            problems.append(f"URL parameter `{key}`: {problem}.")
+            problems.append((key, problem))
             _replace_param(key, keep(values) if keep else [])
-    for message in problems:
-        st.warning(message, icon="⚠️")
-    return problems
+    messages = [f"URL parameter `{key}`: {problem}." for key, problem in problems]
+    for key, problem in problems:  # the value came from the URL: shown as text, never as Markdown
+        st.warning(f"URL parameter `{key}`: {md_escape(problem)}.", icon="⚠️")
+    return messages
 
 
 def devices_param(device_ids: Sequence[str]) -> Validator:

@@ -88,10 +88,11 @@ class KernelPoint(DataRecord):
     op_class: str
     name: str
     shape: dict[str, Annotated[int, Field(ge=1, le=2**40)]] = Field(default_factory=dict)
-    flops: float = Field(ge=0)
-    bytes: float = Field(gt=0)
-    parallel: float = Field(default=1.0, gt=0)
-    time_s: float = Field(gt=0)
+    # Plausible ranges: one kernel's work and time (a larger figure is a corrupt file).
+    flops: float = Field(ge=0, le=1e21)
+    bytes: float = Field(gt=0, le=1e18)
+    parallel: float = Field(default=1.0, gt=0, le=1e12)
+    time_s: float = Field(ge=1e-12, le=3600.0)
 
 
 class ClassFit(DataRecord):
@@ -102,9 +103,9 @@ class ClassFit(DataRecord):
     bandwidth_bytes_per_s: float | None = Field(default=None, ge=1e3, le=1e16)
     flops_per_s: float | None = Field(default=None, ge=1e3, le=1e19)
     parallel_half: float | None = Field(default=None, ge=1e-12, le=1e12)
-    points: int = Field(ge=1)
-    median_abs_error: float = Field(ge=0)  # |predicted / measured - 1| over the class's points
-    max_abs_error: float = Field(ge=0)
+    points: int = Field(ge=1, le=2**31)
+    median_abs_error: float = Field(ge=0, le=1e6)  # |predicted / measured - 1| over the class's points
+    max_abs_error: float = Field(ge=0, le=1e6)
 
     def predict(self, flops: np.ndarray, moved: np.ndarray, parallel: np.ndarray | float = 1.0) -> np.ndarray:
         e = 1.0 if self.parallel_half is None else np.asarray(parallel, float) / (parallel + self.parallel_half)
@@ -227,11 +228,11 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
 class Calibration(DataRecord):
     """Fitted achievable roofs per op class for one device, with where they came from."""
 
-    device: str
+    device: str = Field(min_length=1, max_length=200)
     source: str  # what was measured: the results file's device, date and torch version
-    fits: dict[str, ClassFit]
+    fits: dict[str, ClassFit] = Field(min_length=1)
     hardware_id: str | None = None  # the database device it was measured on (it applies to that one)
-    memory_bytes: float | None = Field(default=None, gt=0)  # the memory the runtime exposed there
+    memory_bytes: float | None = Field(default=None, gt=0, le=1e18)  # the memory the runtime exposed there
 
     def device_terms(self, ops, flops: np.ndarray, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """(compute, memory) device-time terms for ``ops`` (the engine's arrays of shape

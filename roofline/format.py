@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 
 def _scaled(value: float, unit: str, base: float = 1000.0) -> str:
+    value = value + 0.0  # -0.0 becomes 0.0: never "-0 B"
     prefixes = ["", "K", "M", "G", "T", "P", "E"]
     magnitude = abs(value)
     i = 0
@@ -27,11 +28,15 @@ def fmt_bytes(n_bytes: float) -> str:
 
 
 def fmt_seconds(seconds: float) -> str:
-    if seconds >= 1:
+    """Seconds in the unit that suits their size; a negative time (a difference) keeps its
+    sign and unit, and -0.0 prints as 0 ns."""
+    seconds = seconds + 0.0  # -0.0 becomes 0.0: never "-0 ns"
+    magnitude = abs(seconds)
+    if magnitude >= 1 or not math.isfinite(magnitude):
         return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
+    if magnitude >= 1e-3:
         return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
+    if magnitude >= 1e-6:
         return f"{seconds * 1e6:.3g} µs"
     return f"{seconds * 1e9:.3g} ns"
 

@@ -46,6 +46,8 @@ class Settings:
     collective_latency_s: float = DEFAULT_COLLECTIVE_LATENCY_S
     # A measured all-reduce (roofline.measure.collectives) replaces the datasheet link figure.
     link_bandwidth_bytes_per_s: float | None = None
+    # The one device that link was measured on (roofline.measured_roofs); None: every device.
+    link_hardware_id: str | None = None
     # A serving engine's memory settings (vLLM's names): see roofline.memory.
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -85,10 +87,11 @@ class Settings:
         kernel launch costs the host ``launch_overhead_s``; replayed from a CUDA graph the host
         pays one replay per step. Every kernel takes at least ``graph_launch_overhead_s`` on the
         device either way."""
+        measured_here = self.link_hardware_id in (None, hw.id)  # the measured link is this device's
         ceilings = Ceilings.from_hardware(
             hw,
             0.0 if cuda_graphs else self.launch_overhead_s,
-            self.collective_latency_s,
+            self.collective_latency_s if measured_here else DEFAULT_COLLECTIVE_LATENCY_S,
             tp=tp,
             kernel_floor_s=self.graph_launch_overhead_s,
         )
@@ -97,7 +100,7 @@ class Settings:
         cal = self.calibration
         if cal is not None and cal.hardware_id == hw.id:
             ceilings = replace(ceilings, calibration=cal, source="calibrated")
-        if self.link_bandwidth_bytes_per_s:
+        if self.link_bandwidth_bytes_per_s and measured_here:
             ceilings = replace(
                 ceilings, link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s, link_note="measured all-reduce"
             )

@@ -137,3 +137,33 @@ def test_the_hardware_page_form_makes_a_device_for_every_page():
     device = at.session_state["cdevice"]
     assert device.id == "my-h100-sxm" and device.peak_tflops.bf16 == 1500.0
     assert any("In use this session" in s.value for s in at.success)
+
+
+@pytest.mark.parametrize(("path", "key"), [("views/llm_page.py", "model"), ("views/roofline_page.py", "llm")])
+def test_use_this_model_selects_it_under_a_name_that_says_it_is_custom(path, key):
+    at = page(path)
+    at.text_area(key="cmodel_paste").set_value((CONFIGS / "qwen3-8b.json").read_text()).run()
+    at.button(key="cmodel_use").click().run()
+    assert not at.exception
+    record = at.session_state["cmodel"]
+    assert record.id == "custom-qwen3" and record.name == "qwen3 (custom)"
+    assert at.selectbox(key=key).value == "custom-qwen3"
+    # A name typed in the panel wins, still marked as custom.
+    at.text_input(key="cmodel_name").set_value("qwen3-8b").run()
+    at.button(key="cmodel_use").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.session_state["cmodel"].id == "custom-qwen3-8b" and at.selectbox(key=key).value == "custom-qwen3-8b"
+    # Removing it falls back to the default model with a word, not a traceback.
+    at.button(key="cmodel_remove").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key=key).value in ("llama-3.1-8b", "none")
+
+
+def test_a_custom_model_never_takes_a_shipped_id():
+    from dashboard.custom import custom_model_record
+    from dashboard.data import model_db
+
+    shipped = model_db()["qwen3-8b"]
+    taken = {**model_db(), "custom-qwen3-8b": shipped}
+    record = custom_model_record(shipped, taken)
+    assert record.id == "custom-qwen3-8b-2" and record.id not in taken and record.name.endswith("(custom)")

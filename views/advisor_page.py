@@ -12,12 +12,11 @@ import streamlit as st
 from dashboard import custom
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, float_in, int_in, one_of, warn_bad_params
 from roofline.advisor import diagnose, ops_on, rank, sensitivity, workload_time
 from roofline.defaults import (
     ACT_DTYPES,
-    DEFAULT_COLLECTIVE_LATENCY_S,
     DEFAULT_CUDA_GRAPHS,
     KV_DTYPES,
     OBJECTIVES,
@@ -121,12 +120,9 @@ custom.model_upload()
 model = models[model_id]
 target = devices[target_id]
 measured = measured_panel()
-coll = measured.collectives
 settings = Settings(
     memory_utilization=mem_util,
-    link_bandwidth_bytes_per_s=coll.link_bandwidth_bytes_per_s if coll else None,
-    collective_latency_s=coll.latency_s if coll else DEFAULT_COLLECTIVE_LATENCY_S,
-    calibration=measured.calibration,
+    **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(devices))
 if roofs_note:
@@ -153,7 +149,7 @@ except ValueError as exc:
 
 if not any(r["fits"] for r in ranking):
     st.warning(
-        f"{model.name} fits on no device at TP={tp} for this workload. The table says which TP degree would "
+        f"{md_escape(model.name)} fits on no device at TP={tp} for this workload. The table says which TP degree would "
         "make each one fit."
     )
 
@@ -256,13 +252,13 @@ d2.download_button(
     on_click="ignore",
 )
 
-report.subheader(f"Diagnosis on {target.name}")
+report.subheader(f"Diagnosis on {md_escape(target.name)}")
 try:
     run, _ = workload.on(target)
     diagnosis = cached(diagnose, run, target, settings)
     sensitivities = cached(sensitivity, run, target, settings)
 except ValueError as exc:
-    st.warning(f"{target.name} cannot run this workload, so there is no diagnosis or what-if for it: {exc}.")
+    st.warning(f"{md_escape(target.name)} cannot run this workload, so there is no diagnosis or what-if for it: {exc}.")
     share_panel("Which hardware", report.sections)
     st.stop()
 report.markdown("\n".join(f"- {line}" for line in diagnosis["summary"]))
@@ -350,8 +346,8 @@ if top:
     report.chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
     report.caption(
         "Roofs of the fastest devices that fit, in rank order: "
-        + ", ".join(hw.name for hw in top)
-        + f". The ops are placed on the first ({top[0].name})."
+        + ", ".join(md_escape(hw.name) for hw in top)
+        + f". The ops are placed on the first ({md_escape(top[0].name)})."
     )
 else:
     report.caption("No device fits this workload at this TP degree, so there are no top roofs to show.")

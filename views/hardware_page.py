@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from dashboard import custom
 from dashboard.data import hardware_db
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, some_of, warn_bad_params
 from roofline.api import hardware_summary
 from roofline.datafiles import PROBLEMS, format_validation_error
@@ -158,13 +158,17 @@ if submitted:
     try:
         device = Hardware.model_validate(record)
     except ValidationError as exc:
-        st.error(format_validation_error("your device", exc))
+        st.error(md_escape(format_validation_error("your device", exc)))
     else:
-        custom.set_custom(custom.DEVICE_PARAM, device)
-        st.rerun()
+        problem = custom.name_problem(device, "your device")
+        if problem:
+            st.error(md_escape(problem))
+        else:
+            custom.set_custom(custom.DEVICE_PARAM, device)
+            st.rerun()
 if current is not None:
     st.success(
-        f"In use this session: **{current.name}** (`{current.id}`), {current.memory_bandwidth_tbps:g} TB/s, "
+        f"In use this session: **{md_escape(current.name)}** (`{current.id}`), {current.memory_bandwidth_tbps:g} TB/s, "
         f"peaks {', '.join(f'{d} {v:g}' for d, v in current.peak_tflops.as_dict().items()) or 'none'}."
     )
     d1, d2 = st.columns(2)

@@ -11,7 +11,7 @@ import streamlit as st
 from dashboard import custom
 from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.format import fmt_bytes
@@ -95,7 +95,8 @@ if not selected:
 model = models[model_id]
 if context > model.max_context:
     st.warning(
-        f"Context {context:,} exceeds {model.name}'s maximum of {model.max_context:,}; using {model.max_context:,}."
+        f"Context {context:,} exceeds {md_escape(model.name)}'s maximum of {model.max_context:,}; "
+        f"using {model.max_context:,}."
     )
     context = model.max_context
 measured = measured_panel()
@@ -117,7 +118,7 @@ except ValueError as exc:
 # Each device on its own: one that cannot hold this configuration is named with the reason, the rest shown.
 results, why_not = per_device(analyze_kv, workload, [devices[h] for h in selected], int(batch), int(context), settings)
 for hid, why in why_not.items():
-    st.warning(f"{devices[hid].name} cannot be analysed for this configuration: {why}")
+    st.warning(f"{md_escape(devices[hid].name)} cannot be analysed for this configuration: {why}")
 if not results:
     st.error("None of the chosen devices can be analysed for this configuration; the warnings above say why.")
     share_panel("KV cache", report.sections)
@@ -145,8 +146,8 @@ metrics = [
         fmt_bytes(data["kv_budget_bytes"]),
         help=f"{data['kv_budget_tokens']:,} tokens: usable memory - weights - workspace - non-torch memory",
     ),
-    Metric(f"Max batch at {context:,}", f"{result.max_batch:,}", help=f"on {primary.name}"),
-    Metric(f"Max context at batch {batch}", f"{result.max_context:,}", help=f"on {primary.name}"),
+    Metric(f"Max batch at {context:,}", f"{result.max_batch:,}", help=f"on {md_escape(primary.name)}"),
+    Metric(f"Max context at batch {batch}", f"{result.max_context:,}", help=f"on {md_escape(primary.name)}"),
     Metric(
         "KV overtakes weights",
         f"{result.crossover_context:,} tokens" if result.crossover_context else "never",
@@ -158,7 +159,7 @@ report.metrics(*metrics[3:])
 
 for r in results.values():
     if r.message:
-        st.warning(f"{model.name} does not fit on {r.hardware.name} at TP={tp}: {r.message}.")
+        st.warning(f"{md_escape(model.name)} does not fit on {md_escape(r.hardware.name)} at TP={tp}: {r.message}.")
 
 contexts = context_grid(model)
 curves = {r.hardware.name: r.curve_max_batch for r in results.values()}
@@ -221,7 +222,7 @@ report.caption(
     "than smaller weights."
 )
 
-report.subheader(f"KV quantization and GQA on {primary.name}")
+report.subheader(f"KV quantization and GQA on {md_escape(primary.name)}")
 variants: dict[str, np.ndarray] = {}
 dashes: dict[str, str] = {}
 for dtype in dict.fromkeys([kvdtype, "bf16", "fp8", "int4"]):
@@ -239,8 +240,8 @@ report.chart(
     key="variants_chart",
 )
 report.caption(
-    f"{model.name} has {model.num_kv_heads} KV heads for {model.num_heads} query heads ({model.attention_kind})"
-    + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
+    f"{md_escape(model.name)} has {model.num_kv_heads} KV heads for {model.num_heads} query heads "
+    f"({model.attention_kind})" + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
 )
 
 frame = pd.DataFrame(

@@ -9,12 +9,11 @@ import streamlit as st
 from dashboard import custom
 from dashboard.cache import cached, per_device
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import (
     ACT_DTYPES,
     ATTENTION_KERNELS,
-    DEFAULT_COLLECTIVE_LATENCY_S,
     DEFAULT_CUDA_GRAPHS,
     DEFAULT_LAUNCH_OVERHEAD_S,
     KV_DTYPES,
@@ -158,19 +157,19 @@ if not selected:
 
 model = models[model_id]
 measured = measured_panel()
-coll = measured.collectives
 settings = Settings(
     launch_overhead_s=launch_us * 1e-6,
     memory_utilization=mem_util,
-    link_bandwidth_bytes_per_s=coll.link_bandwidth_bytes_per_s if coll else None,
-    collective_latency_s=coll.latency_s if coll else DEFAULT_COLLECTIVE_LATENCY_S,
-    calibration=measured.calibration,
+    **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 if prompt + output - 1 > model.max_context:
-    asked = f"Prompt {prompt:,} + output {output:,} exceed {model.name}'s maximum context of {model.max_context:,}; "
+    asked = (
+        f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
+        f"{model.max_context:,}; "
+    )
     if prompt > model.max_context:
         prompt, output = model.max_context, 1
         st.warning(asked + f"showing a prompt of {prompt:,} tokens and an output of 1 token.")
@@ -232,7 +231,7 @@ def devices_table() -> None:
 if not analyses:
     st.error(
         "None of the chosen devices can run this workload: "
-        + "; ".join(f"{devices[h].name}: {why}" for h, why in why_not.items())
+        + "; ".join(f"{md_escape(devices[h].name)}: {why}" for h, why in why_not.items())
     )
     devices_table()
     share_panel("LLM inference", report.sections)
@@ -241,9 +240,12 @@ hw_id = next(iter(analyses))
 hw = devices[hw_id]
 request = analyses[hw_id]
 for hid, why in why_not.items():
-    st.warning(f"{devices[hid].name} cannot run this workload ({why}); the Devices table says so, the rest is shown.")
+    st.warning(
+        f"{md_escape(devices[hid].name)} cannot run this workload ({why}); the Devices table says so, "
+        "the rest is shown."
+    )
 if hw_id != selected[0]:
-    st.info(f"Analysed in detail: {hw.name}, the first chosen device that can run this workload.")
+    st.info(f"Analysed in detail: {md_escape(hw.name)}, the first chosen device that can run this workload.")
 run = request.workload
 for note in request.notes:
     st.info(note)
@@ -275,7 +277,8 @@ report.metrics(
 )
 if not mem["fits"]:
     st.warning(
-        f"{model.name} does not fit on {tp} × {hw.name}: weights {fmt_bytes(mem['weights_bytes'])} + KV "
+        f"{md_escape(model.name)} does not fit on {tp} × {md_escape(hw.name)}: "
+        f"weights {fmt_bytes(mem['weights_bytes'])} + KV "
         f"{fmt_bytes(mem['kv_cache_bytes'])} + activations {fmt_bytes(mem['activation_bytes'])} + reserved "
         f"{fmt_bytes(mem['non_torch_bytes'] + mem['cuda_graph_bytes'])} per device, "
         f"{fmt_bytes(mem['capacity_bytes'])} usable."
@@ -289,7 +292,7 @@ decode_text = (
     else ""
 )
 report.markdown(
-    f"**Prefill** ({batch} × {prompt:,} tokens) on {hw.name} is **{REGIME_LABELS[prefill.bound]}**, "
+    f"**Prefill** ({batch} × {prompt:,} tokens) on {md_escape(hw.name)} is **{REGIME_LABELS[prefill.bound]}**, "
     f"{fmt_seconds(prefill.time_s)}." + decode_text
 )
 

@@ -24,7 +24,7 @@ from dashboard.measure_view import (
     sweep_series,
 )
 from dashboard.measured import RESULTS_KEY, SOURCE_KEY
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
@@ -48,7 +48,7 @@ st.caption(
 
 warn_bad_params({"mode": one_of(["quick", "full"]), "mdevice": one_of(["auto", "cpu"]), "mmodel": one_of(model_ids)})
 
-custom.model_upload()
+custom.model_upload("mmodel")
 run_col, upload_col = st.columns(2)
 with run_col:
     st.subheader("Run here")
@@ -142,7 +142,7 @@ with upload_col:
         help="Written by `python -m roofline measure --out results.json` (or torchrun … collectives).",
     )
     if st.session_state.get("upload_error"):
-        st.error(f"Cannot use this file: {st.session_state['upload_error']}")
+        st.error(f"Cannot use this file: {md_escape(st.session_state['upload_error'])}")
     st.caption("Or open a shipped example, measured on an H100 SXM (80 GB HBM3, torch 2.11, CUDA 13):")
     for key, (label, path) in EXAMPLES.items():
         if st.button(label, key=key, width="stretch"):
@@ -158,10 +158,10 @@ if results is None:
 info = results.device
 hw = devices.get(info.matched_hardware_id or "")
 st.divider()
-report.subheader(info.name)
+report.subheader(md_escape(info.name))
 report.caption(device_caption(results, hw))
 for note in results.notes:
-    st.caption(note)
+    st.caption(md_escape(note))
 st.download_button(
     "Download the results (JSON)",
     data=results.to_json,

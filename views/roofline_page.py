@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import custom
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
 from dashboard.teach import teach_the_roofline
 from roofline.api import matmul_result
@@ -113,7 +113,7 @@ with st.sidebar:
         help="Prompt length for prefill; tokens already cached for decode.",
     )
 
-custom.model_upload()
+custom.model_upload("llm")
 
 if not selected:
     st.info("Pick at least one device in the sidebar.")
@@ -124,7 +124,7 @@ settings = Settings(launch_overhead_s=0.0, graph_launch_overhead_s=launch_us * 1
 ceilings_by_id = {hid: settings.ceilings(devices[hid]) for hid in selected}
 roofs = [(ceilings_by_id[hid], d) for hid in selected for d in roof_dtypes if d in devices[hid].peak_tflops.as_dict()]
 missing = [
-    f"{devices[hid].name} has no {d}"
+    f"{md_escape(devices[hid].name)} has no {d}"
     for hid in selected
     for d in roof_dtypes
     if d not in devices[hid].peak_tflops.as_dict()
@@ -140,7 +140,8 @@ for i, hid in enumerate(selected):
     color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
     if gemm_dtype not in c.peak_flops_per_s:
         st.warning(
-            f"{c.name} has no {gemm_dtype} peak; its GEMM point is not drawn. It has: {', '.join(c.peak_flops_per_s)}."
+            f"{md_escape(c.name)} has no {gemm_dtype} peak; its GEMM point is not drawn. "
+            f"It has: {', '.join(c.peak_flops_per_s)}."
         )
         continue
     if sweep:
@@ -203,7 +204,8 @@ if llm_id != "none":
     else:
         series.append(op_table_series(llm_table, f"{llm_id} {llm_phase}", "diamond", llm_table.total_time_s))
         st.caption(
-            f"{models[llm_id].name} {llm_phase} (batch {llm_batch}, {llm_seq} tokens) on {c0.name}: "
+            f"{md_escape(models[llm_id].name)} {llm_phase} (batch {llm_batch}, {llm_seq} tokens) on "
+            f"{md_escape(c0.name)}: "
             f"{fmt_seconds(llm_table.total_time_s)} per step; marker area is each op's share of it. "
             "The LLM inference page has the full analysis."
         )

@@ -13,7 +13,7 @@ from dashboard import custom
 from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.engine import evaluate
@@ -131,7 +131,10 @@ note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)
 if prompt + output - 1 > model.max_context:
-    asked = f"Prompt {prompt:,} + output {output:,} exceed {model.name}'s maximum context of {model.max_context:,}; "
+    asked = (
+        f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
+        f"{model.max_context:,}; "
+    )
     prompt = min(prompt, model.max_context - 1)
     output = max(1, model.max_context - prompt + 1)
     st.warning(asked + f"using a prompt of {prompt:,} and an output of {output:,}.")
@@ -143,7 +146,7 @@ except ValueError as exc:
     st.error(f"Cannot plan serving for this setup: {exc}")
     st.stop()
 for hid, why in points.why_not.items():
-    st.warning(f"{devices[hid].name}: {why}")
+    st.warning(f"{md_escape(devices[hid].name)}: {why}")
 
 # ---- the frontier ------------------------------------------------------------------------------
 report.subheader("Latency against throughput")
@@ -183,14 +186,16 @@ if pick_device is None:
 d = points.devices.index(pick_device)
 fitting = [int(b) for b, f in zip(points.batch, points.fits[d]) if f]
 if not fitting:
-    st.warning(f"{model.name} does not fit on {devices[pick_device].name} at TP={tp} at any batch.")
+    st.warning(
+        f"{md_escape(model.name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
+    )
 else:
     pick_batch = c2.select_slider("Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch")
     j = int(np.flatnonzero(points.batch == pick_batch)[0])
     row = points.row(d, j)
     usd = row["usd_per_million_output"]
     basis = basis_label(roofs[pick_device])
-    on = f"{devices[pick_device].name}, decode batch {pick_batch}, on {basis}"
+    on = f"{md_escape(devices[pick_device].name)}, decode batch {pick_batch}, on {basis}"
     report.metrics(
         Metric("TTFT", fmt_seconds(row["ttft_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
         Metric("TPOT", fmt_seconds(row["tpot_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
@@ -274,7 +279,7 @@ report.caption(
 )
 
 # ---- levers ------------------------------------------------------------------------------------
-report.subheader(f"Serving techniques on {devices[pick_device].name}")
+report.subheader(f"Serving techniques on {md_escape(devices[pick_device].name)}")
 if fitting:
     lc1, lc2 = st.columns(2)
     spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")

@@ -13,7 +13,7 @@ from dashboard import custom
 from dashboard.basis import basis_label, basis_short, is_ideal, rests_on_sentence
 from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.share import Report, share_panel
+from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
 from dashboard.training_view import fmt_params, sequence_lengths, token_label
 from roofline.engine import REGIME_LABELS, evaluate
@@ -156,7 +156,9 @@ roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 if seq > model.max_context:
-    st.warning(f"Sequence length {seq:,} exceeds {model.name}'s maximum context of {model.max_context:,}; using it.")
+    st.warning(
+        f"Sequence length {seq:,} exceeds {md_escape(model.name)}'s maximum context of {model.max_context:,}; using it."
+    )
     seq = model.max_context
 try:
     setup = TrainSetup(
@@ -184,7 +186,7 @@ except ValueError as exc:
 # Each device on its own: one that cannot run this setup is named with the reason, the rest shown.
 results, why_not = per_device(analyze_training, setup, hws, settings)
 for hid, why in why_not.items():
-    st.warning(f"{devices[hid].name} cannot run this training setup: {why}")
+    st.warning(f"{md_escape(devices[hid].name)} cannot run this training setup: {why}")
 if not results:
     st.error("None of the chosen devices can run this training setup; the warnings above say why.")
     share_panel("Training", report.sections)
@@ -202,7 +204,8 @@ report.metrics(
         fmt_bytes(peak),
         "fits" if result.fits else "does not fit",
         delta_color="normal" if result.fits else "inverse",
-        help=f"at the {mem.peak_at} of the step; {fmt_bytes(result.capacity_bytes)} usable on {primary.name}",
+        help=f"at the {mem.peak_at} of the step; {fmt_bytes(result.capacity_bytes)} usable on "
+        f"{md_escape(primary.name)}",
     ),
     Metric("Max micro-batch", f"{result.largest_micro_batch:,}", help=f"the largest that fits, at {seq:,} tokens"),
     Metric(
@@ -226,7 +229,7 @@ for note in result.notes:
     report.caption(note)
 p = mem.params
 report.markdown(
-    f"**{model.name}**: {fmt_params(p.total)} parameters, {fmt_params(p.trainable)} trained. At the peak "
+    f"**{md_escape(model.name)}**: {fmt_params(p.total)} parameters, {fmt_params(p.trainable)} trained. At the peak "
     f"({mem.peak_at}): "
     + ", ".join(f"{k} **{fmt_bytes(float(v))}**" for k, v in mem.at_peak.items() if float(v) > 0)
     + (f"; on the host (offloaded): {fmt_bytes(mem.host_bytes)}" if mem.host_bytes else "")
@@ -289,11 +292,13 @@ plan, planned = plan_to_fit(setup, primary, settings)
 if plan and planned is not None:
     verdict = "fits" if planned.fits else "still does not fit"
     report.markdown(
-        f"**To fit on {primary.name}**: " + " + ".join(plan) + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
+        f"**To fit on {md_escape(primary.name)}**: "
+        + " + ".join(plan)
+        + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
         f"{verdict}, step {fmt_seconds(planned.step_time_s)} against {fmt_seconds(result.step_time_s)} ({basis})."
     )
 elif result.fits:
-    report.markdown(f"It fits on {primary.name} as it is.")
+    report.markdown(f"It fits on {md_escape(primary.name)} as it is.")
 report.caption(
     f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}; "
     "below 1x is faster). Levers that train "

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 
+from roofline.datafiles import shown_path
 from roofline.defaults import (
     ACT_DTYPES,
     ATTENTION_KERNELS,
     DEFAULT_BLOCK_SIZE,
-    DEFAULT_COLLECTIVE_LATENCY_S,
     DEFAULT_CUDA_GRAPH_BYTES,
     DEFAULT_CUDA_GRAPHS,
     DEFAULT_GRAPH_LAUNCH_OVERHEAD_S,
@@ -22,6 +22,7 @@ from roofline.defaults import (
     KV_DTYPES,
     WEIGHT_DTYPES,
 )
+from roofline.measured_roofs import MeasuredRoofs
 from roofline.settings import Settings
 from roofline.workload import Precision
 
@@ -209,7 +210,14 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
         "--collectives",
         default=None,
         metavar="FILE",
-        help="a measured all-reduce results file: its bus bandwidth and latency replace the datasheet link",
+        help="a measured all-reduce results file: its bus bandwidth and latency replace the datasheet link of the "
+        "device it was measured on (a GPU with NCCL); the output says where it was applied and where not",
+    )
+    parser.add_argument(
+        "--force-collectives",
+        action="store_true",
+        help="apply the --collectives measurement to every device, even one it was not measured on (a CPU gloo "
+        "run on a GPU, say); the output says it was forced",
     )
     add_calibration(parser)
     add_overhead(parser)
@@ -236,35 +244,47 @@ def precision_from_args(args: argparse.Namespace) -> Precision:
     )
 
 
-def calibration_from_args(args: argparse.Namespace):
-    """The calibration of ``--calibration FILE``, or None."""
-    if getattr(args, "calibration", None) == "":
-        raise CliError("--calibration: expected a results file, got an empty path")
-    if not getattr(args, "calibration", None):
-        return None
-    from roofline.measure.schema import load_results
-
-    calibration = load_results(args.calibration).calibration
-    if calibration is None:
-        raise CliError(f"{args.calibration}: has no calibration (measure it with: python -m roofline measure)")
-    return calibration
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    link, latency = None, DEFAULT_COLLECTIVE_LATENCY_S
+def measured_from_args(args: argparse.Namespace) -> MeasuredRoofs:
+    """The measured results of ``--calibration`` and ``--collectives`` (read once per command),
+    with where each applies."""
+    cached = getattr(args, "measured_roofs", None)
+    if isinstance(cached, MeasuredRoofs):
+        return cached
     for option in ("collectives", "calibration"):
         if getattr(args, option, None) == "":
             raise CliError(f"--{option}: expected a results file, got an empty path")
+    calibration = collectives = None
+    if getattr(args, "calibration", None):
+        from roofline.measure.schema import load_results
+
+        calibration = load_results(args.calibration).calibration
+        if calibration is None:
+            raise CliError(f"{args.calibration}: has no calibration (measure it with: python -m roofline measure)")
     if getattr(args, "collectives", None):
         from roofline.measure.schema import load_results
 
-        measured = load_results(args.collectives)
-        if measured.collectives is None:
+        collectives = load_results(args.collectives)
+        if collectives.collectives is None:
             raise CliError(f"{args.collectives}: has no all-reduce measurements (run roofline.measure.collectives)")
-        link, latency = measured.collectives.link_bandwidth_bytes_per_s, measured.collectives.latency_s
-    calibration = calibration_from_args(args)
-    return Settings(
+    measured = MeasuredRoofs(
         calibration=calibration,
+        calibration_origin=shown_path(args.calibration) if calibration else "",
+        collectives=collectives,
+        collectives_origin=shown_path(args.collectives) if collectives else "",
+        force_collectives=bool(getattr(args, "force_collectives", False)),
+    )
+    args.measured_roofs = measured
+    return measured
+
+
+def calibration_from_args(args: argparse.Namespace):
+    """The calibration of ``--calibration FILE``, or None."""
+    return measured_from_args(args).calibration
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    measured = measured_from_args(args).settings_fields()
+    return Settings(
         launch_overhead_s=getattr(args, "launch_overhead_us", DEFAULT_LAUNCH_OVERHEAD_S * 1e6) * 1e-6,
         graph_launch_overhead_s=getattr(args, "graph_launch_overhead_us", DEFAULT_GRAPH_LAUNCH_OVERHEAD_S * 1e6) * 1e-6,
         memory_utilization=args.memory_utilization,
@@ -273,6 +293,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_num_seqs=args.max_num_seqs,
         non_torch_bytes=args.non_torch_gb * 1e9,
         cuda_graph_bytes=args.cuda_graph_gb * 1e9,
-        link_bandwidth_bytes_per_s=link,
-        collective_latency_s=latency,
+        **measured,
     )

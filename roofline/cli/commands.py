@@ -20,8 +20,15 @@ from roofline.settings import Settings
 from roofline.workload import Workload
 
 
-def emit(args: argparse.Namespace, data: object, text: Callable[[], str]) -> None:
-    print(dumps_strict(data) if args.json else text())
+def emit(args: argparse.Namespace, data: object, text: Callable[[], str], device_ids: list[str] | None = None) -> None:
+    """Print ``data`` as JSON or as text. Where measured results were given (``--calibration``,
+    ``--collectives``), say for each of ``device_ids`` which were applied and, if not, why."""
+    measured = getattr(args, "measured_roofs", None)
+    notes: list[str] = []
+    if measured is not None and measured.any and device_ids is not None and isinstance(data, dict):
+        data["measured_roofs"] = measured.report(device_ids)
+        notes = measured.lines(device_ids)
+    print(dumps_strict(data) if args.json else "\n".join([text(), *notes]))
 
 
 def cmd_hardware_list(args: argparse.Namespace) -> None:
@@ -72,7 +79,7 @@ def cmd_analyze(args: argparse.Namespace) -> None:
     w = workload_from_args(args, args.phase, args.seq_len)
     hw = get_hardware(args.hardware, args.hardware_dir)
     data = analyze_step(w, hw, settings_from_args(args)).to_json()
-    emit(args, data, lambda: render.analyze(data, hw.name, w.model.name))
+    emit(args, data, lambda: render.analyze(data, hw.name, w.model.name), [hw.id])
 
 
 def cmd_request(args: argparse.Namespace) -> None:
@@ -81,7 +88,7 @@ def cmd_request(args: argparse.Namespace) -> None:
     w = workload_from_args(args, "request", args.prompt_len, args.output_len)
     hw = get_hardware(args.hardware, args.hardware_dir)
     data = analyze_request(w, hw, settings_from_args(args)).to_json()
-    emit(args, data, lambda: render.request(data, hw.name, w.model.name))
+    emit(args, data, lambda: render.request(data, hw.name, w.model.name), [hw.id])
 
 
 def cmd_kv(args: argparse.Namespace) -> None:
@@ -92,7 +99,7 @@ def cmd_kv(args: argparse.Namespace) -> None:
     w = Workload(model, "decode", precision=precision_from_args(args), tp=args.tp, cuda_graphs=args.cuda_graphs)
     context = args.context or min(8192, model.max_context)
     data = analyze_kv(w, hw, args.batch, context, settings_from_args(args)).to_json()
-    emit(args, data, lambda: render.kv(data, hw.name, model.name))
+    emit(args, data, lambda: render.kv(data, hw.name, model.name), [hw.id])
 
 
 def cmd_advise(args: argparse.Namespace) -> None:
@@ -102,7 +109,7 @@ def cmd_advise(args: argparse.Namespace) -> None:
     devices = list(load_hardware(args.hardware_dir).values())
     target = get_hardware(args.hardware, args.hardware_dir)
     data = advise(w, devices, target, args.objective, settings_from_args(args))
-    emit(args, data, lambda: render.advise(data, w.model.name))
+    emit(args, data, lambda: render.advise(data, w.model.name), [d.id for d in devices])
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
@@ -182,7 +189,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     data["roofs"] = settings.ceilings(hw).source
     if args.measure:
         data["measured"] = _measure_training(setup, args.measure)
-    emit(args, data, lambda: render.train(data, setup.model.name, hw.name))
+    emit(args, data, lambda: render.train(data, setup.model.name, hw.name), [hw.id])
 
 
 def _measure_training(setup, device: str) -> dict:
@@ -328,7 +335,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "frontier": frontier,
         "levers": levers,
     }
-    emit(args, data, lambda: render.serve(data, model.name))
+    emit(args, data, lambda: render.serve(data, model.name), [d.id for d in devices])
 
 
 def _price_source(device: str, usd: float, shipped: dict) -> str:

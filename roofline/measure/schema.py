@@ -33,17 +33,30 @@ class _Strict(DataRecord):
     """Finite, real numbers (no 1e400, no true), exact integers, valid text, no unknown fields."""
 
 
-Positive = Annotated[float, Field(gt=0)]
-NonNegative = Annotated[float, Field(ge=0)]
+# Physically plausible ranges (a figure past them is a corrupt or hostile file, not a device):
+# what today's largest parts reach times a hundred or more, far below what would print as 300 digits.
+MAX_TIME_S = 3600.0  # one timed kernel, step or collective
+MAX_OVERHEAD_S = 1.0  # a host's dispatch of one op
+MAX_COLLECTIVE_S = 10.0  # one all-reduce (the link model's latency is at most this)
+MAX_TFLOPS = 1e5  # per device and dtype (a B200's FP4: about 1e4)
+MAX_TBPS = 1e3  # memory or cache bandwidth, TB/s (HBM3e: 8)
+MAX_BUS_GBPS = 1e5  # all-reduce bus bandwidth, GB/s (NVLink 5: 900 per direction)
+MAX_BYTES = 1e18  # bytes moved by one op, or a device's memory
+MAX_FLOPS = 1e21  # FLOPs of one op or step
+MIN_TIME_S = 1e-12  # below any kernel's or collective's time: a smaller one is a corrupt file
+MIN_RATE = 1e-6  # TB/s, TFLOP/s or GB/s: 1 MB/s, 1 MFLOP/s, 1 KB/s (a zero-ish rate makes times overflow)
+
+Positive = Annotated[float, Field(gt=0, le=MAX_TIME_S)]
+NonNegative = Annotated[float, Field(ge=0, le=MAX_TIME_S)]
 Count = Annotated[int, Field(ge=1, le=2**31)]
 
 
 class Timing(_Strict):
     """Repeated timings of one thing, in seconds, and how they were taken."""
 
-    median_s: float = Field(gt=0)
-    p10_s: float = Field(gt=0)
-    p90_s: float = Field(gt=0)
+    median_s: float = Field(ge=MIN_TIME_S, le=MAX_TIME_S)
+    p10_s: float = Field(ge=MIN_TIME_S, le=MAX_TIME_S)
+    p90_s: float = Field(ge=MIN_TIME_S, le=MAX_TIME_S)
     repeats: int = Field(gt=0, le=1_000_000)
     # cuda-graph: K calls captured in one graph, replay / K (device time only);
     # back-to-back: K calls enqueued between two events / K; host-clock: a synchronised clock.
@@ -51,27 +64,30 @@ class Timing(_Strict):
 
 
 class DeviceInfo(_Strict):
-    name: str
+    name: str = Field(min_length=1, max_length=200)
     kind: Literal["cuda", "cpu"]
     driver: str | None = None
     cuda_version: str | None = None
     torch_version: str
-    clocks_mhz: dict[str, Positive] | None = None
-    memory_bytes: float | None = Field(default=None, gt=0)
-    l2_cache_bytes: float | None = Field(default=None, gt=0)
+    clocks_mhz: dict[str, Annotated[float, Field(gt=0, le=1e5)]] | None = None
+    memory_bytes: float | None = Field(default=None, gt=0, le=MAX_BYTES)
+    l2_cache_bytes: float | None = Field(default=None, gt=0, le=MAX_BYTES)
     date: str  # ISO 8601, UTC (or "not recorded" for imported data)
     matched_hardware_id: str | None = None  # the database device its datasheet roofs come from
 
 
 class MeasuredCeilings(_Strict):
-    memory_bandwidth_tbps: float = Field(gt=0)  # device-to-device copy, read + write bytes
-    read_bandwidth_tbps: float | None = Field(default=None, gt=0)  # read-only reduction
-    cache_bandwidth_tbps: float | None = Field(default=None, gt=0)  # a working set that fits in L2
-    peak_tflops: dict[str, Positive]  # dtype -> achieved TFLOP/s (TOP/s for int8) on large GEMMs
+    memory_bandwidth_tbps: float = Field(ge=MIN_RATE, le=MAX_TBPS)  # device-to-device copy, read + write bytes
+    read_bandwidth_tbps: float | None = Field(default=None, ge=MIN_RATE, le=MAX_TBPS)  # read-only reduction
+    cache_bandwidth_tbps: float | None = Field(default=None, ge=MIN_RATE, le=MAX_TBPS)  # a working set that fits in L2
+    # dtype -> achieved TFLOP/s (TOP/s for int8) on large GEMMs; at least one
+    peak_tflops: dict[str, Annotated[float, Field(ge=MIN_RATE, le=MAX_TFLOPS)]] = Field(min_length=1)
     peak_layouts: dict[str, str] = Field(default_factory=dict)  # dtype -> how it was run
-    launch_overhead_s: float = Field(ge=0)  # host dispatch of a tiny eager op
-    host_dispatch_s: dict[str, NonNegative] = Field(default_factory=dict)  # op kind -> eager host cost
-    graph_launch_overhead_s: float | None = Field(default=None, ge=0)  # per kernel replayed from a graph
+    launch_overhead_s: float = Field(ge=0, le=MAX_OVERHEAD_S)  # host dispatch of a tiny eager op
+    # op kind -> eager host cost
+    host_dispatch_s: dict[str, Annotated[float, Field(ge=0, le=MAX_OVERHEAD_S)]] = Field(default_factory=dict)
+    # per kernel replayed from a graph
+    graph_launch_overhead_s: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_S)
     timings: dict[str, Timing] = Field(default_factory=dict)
 
 
@@ -82,9 +98,9 @@ class StepOp(_Strict):
     name: str
     count: int = Field(ge=1, le=2**31)
     op_class: str
-    flops: float = Field(ge=0)
-    bytes: float = Field(ge=0)
-    time_s: float = Field(ge=0)  # measured, all occurrences
+    flops: float = Field(ge=0, le=MAX_FLOPS)
+    bytes: float = Field(ge=0, le=MAX_BYTES)
+    time_s: float = Field(ge=0, le=MAX_TIME_S)  # measured, all occurrences
     predicted_s: dict[str, NonNegative] = Field(default_factory=dict)  # roofs -> predicted seconds
 
 
@@ -101,9 +117,9 @@ class StepMeasurement(_Strict):
     eager: Timing  # wall time of the step, host and device together
     graph: Timing | None = None  # the same step replayed from a CUDA graph
     graph_note: str | None = None  # why there is no graph time, where there is none
-    kernel_time_s: float = Field(ge=0)  # sum of the step's kernel (device) time, eager
+    kernel_time_s: float = Field(ge=0, le=MAX_TIME_S)  # sum of the step's kernel (device) time, eager
     kernels: int = Field(ge=0, le=2**31)
-    attributed_s: float = Field(ge=0)  # kernel time inside ranges named like the engine's ops
+    attributed_s: float = Field(ge=0, le=MAX_TIME_S)  # kernel time inside ranges named like the engine's ops
     ops: list[StepOp] = Field(default_factory=list)
     predicted_s: dict[str, NonNegative] = Field(default_factory=dict)  # roofs -> predicted step seconds
 
@@ -142,14 +158,15 @@ class StepMeasurement(_Strict):
 
 
 class CollectivePoint(_Strict):
-    message_bytes: float = Field(gt=0)
-    time_s: float = Field(gt=0)
-    bus_bandwidth_gbps: float = Field(gt=0)  # GB/s: 2(n-1)/n x message / time, the ring's per-link rate
+    message_bytes: float = Field(ge=1, le=MAX_BYTES)
+    time_s: float = Field(ge=MIN_TIME_S, le=MAX_COLLECTIVE_S)
+    # GB/s: 2(n-1)/n x message / time, the ring's per-link rate
+    bus_bandwidth_gbps: float = Field(ge=MIN_RATE, le=MAX_BUS_GBPS)
 
 
 class Collectives(_Strict):
     op: Literal["all_reduce"] = "all_reduce"
-    backend: str
+    backend: str = Field(min_length=1, max_length=64)
     world_size: int = Field(ge=2, le=1_000_000)
     points: list[CollectivePoint] = Field(min_length=1)
 
