@@ -1,0 +1,58 @@
+"""Your own model on the roofline: profile a PyTorch callable here, or import a profiler trace
+from any machine, and place its ops on a device's roofs.
+
+    from roofline.profile import profile, import_trace_files, summarize, roofs_for
+    prof = profile(model, inputs)                 # torch is imported only here
+    report = summarize(prof, roofs_for(prof))     # plain data: regime split, top ops, advice
+
+Torch is imported lazily: reading a trace and the analysis need only the core dependencies.
+"""
+
+from __future__ import annotations
+
+from roofline.profile.analysis import op_rows, regime_split, summarize
+from roofline.profile.record import Profile, ProfiledOp, RankSummary
+from roofline.profile.trace import TraceError, import_trace_files, import_traces
+
+
+def profile(target, *inputs, **options) -> Profile:
+    """Profile ``target(*inputs)`` under ``torch.profiler``; see ``roofline.profile.capture.profile``."""
+    from roofline.profile.capture import profile as run_profile
+
+    return run_profile(target, *inputs, **options)
+
+
+def roofs_for(prof: Profile, hardware: str | None = None, results=None):
+    """The roofs a profile is placed against: measured ones from a results file where given, else
+    the datasheet of ``hardware`` (or of the database device named like the profiled GPU), else,
+    for a CPU profile, this CPU's roofs measured now (needs torch)."""
+    from roofline.engine import Ceilings
+    from roofline.hardware import get_hardware, load_hardware
+
+    if results is not None:
+        return results.ceilings_for_engine()
+    if hardware is None and prof.activity == "cuda":
+        name = prof.device.name.lower()
+        hardware = next((hw.id for hw in load_hardware().values() if hw.name.lower() in name), None)
+        if hardware is None:
+            raise ValueError(f"no device in the database matches {prof.device.name!r}: name one with --hardware")
+    if hardware is not None:
+        return Ceilings.from_hardware(get_hardware(hardware))
+    from roofline.profile.capture import measure_cpu_roofs
+
+    return measure_cpu_roofs()
+
+
+__all__ = [
+    "Profile",
+    "ProfiledOp",
+    "RankSummary",
+    "TraceError",
+    "import_trace_files",
+    "import_traces",
+    "op_rows",
+    "profile",
+    "regime_split",
+    "roofs_for",
+    "summarize",
+]
