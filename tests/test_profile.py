@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 from torch.nn import functional as F  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
+from roofline.engine import Ceilings  # noqa: E402
 from roofline.measure.schema import parse_results  # noqa: E402
 from roofline.models import get_model  # noqa: E402
 from roofline.profile import import_trace_files, profile, regime_split, summarize  # noqa: E402
 from roofline.profile.models import project_step  # noqa: E402
-from roofline.engine import Ceilings  # noqa: E402
 
 # Fixed roofs so nothing is measured for the analysis: 100 GFLOP/s, 20 GB/s.
 ROOFS = Ceilings(name="test CPU", peak_flops_per_s={"fp32": 1e11}, memory_bandwidth_bytes_per_s=2e10, source="measured")

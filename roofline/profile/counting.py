@@ -37,16 +37,29 @@ _VIEWS = frozenset(
     "view reshape _reshape_alias _unsafe_view t transpose permute expand expand_as as_strided slice select "
     "unsqueeze squeeze split split_with_sizes chunk unbind detach alias narrow view_as unflatten flatten "
     "empty empty_like empty_strided resize_ lift_fresh result_type is_nonzero set_ resolve_conj resolve_neg "
-    "_local_scalar_dense item size stride numel contiguous_ detach_ requires_grad_ _has_compatible_shallow_copy_type"
-    .split()
+    "_local_scalar_dense item size stride numel contiguous_ detach_ requires_grad_ "
+    "_has_compatible_shallow_copy_type".split()
 )
 _MATMULS = frozenset("mm addmm bmm baddbmm matmul linear addmv mv dot _scaled_mm _int_mm einsum".split())
 _ATTENTION_PREFIXES = ("_scaled_dot_product", "scaled_dot_product", "_flash_attention", "_efficient_attention")
 _NORMS = ("norm", "rms_norm", "layer_norm", "group_norm", "batch_norm")
 _REDUCTIONS = frozenset("sum mean amax amin max min argmax argmin var std norm prod any all".split())
-_COPIES = frozenset("copy_ clone contiguous to _to_copy cat stack index_copy_ index_select gather scatter zero_ fill_".split())
-COMMUNICATION_WORDS = ("nccl", "c10d::", "gloo", "allreduce", "all_reduce", "allgather", "all_gather",
-                       "reduce_scatter", "broadcast_", "alltoall", "record_param_comms")
+_COPIES = frozenset(
+    "copy_ clone contiguous to _to_copy cat stack index_copy_ index_select gather scatter zero_ fill_".split()
+)
+COMMUNICATION_WORDS = (
+    "nccl",
+    "c10d::",
+    "gloo",
+    "allreduce",
+    "all_reduce",
+    "allgather",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast_",
+    "alltoall",
+    "record_param_comms",
+)
 
 
 @dataclass(frozen=True)

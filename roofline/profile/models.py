@@ -46,8 +46,11 @@ def project_step(
         model = TrainModel(setup)
     ids = torch.randint(0, m.vocab_size, (batch, seq), device=dev)
     cos, sin = _rotary(m, seq, dev)
-    label = f"{m.id}, {m.num_layers} layers, batch {batch} x {seq} tokens, fp32, {'training step' if train else 'forward'}"
+    label = (
+        f"{m.id}, {m.num_layers} layers, batch {batch} x {seq} tokens, fp32, {'training step' if train else 'forward'}"
+    )
     if not train:
+
         def forward():
             with torch.no_grad():
                 return model(ids, cos, sin)

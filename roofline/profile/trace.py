@@ -109,7 +109,9 @@ def _events(data: dict, origin: str) -> tuple[list[_Event], list[_Event], list[_
         cat, name = e.get("cat"), e.get("name")
         if not isinstance(cat, str) or not isinstance(name, str) or len(name) > 10_000:
             raise TraceError(f"{origin}: event {i}: needs a text 'cat' and 'name'")
-        bucket = host if cat in HOST_CATS else notes if cat in ANNOTATION_CATS else kernels if cat in KERNEL_CATS else None
+        bucket = (
+            host if cat in HOST_CATS else notes if cat in ANNOTATION_CATS else kernels if cat in KERNEL_CATS else None
+        )
         if bucket is None:
             continue
         ts = _number(e.get("ts"), "ts", origin, i)
@@ -377,7 +379,9 @@ def import_traces(
     else:
         notes.append("a CPU-only profile: op times are host time of each top-level aten op; no kernels")
     summaries.sort(key=lambda s: s.rank)
-    device = DeviceInfo(name=facts[0]["device"], kind=facts[0]["activity"], torch_version="not recorded", date="not recorded")
+    device = DeviceInfo(
+        name=facts[0]["device"], kind=facts[0]["activity"], torch_version="not recorded", date="not recorded"
+    )
     return Profile(
         source="trace",
         activity=facts[0]["activity"],
