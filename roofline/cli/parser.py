@@ -18,6 +18,7 @@ from roofline.cli.args import (
     non_negative_float,
     positive_int,
 )
+from roofline.cli.profile_cmd import add_profile_parser
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_MEMORY_UTILIZATION, OBJECTIVES
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.loading import CHECKPOINT_DTYPES
@@ -190,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.set_defaults(func=commands.cmd_serve)
 
+    add_profile_parser(sub)
     return parser
 
 

@@ -68,7 +68,9 @@ def project_step(
     return Step(train_step, model, label)
 
 
-def transformers_step(config: dict, batch: int, seq: int, train: bool, layers: int | None = None) -> Step:
+def transformers_step(
+    config: dict, batch: int, seq: int, train: bool, layers: int | None = None, device: str = "cpu"
+) -> Step:
     """The Hugging Face model of ``config`` with random weights, through ``transformers``."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -78,8 +80,8 @@ def transformers_step(config: dict, batch: int, seq: int, train: bool, layers: i
     kind = config.pop("model_type")
     hf_config = AutoConfig.for_model(kind, **{k: v for k, v in config.items() if k != "architectures"})
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.float32)
-    ids = torch.randint(0, hf_config.vocab_size, (batch, seq))
+    model = AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.float32).to(device)
+    ids = torch.randint(0, hf_config.vocab_size, (batch, seq), device=device)
     label = f"{kind} (transformers), {hf_config.num_hidden_layers} layers, batch {batch} x {seq} tokens"
     if not train:
         model.eval()
