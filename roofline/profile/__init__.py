@@ -10,6 +10,9 @@ Torch is imported lazily: reading a trace and the analysis need only the core de
 
 from __future__ import annotations
 
+import sys
+import types
+
 from roofline.profile.analysis import op_rows, regime_split, summarize
 from roofline.profile.record import Profile, ProfiledOp, RankSummary
 from roofline.profile.trace import TraceError, import_trace_files, import_traces
@@ -56,3 +59,13 @@ __all__ = [
     "roofs_for",
     "summarize",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """``roofline.profile(model, inputs)`` for a notebook, beside ``roofline.profile.summarize``."""
+
+    def __call__(self, target, *inputs, **options) -> Profile:
+        return profile(target, *inputs, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
