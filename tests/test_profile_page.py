@@ -1,0 +1,54 @@
+"""The Profile page (AppTest): defaults, an imported trace on the roofline, a changed widget, and
+a bad URL parameter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from roofline.profile import import_traces
+from tests.test_profile_trace import gpu_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "views" / "profile_page.py")
+
+
+def _with_trace(**params) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.session_state["profile_result"] = import_traces([(json.dumps(gpu_trace()), "rank0.json")], label="rank0.json")
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_defaults_ask_for_a_trace():
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    assert any("Upload a trace" in i.value for i in at.info)
+
+
+def test_a_trace_goes_on_the_roofline_with_its_split():
+    at = _with_trace(proofs="h100-sxm")
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs) == 2  # the regime split and the roofline
+    bars = {t["name"]: t["x"][0] for t in specs[0]["data"]}
+    assert bars["communication-bound"] == pytest.approx(0.02)  # ms: the NCCL kernel
+    names = [t.get("name", "") for t in specs[1]["data"]]
+    assert "aten ops" in names
+    assert any("H100" in n for n in names)
+
+
+def test_the_kernel_level_lists_kernels():
+    at = _with_trace(proofs="h100-sxm", plevel="kernel")
+    assert not at.exception
+    assert "nvjet_tst_128x64" in at.dataframe[0].value["op"].tolist()
+
+
+def test_a_bad_url_parameter_warns_and_falls_back():
+    at = _with_trace(proofs="no-such-device")
+    assert not at.exception
+    assert at.warning
