@@ -116,3 +116,18 @@ def test_a_million_events_are_refused_in_bounded_memory():
     finally:
         tracemalloc.stop()
     assert peak < 20 * 2**20  # refused before a million dicts were built
+
+
+def test_kernels_launched_outside_aten_ops_count_under_their_range():
+    """A compiled graph's Triton kernel is launched inside a record_function range, not an aten op."""
+    data = gpu_trace()
+    compiled = {"ph": "X", "cat": "user_annotation", "name": "CompiledFunction", "pid": 1, "tid": 1}
+    data["traceEvents"] += [
+        {**compiled, "ts": 40, "dur": 4, "args": {"External id": 15}},
+        _kernel("triton_poi_fused_add_mul_0", 85, 10, 15),
+    ]
+    prof = import_traces([(json.dumps(data), "compiled.json")])
+    ops = {o.name: o for o in prof.level("aten")}
+    assert ops["CompiledFunction"].time_s == pytest.approx(10e-6)
+    assert ops["CompiledFunction"].op_class == "other"
+    assert prof.busy_s == pytest.approx(75e-6)

@@ -193,7 +193,7 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
     base = data.get("baseTimeNanoseconds")
     offset = base / 1e3 if isinstance(base, int | float) and not isinstance(base, bool) and math.isfinite(base) else 0.0
     _nest(host + notes)
-    steps = [n for n in notes if n.cat == "user_annotation" and n.name.startswith(STEP_NAMES)]
+    steps = [n for n in host + notes if n.cat != "gpu_user_annotation" and n.name.startswith(STEP_NAMES)]
     if not host and not kernels:
         raise TraceError(f"{origin}: no profiler ops or kernels in it: not a torch.profiler trace with ops")
     tops = [e for e in host if e.top is e]
@@ -209,11 +209,14 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
         last = max([e.end for e in host] + [k.end for k in kernels])
         windows = [(first, last)]
     n_steps = len(windows)
+    # A kernel names the host event that launched it by its External id: an aten op, or (a compiled
+    # graph's Triton kernels, a custom extension) a range around the launch, which stands as an op here.
     by_ext = {}
-    for e in host:
+    for e in host + notes:
         ext = e.args.get("External id")
-        if isinstance(ext, int) and e.top is not None:
+        if isinstance(ext, int) and e.cat != "gpu_user_annotation":
             by_ext[ext] = e
+    launchers: list[_Event] = []
     on_device = bool(kernels)
     launched: dict[int, list[_Event]] = defaultdict(list)  # id(top op) -> its kernels
     step_kernels: list[_Event] = []
@@ -222,7 +225,12 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
     for k in kernels:
         ext = k.args.get("External id")
         op = by_ext.get(ext) if isinstance(ext, int) else None
-        if op is None or not any(a <= op.top.ts < b for a, b in windows):
+        if op is None:
+            continue
+        if op.top is None:
+            op.top = op
+            launchers.append(op)
+        if not any(a <= op.top.ts < b for a, b in windows):
             continue
         step_kernels.append(k)
         launched[id(op.top)].append(k)
@@ -238,7 +246,7 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
                 comm.append((n.ts, n.end, size))
     aten: dict[tuple, _Agg] = {}
     modules: dict[str, _Agg] = {}
-    for op in tops:
+    for op in tops + [e for e in launchers if any(a <= e.ts < b for a, b in windows)]:
         counted = _count(op)
         own_kernels = launched.get(id(op), [])
         time_us = sum(k.dur for k in own_kernels) if on_device else op.dur
