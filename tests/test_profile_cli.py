@@ -65,3 +65,16 @@ def test_a_model_from_a_hf_config_profiled_here(tmp_path, capsys):
     assert any(op["name"] == "aten::mm" for op in report["ops"])  # the backward's matmuls
     saved = json.loads(out.read_text())
     assert saved["schema"] == "roofline.profile"
+
+
+def test_a_hf_config_through_transformers(capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    argv = ["profile", "--hf-config", str(CONFIGS / "smollm2-135m.json"), "--builder", "transformers"]
+    argv += ["--seq", "8", "--layers", "1", "--steps", "1", "--level", "module", "--top", "50", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "transformers" in report["label"]
+    modules = {op["name"] for op in report["ops"]}
+    assert "model.layers.0.mlp" in modules
+    assert report["flop_counter_flops"] > 0

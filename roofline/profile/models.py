@@ -80,7 +80,7 @@ def transformers_step(
     kind = config.pop("model_type")
     hf_config = AutoConfig.for_model(kind, **{k: v for k, v in config.items() if k != "architectures"})
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_config(hf_config).to(device=device, dtype=torch.float32)
     ids = torch.randint(0, hf_config.vocab_size, (batch, seq), device=device)
     label = f"{kind} (transformers), {hf_config.num_hidden_layers} layers, batch {batch} x {seq} tokens"
     if not train:
