@@ -52,3 +52,17 @@ def test_a_bad_url_parameter_warns_and_falls_back():
     at = _with_trace(proofs="no-such-device")
     assert not at.exception
     assert at.warning
+
+
+def test_the_measure_page_draws_a_profile_as_measured_kernels():
+    from roofline.engine import Ceilings
+    from roofline.hardware import get_hardware
+
+    prof = import_traces([(json.dumps(gpu_trace()), "rank0.json")])
+    at = AppTest.from_file(str(ROOT / "views" / "measure_page.py"), default_timeout=60)
+    at.session_state["measure_results"] = prof.to_results(Ceilings.from_hardware(get_hardware("h100-sxm")))
+    at.session_state["measure_results_source"] = "run"
+    at.run()
+    assert not at.exception
+    names = [t.get("name", "") for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]]
+    assert "linear skinny" in names  # the 16-row GEMM, as a measured point on the H100's roofs

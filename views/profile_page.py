@@ -210,7 +210,7 @@ for note in prof.notes:
 st.download_button("Profile (JSON)", data=prof.to_json, file_name="profile.json", on_click="ignore")
 st.download_button(
     "As a measurement results file (for the Measure page)",
-    data=lambda: prof.to_results().to_json(),
+    data=lambda: prof.to_results(roofs).to_json(),
     file_name="profile_results.json",
     on_click="ignore",
 )

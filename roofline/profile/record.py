@@ -8,12 +8,15 @@ the roofline plots take a profile as they take any other measurement. No torch h
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Literal
 
 from pydantic import ConfigDict, Field
 
 from roofline.calibration import KernelPoint
 from roofline.datafiles import DataRecord
+from roofline.engine import Ceilings
 from roofline.measure.schema import DeviceInfo, Results
 
 SCHEMA_NAME = "roofline.profile"
@@ -97,24 +100,59 @@ class Profile(DataRecord):
     def idle_s(self) -> float:
         return self.ranks[0].idle_s
 
-    def to_results(self) -> Results:
-        """The aten ops (kernels on a GPU) as a measurement results file's kernel points: what the
-        Measure page and the roofline plots draw. Ops that move no bytes or took no time are left out."""
-        level = "kernel" if self.activity == "cuda" and self.level("kernel") else "aten"
-        points = [
-            KernelPoint(
-                op_class=op.op_class,
-                name=f"{op.name} {op.shapes}".strip()[:200],
-                flops=op.flops,
-                bytes=op.bytes,
-                time_s=op.time_s / max(op.count, 1.0),
+    def to_results(self, roofs: Ceilings | None = None) -> Results:
+        """The aten ops as a measurement results file's kernel points: what the
+        Measure page and the roofline plots draw. Ops that move no bytes or took no time are left out.
+        A datasheet device in ``roofs`` goes with them by its id, so the page draws its roofs."""
+        level = "aten"  # on a GPU too: an aten op's shapes name its class; its time is its kernels'
+        points = []
+        for op in self.level(level):
+            if op.bytes <= 0 or op.time_s <= 0:
+                continue
+            op_class, shape = calibration_class(op)
+            points.append(
+                KernelPoint(
+                    op_class=op_class,
+                    name=f"{op.name} {op.shapes}".strip()[:200],
+                    shape=shape,
+                    flops=op.flops / max(op.count, 1.0),
+                    bytes=op.bytes / max(op.count, 1.0),
+                    time_s=op.time_s / max(op.count, 1.0),
+                )
             )
-            for op in self.level(level)
-            if op.bytes > 0 and op.time_s > 0
-        ]
+        device = self.device
+        if roofs is not None and roofs.source == "datasheet" and roofs.hardware_id:
+            device = device.model_copy(update={"matched_hardware_id": roofs.hardware_id})
         return Results(
             mode="sweeps",
-            device=self.device,
+            device=device,
             notes=[f"profile ({self.source}) of {self.label or 'a step'}: one point per {level} op", *self.notes],
             sweeps=points,
         )
+
+
+def _dims(shapes: str) -> list[list[int]]:
+    try:
+        dims = json.loads("[" + shapes.replace(" x ", ", ") + "]") if shapes else []
+    except ValueError:
+        return []
+    return [d for d in dims if isinstance(d, list) and d and all(isinstance(x, int) and x > 0 for x in d)]
+
+
+def calibration_class(op: ProfiledOp) -> tuple[str, dict[str, int]]:
+    """The class a calibration fits (``roofline.calibration.CLASSES``) and the shape it buckets
+    by: a linear by the rows M it multiplies, attention by its query length, add as a residual,
+    other elementwise math as an activation. Other ops keep their own class."""
+    dims = _dims(op.shapes)
+    base = op.name.split("::", 1)[-1]
+    if op.op_class == "linear" and dims:
+        first = dims[1] if base in ("addmm", "baddbmm") and len(dims) > 1 else dims[0]
+        rows = math.prod(first[:-1]) if len(first) > 1 else 1
+        return "linear", {"m": max(1, min(rows, 2**40))}
+    if op.op_class == "attention" and dims and len(dims[0]) == 4:
+        return ("attention_decode" if dims[0][2] == 1 else "attention_prefill"), {"q_len": dims[0][2]}
+    if op.op_class == "norm":
+        return "norm", {}
+    if op.op_class == "elementwise":
+        return ("residual" if base in ("add", "add_") else "activation"), {}
+    return op.op_class, {}
