@@ -31,6 +31,11 @@ def test_a_trace_on_the_h100_roofs_as_json(trace_file, capsys):
     assert report["what_would_move_it"]
 
 
+def test_the_profiled_gpu_names_its_roofs(trace_file, capsys):
+    assert main(["profile", "--trace", str(trace_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["roofs"]["name"] == "NVIDIA H100 SXM5 80GB"
+
+
 def test_a_trace_as_text_with_kernels(trace_file, capsys):
     assert main(["profile", "--trace", str(trace_file), "--hardware", "h100-sxm", "--level", "kernel"]) == 0
     out = capsys.readouterr().out

@@ -131,3 +131,23 @@ def test_kernels_launched_outside_aten_ops_count_under_their_range():
     assert ops["CompiledFunction"].time_s == pytest.approx(10e-6)
     assert ops["CompiledFunction"].op_class == "other"
     assert prof.busy_s == pytest.approx(75e-6)
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+        ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("NVIDIA B200", "b200"),
+        ("Some Future GPU", None),
+    ],
+)
+def test_a_profiled_gpu_is_matched_to_its_database_device(name, expected):
+    from roofline.hardware import load_hardware
+    from roofline.profile import match_hardware
+
+    assert match_hardware(name, {hw.id: hw.name for hw in load_hardware().values()}) == expected

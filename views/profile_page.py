@@ -17,7 +17,7 @@ from dashboard.state import int_in, one_of, warn_bad_params
 from roofline.engine import REGIME_LABELS, REGIMES, Ceilings
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 from roofline.plots import REGIME_COLORS, PointSeries, point_hover, roofline_figure, style_figure
-from roofline.profile import Profile, TraceError, import_traces, summarize
+from roofline.profile import Profile, TraceError, import_traces, match_hardware, summarize
 from roofline.profile.trace import MAX_EVENTS, MAX_RANKS, MAX_TRACE_BYTES
 from roofline.report import Metric
 
@@ -93,7 +93,8 @@ if prof is None:
     st.stop()
 
 options = [THIS_CPU, *device_ids] if prof.activity == "cpu" and has_torch else device_ids
-default = next((i for i, d in enumerate(options) if devices.get(d) and devices[d].name in prof.device.name), 0)
+matched = match_hardware(prof.device.name, {d: devices[d].name for d in device_ids})
+default = options.index(matched) if matched in options else 0
 roofs_id = st.selectbox("Roofs", options, index=default, key="proofs", bind="query-params")
 level = st.segmented_control("Ops", LEVELS, default="aten", key="plevel", bind="query-params") or "aten"
 

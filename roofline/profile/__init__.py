@@ -10,6 +10,7 @@ Torch is imported lazily: reading a trace and the analysis need only the core de
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -25,6 +26,27 @@ def profile(target, *inputs, **options) -> Profile:
     return run_profile(target, *inputs, **options)
 
 
+def _tokens(name: str) -> set[str]:
+    return set(re.findall(r"[A-Z0-9]+", name.upper()))
+
+
+def _model_tokens(tokens: set[str]) -> set[str]:
+    """The tokens that name a part (H100, SXM4, MI300X, 4090), not its memory (80GB, HBM3)."""
+    return {t for t in tokens if re.search(r"\d", t) and not re.fullmatch(r"\d+GB|HBM\d*E?", t)}
+
+
+def match_hardware(device_name: str, names: dict[str, str]) -> str | None:
+    """The database device a profiled GPU is (``torch.cuda.get_device_name``: "NVIDIA H100 80GB
+    HBM3", "NVIDIA A100-SXM4-80GB"): one naming every part token of it, sharing the most words
+    with it; the SXM form where the name says no other. None where no device fits."""
+    wanted = _tokens(device_name)
+    parts = _model_tokens(wanted)
+    if not parts:
+        return None
+    fits = [(len(wanted & _tokens(n)), "sxm" in i, i) for i, n in names.items() if parts <= _model_tokens(_tokens(n))]
+    return max(fits)[2] if fits else None
+
+
 def roofs_for(prof: Profile, hardware: str | None = None, results=None):
     """The roofs a profile is placed against: measured ones from a results file where given, else
     the datasheet of ``hardware`` (or of the database device named like the profiled GPU), else,
@@ -35,8 +57,7 @@ def roofs_for(prof: Profile, hardware: str | None = None, results=None):
     if results is not None:
         return results.ceilings_for_engine()
     if hardware is None and prof.activity == "cuda":
-        name = prof.device.name.lower()
-        hardware = next((hw.id for hw in load_hardware().values() if hw.name.lower() in name), None)
+        hardware = match_hardware(prof.device.name, {hw.id: hw.name for hw in load_hardware().values()})
         if hardware is None:
             raise ValueError(f"no device in the database matches {prof.device.name!r}: name one with --hardware")
     if hardware is not None:
@@ -53,6 +74,7 @@ __all__ = [
     "TraceError",
     "import_trace_files",
     "import_traces",
+    "match_hardware",
     "op_rows",
     "profile",
     "regime_split",
