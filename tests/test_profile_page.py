@@ -66,3 +66,15 @@ def test_the_measure_page_draws_a_profile_as_measured_kernels():
     assert not at.exception
     names = [t.get("name", "") for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]]
     assert "linear skinny" in names  # the 16-row GEMM, as a measured point on the H100's roofs
+
+
+def test_profiling_a_small_model_here():
+    pytest.importorskip("torch")
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params["pseq"] = "8"
+    at.run()
+    at.button(key="profile_run").click().run()
+    assert not at.exception
+    assert any("smollm2-135m" in m.value for m in at.subheader)
+    assert len(at.get("plotly_chart")) == 2
+    assert "this CPU" in at.markdown[0].value  # a CPU profile on this CPU's measured roofs

@@ -144,6 +144,7 @@ def test_kernels_launched_outside_aten_ops_count_under_their_range():
         ("AMD Instinct MI300X", "mi300x"),
         ("NVIDIA B200", "b200"),
         ("Some Future GPU", None),
+        ("CPU (2 cores)", None),
     ],
 )
 def test_a_profiled_gpu_is_matched_to_its_database_device(name, expected):

@@ -93,7 +93,9 @@ if prof is None:
     st.stop()
 
 options = [THIS_CPU, *device_ids] if prof.activity == "cpu" and has_torch else device_ids
-matched = match_hardware(prof.device.name, {d: devices[d].name for d in device_ids})
+matched = (
+    match_hardware(prof.device.name, {d: devices[d].name for d in device_ids}) if prof.activity == "cuda" else None
+)
 default = options.index(matched) if matched in options else 0
 roofs_id = st.selectbox("Roofs", options, index=default, key="proofs", bind="query-params")
 level = st.segmented_control("Ops", LEVELS, default="aten", key="plevel", bind="query-params") or "aten"

@@ -32,7 +32,11 @@ def _tokens(name: str) -> set[str]:
 
 def _model_tokens(tokens: set[str]) -> set[str]:
     """The tokens that name a part (H100, SXM4, MI300X, 4090), not its memory (80GB, HBM3)."""
-    return {t for t in tokens if re.search(r"\d", t) and not re.fullmatch(r"\d+GB|HBM\d*E?", t)}
+    return {
+        t
+        for t in tokens
+        if re.search(r"\d", t) and not re.fullmatch(r"\d{1,2}|\d+GB|HBM\d*E?", t)  # not "2 cores", "80GB"
+    }
 
 
 def match_hardware(device_name: str, names: dict[str, str]) -> str | None:
