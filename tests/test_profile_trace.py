@@ -152,3 +152,15 @@ def test_a_profiled_gpu_is_matched_to_its_database_device(name, expected):
     from roofline.profile import match_hardware
 
     assert match_hardware(name, {hw.id: hw.name for hw in load_hardware().values()}) == expected
+
+
+def test_a_gzipped_trace_imports_and_a_gzip_bomb_stays_small():
+    import gzip
+
+    packed = gzip.compress(json.dumps(gpu_trace()).encode())
+    assert import_traces([(packed, "rank0.json.gz")]).wall_s == pytest.approx(100e-6)
+    bomb = gzip.compress(b" " * (MAX_TRACE_BYTES + 10))  # 16 KB packed
+    with pytest.raises(TraceError, match="unpacks to more than a trace can be"):
+        import_traces([(bomb, "bomb.json.gz")])
+    with pytest.raises(TraceError, match="damaged gzip"):
+        import_traces([(packed[:-30], "cut.json.gz")])

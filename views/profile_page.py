@@ -50,7 +50,7 @@ with upload_col:
     st.subheader("Upload traces")
     files = st.file_uploader(
         f"Chrome-trace JSON (up to {MAX_TRACE_BYTES // 2**20} MB and {MAX_EVENTS:,} events each, {MAX_RANKS} ranks)",
-        type=["json"],
+        type=["json", "gz"],
         accept_multiple_files=True,
         max_upload_size=MAX_TRACE_BYTES // 2**20,
         key="profile_upload",

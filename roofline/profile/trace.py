@@ -15,6 +15,8 @@ else is a ``TraceError`` that says what is wrong. No torch here.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 from collections import defaultdict
@@ -65,7 +67,16 @@ def _number(value: object, what: str, origin: str, index: int) -> float:
 
 
 def parse_trace(text: str | bytes, origin: str = "trace", max_bytes: int = MAX_TRACE_BYTES) -> dict:
-    """The trace's JSON object, checked for size, strictness, nesting and event count."""
+    """The trace's JSON object, checked for size, strictness, nesting and event count. A gzip
+    file (``.json.gz``) is read up to ``max_bytes`` unpacked, so a small bomb stays small."""
+    if isinstance(text, bytes) and text[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(text)) as packed:
+                text = packed.read(max_bytes + 1)
+        except (OSError, EOFError) as exc:
+            raise TraceError(f"{origin}: a damaged gzip file ({str(exc)[:80]})") from None
+        if len(text) > max_bytes:
+            raise TraceError(f"{origin}: unpacks to more than a trace can be here ({max_bytes:,} bytes at most)")
     if len(text) > max_bytes:
         raise TraceError(
             f"{origin}: {len(text):,} bytes is larger than a trace can be here ({max_bytes:,} bytes at most); "
