@@ -71,6 +71,19 @@ def test_a_gpu_trace_worked_by_hand():
     assert sum(split.values()) == pytest.approx(100e-6)
 
 
+def test_a_collective_message_from_record_param_comms():
+    data = gpu_trace()
+    comms = _op("record_param_comms", 31, 3, 16, [[[16, 4096]]], ["TensorList"])
+    comms["args"] |= {"In msg nelems": 16 * 4096, "dtype": "BFloat16", "Collective name": "allreduce"}
+    data["traceEvents"].append(comms)
+    data["traceEvents"][-2]["args"]["External id"] = 16  # the NCCL kernel, launched inside it
+    prof = import_traces([(json.dumps(data), "rank0.json")])
+    (nccl,) = [o for o in prof.level("kernel") if o.name.startswith("ncclDevKernel")]
+    assert nccl.time_s == pytest.approx(20e-6)
+    assert prof.ranks[0].communication_s == pytest.approx(20e-6)
+    assert prof.ranks[0].communication_bytes == 16 * 4096 * 2  # bf16, as record_param_comms says
+
+
 def test_two_ranks_give_each_rank_its_communication_and_the_skew():
     texts = [(json.dumps(gpu_trace(0)), "r0"), (json.dumps(gpu_trace(1, shift=7.0)), "r1")]
     prof = import_traces(texts)

@@ -59,6 +59,7 @@ class RankSummary(DataRecord):
     busy_s: float = Field(ge=0)
     idle_s: float = Field(ge=0)
     communication_s: float = Field(default=0.0, ge=0)
+    communication_bytes: float = Field(default=0.0, ge=0)  # the collectives' messages
     collectives: int = Field(default=0, ge=0)
 
 

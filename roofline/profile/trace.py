@@ -175,6 +175,20 @@ def _shape_text(args: dict) -> str:
     return " x ".join(str(d) for d in dims if d)[:300]
 
 
+# record_param_comms names a collective's element type in words of its own.
+_COMM_DTYPE_BYTES = {"Float": 4, "BFloat16": 2, "Half": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1, "Char": 1}
+
+
+def _message_bytes(op: _Event) -> float:
+    """A collective's message: ``record_param_comms``'s element count and type where the launch
+    was inside one, else the tensors its top-level op was given."""
+    nelems, dtype = op.args.get("In msg nelems"), op.args.get("dtype")
+    if isinstance(nelems, int) and not isinstance(nelems, bool) and 0 <= nelems <= 2**50 and dtype in _COMM_DTYPE_BYTES:
+        return float(nelems * _COMM_DTYPE_BYTES[dtype])
+    top = op.top or op
+    return comm_bytes(top.args.get("Input Dims") or [], top.args.get("Input type") or [])
+
+
 def _count(e: _Event):
     dims, types = e.args.get("Input Dims"), e.args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list):
@@ -247,8 +261,7 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
         launched[id(op.top)].append(k)
         k.top, k.module = op.top, op.module
         if "nccl" in k.name.lower():
-            c = op.top
-            comm.append((k.ts, k.end, comm_bytes(c.args.get("Input Dims") or [], c.args.get("Input type") or [])))
+            comm.append((k.ts, k.end, _message_bytes(op)))
     if not on_device:
         for n in notes:  # gloo runs a collective on its own thread, in a range named gloo:<op>
             if n.name.startswith("gloo:") and any(a <= n.ts < b for a, b in windows):
@@ -327,6 +340,7 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
         busy_s=min(busy, wall) / 1e6 * per_step,
         idle_s=max(0.0, wall - busy) / 1e6 * per_step,
         communication_s=comm_time / 1e6 * per_step,
+        communication_bytes=sum(c[2] for c in comm) * per_step,
         collectives=len(comm),
     )
     if comm and not on_device:
