@@ -200,6 +200,7 @@ if len(prof.ranks) > 1:
                 "wall": fmt_seconds(r.wall_s),
                 "busy": fmt_seconds(r.busy_s),
                 "communication": fmt_seconds(r.communication_s),
+                "messages": fmt_bytes(r.communication_bytes),
                 "collectives": r.collectives,
             }
             for r in prof.ranks

@@ -120,7 +120,7 @@ def render(report: dict) -> str:
         for r in report["ranks"]:
             lines.append(
                 f"  rank {r['rank']}: {fmt_seconds(r['wall_s'])} wall, {fmt_seconds(r['communication_s'])} "
-                f"in {r['collectives']} collective(s)"
+                f"in {r['collectives']} collective(s) of {fmt_bytes(r['communication_bytes'])}"
             )
         if report["skew_s"] is not None:
             lines.append(f"  skew between ranks: {fmt_seconds(report['skew_s'])}")
