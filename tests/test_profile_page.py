@@ -78,3 +78,14 @@ def test_profiling_a_small_model_here():
     assert any("smollm2-135m" in m.value for m in at.subheader)
     assert len(at.get("plotly_chart")) == 2
     assert "this CPU" in at.markdown[0].value  # a CPU profile on this CPU's measured roofs
+
+
+def test_two_ranks_show_their_communication_and_skew():
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    texts = [(json.dumps(gpu_trace(0)), "r0.json"), (json.dumps(gpu_trace(1, shift=7.0)), "r1.json")]
+    at.session_state["profile_result"] = import_traces(texts)
+    at.run()
+    assert not at.exception
+    ranks = at.dataframe[1].value
+    assert ranks["rank"].tolist() == [0, 1]
+    assert any("Skew between ranks: 7" in c.value for c in at.caption)
