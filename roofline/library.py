@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from roofline.defaults import DEFAULT_CUDA_GRAPHS
 from roofline.hardware import get_hardware, load_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.settings import Settings
@@ -32,10 +33,11 @@ def analyze(
     weight_dtype: str = "bf16",
     act_dtype: str = "bf16",
     kv_dtype: str = "bf16",
-    cuda_graphs: bool = False,
+    cuda_graphs: bool = DEFAULT_CUDA_GRAPHS,
 ) -> dict:
     """Every op of one prefill or decode step on one device: time, regime, the step's totals and
-    memory (``python -m roofline analyze --json``)."""
+    memory (``python -m roofline analyze --json``, with the same defaults: decode replayed from a
+    CUDA graph unless ``cuda_graphs=False``)."""
     from roofline.inference import analyze_step
 
     precision = Precision(weight_dtype=weight_dtype, act_dtype=act_dtype, kv_dtype=kv_dtype)
@@ -56,16 +58,22 @@ def serve(
     (the "best" of ``python -m roofline serve --json``)."""
     from roofline.serving import Traffic, best_under_targets, load_prices
 
+    m = _model(model)
     devices = [get_hardware(h) for h in hardware] if hardware else list(load_hardware().values())
     prices = {k: v.usd_per_hour for k, v in load_prices().items()}
-    best = best_under_targets(
-        _model(model),
-        devices,
-        Traffic(prompt_len, output_len),
-        ttft_ms / 1e3,
-        tpot_ms / 1e3,
-        Settings(),
-        prices,
-        tuple(tps),
-    )
+    usable = tuple(tp for tp in tps if _splits(m, tp))  # SmolLM2's 9 heads do not split 2 ways
+    if not usable:
+        raise ValueError(f"tps: none of {tuple(tps)} divides {m.id}'s attention heads")
+    traffic = Traffic(prompt_len, output_len)
+    best = best_under_targets(m, devices, traffic, ttft_ms / 1e3, tpot_ms / 1e3, Settings(), prices, usable)
     return [b.to_json() for b in best]
+
+
+def _splits(model: ModelConfig, tp: int) -> bool:
+    from roofline.workload import validate_tp
+
+    try:
+        validate_tp(model, tp)
+    except ValueError:
+        return False
+    return True

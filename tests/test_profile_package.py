@@ -32,6 +32,24 @@ def test_import_roofline_is_light():
     assert _run([sys.executable, "-c", code], ROOT).strip() == "False"
 
 
+def test_the_library_api_gives_what_the_command_line_prints(capsys):
+    import json
+
+    import roofline
+    from roofline.cli import main
+
+    step = roofline.analyze("llama-3.1-8b", "h100-sxm", phase="decode", seq_len=4096, batch=32)
+    assert (
+        main(
+            ["analyze", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "4096", "--batch", "32", "--json"]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["total"] == step["total"]
+    (best,) = roofline.serve("smollm2-135m", ["h100-sxm"])  # TP degrees its 9 heads do not split are skipped
+    assert best["tp"] in (1,) and best["hardware"] == "h100-sxm"
+
+
 @pytest.mark.slow
 def test_pip_install_into_a_fresh_venv(tmp_path):
     """The wheel holds the package and the data folders; installed (its dependencies from this
