@@ -119,3 +119,17 @@ def test_a_profile_is_a_measurement_results_file(profiled):
     again = parse_results(results.to_json())
     assert len(again.sweeps) >= 5
     assert all(p.time_s > 0 and p.bytes > 0 for p in again.sweeps)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_profile_has_kernels_matched_to_their_ops():
+    lin = torch.nn.Linear(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    prof = profile(lin, x, steps=5)
+    assert prof.activity == "cuda" and prof.device.kind == "cuda"
+    (op,) = [o for o in prof.level("aten") if o.name == "aten::linear"]
+    assert op.flops == 2 * 64 * 4096 * 4096 and op.dtype == "bf16" and op.time_s > 0
+    kernels = prof.level("kernel")
+    assert kernels and sum(k.flops for k in kernels) == pytest.approx(op.flops)
+    assert 0 < prof.busy_s <= prof.wall_s
+    assert summarize(prof, ROOFS)["top_ops"][0]["name"] == "aten::linear"
