@@ -177,3 +177,29 @@ def test_a_gzipped_trace_imports_and_a_gzip_bomb_stays_small():
         import_traces([(bomb, "bomb.json.gz")])
     with pytest.raises(TraceError, match="damaged gzip"):
         import_traces([(packed[:-30], "cut.json.gz")])
+
+
+def test_a_calibration_gives_each_op_its_achievable_time():
+    """The shipped H100 kernel sweeps' calibration: the 16-row GEMM gets its fitted (skinny GEMM)
+    time, at or above the bound of the datasheet roofs."""
+    from pathlib import Path
+
+    from roofline.measure.schema import load_results
+    from roofline.profile import op_rows, roofs_for
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-kernel-sweeps.json"
+    prof = import_traces([(json.dumps(gpu_trace()), "rank0.json")])
+    calibrated = roofs_for(prof, results=load_results(example))
+    assert calibrated.source == "calibrated" and calibrated.hardware_id == "h100-sxm"
+    plain = roofs_for(prof, hardware="h100-sxm")
+    rows = {r["name"]: r for r in op_rows(prof, calibrated)}
+    plain_rows = {r["name"]: r for r in op_rows(prof, plain)}
+    linear = rows["aten::linear"]
+    assert linear["roofs"] == "calibrated" and plain_rows["aten::linear"]["roofs"] == "datasheet"
+    assert linear["roof_time_s"] >= plain_rows["aten::linear"]["roof_time_s"] > 0
+    # No fit for collectives: the link's bandwidth and latency bound it (NVLink, 16 × 4096 × 4 bytes).
+    comm = rows["c10d::allreduce_"]
+    assert comm["roofs"] == "peak and bandwidth"
+    assert comm["roof_time_s"] == pytest.approx(
+        16 * 4096 * 4 / calibrated.link_bandwidth_bytes_per_s + calibrated.collective_latency_s
+    )

@@ -51,15 +51,36 @@ def match_hardware(device_name: str, names: dict[str, str]) -> str | None:
     return max(fits)[2] if fits else None
 
 
+def _results_roofs(results, hardware: str | None):
+    """A results file's roofs: its measured ceilings, else the datasheet of the device it was
+    measured on; with its calibration (achievable roofs per op class, the engine's kernel tables)
+    where it has one."""
+    from dataclasses import replace
+
+    from roofline.engine import Ceilings
+    from roofline.hardware import get_hardware
+
+    if results.ceilings is not None:
+        roofs = results.ceilings_for_engine()
+    else:
+        device = hardware or results.device.matched_hardware_id
+        if device is None:
+            raise ValueError("this results file has neither measured ceilings nor a database device: name --hardware")
+        roofs = Ceilings.from_hardware(get_hardware(device))
+    if results.calibration is not None:
+        roofs = replace(roofs, calibration=results.calibration, source="calibrated")
+    return roofs
+
+
 def roofs_for(prof: Profile, hardware: str | None = None, results=None):
-    """The roofs a profile is placed against: measured ones from a results file where given, else
+    """The roofs a profile is placed against: a results file's where given (measured, calibrated), else
     the datasheet of ``hardware`` (or of the database device named like the profiled GPU), else,
     for a CPU profile, this CPU's roofs measured now (needs torch)."""
     from roofline.engine import Ceilings
     from roofline.hardware import get_hardware, load_hardware
 
     if results is not None:
-        return results.ceilings_for_engine()
+        return _results_roofs(results, hardware)
     if hardware is None and prof.activity == "cuda":
         hardware = match_hardware(prof.device.name, {hw.id: hw.name for hw in load_hardware().values()})
         if hardware is None:

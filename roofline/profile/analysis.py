@@ -4,8 +4,9 @@ ops by time; and what would move the step. Plain data, for the page, the CLI and
 
 from __future__ import annotations
 
+from roofline.calibration import linear_bucket
 from roofline.engine import REGIME_LABELS, REGIMES, Ceilings
-from roofline.profile.record import Profile, ProfiledOp
+from roofline.profile.record import Profile, ProfiledOp, calibration_class
 
 
 def _peak(ceilings: Ceilings, dtype: str) -> float:
@@ -30,6 +31,21 @@ def op_regime(op: ProfiledOp, ceilings: Ceilings) -> str:
     return "compute" if compute_s >= memory_s else "memory"
 
 
+def calibrated_s(op: ProfiledOp, ceilings: Ceilings) -> float | None:
+    """The op's time on the calibration's achievable roofs (fitted on kernels measured on the
+    device), where the calibration has a fit for its class; None otherwise."""
+    cal = ceilings.calibration
+    if cal is None or op.count <= 0:
+        return None
+    op_class, shape = calibration_class(op)
+    if op_class == "linear":
+        op_class = linear_bucket(shape.get("m", 1))
+    fit = cal.fits.get(op_class)
+    if fit is None:
+        return None
+    return float(fit.predict(op.flops / op.count, op.bytes / op.count)) * op.count
+
+
 def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int | None = None) -> list[dict]:
     """One row per op of ``level``, longest first: measured time beside the roof's bound."""
     rows = []
@@ -38,6 +54,12 @@ def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int
         peak = _peak(ceilings, op.dtype)
         bw = ceilings.memory_bandwidth_bytes_per_s
         bound_s = max(op.flops / peak, op.bytes / bw)
+        link = ceilings.link_bandwidth_bytes_per_s
+        if op.op_class == "communication" and link:  # a collective rests on the link, not on memory
+            bound_s = op.comm_bytes / link + op.count * ceilings.collective_latency_s
+        calibrated = calibrated_s(op, ceilings) if level == "aten" else None
+        bound_s = calibrated if calibrated is not None else bound_s
+        source = ceilings.source if ceilings.calibration is None else "peak and bandwidth"
         intensity = op.intensity
         roof = min(peak, bw * intensity) if intensity is not None else peak
         rows.append(
@@ -55,7 +77,8 @@ def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int
                 "intensity": intensity,
                 "achieved_tflops": op.achieved_flops_per_s / 1e12,
                 "roof_tflops": roof / 1e12,
-                "roof_time_s": bound_s,
+                "roof_time_s": bound_s,  # the calibrated time where the roofs carry a fit for its class
+                "roofs": "calibrated" if calibrated is not None else source,
                 "fraction_of_roof": bound_s / op.time_s if op.time_s > 0 else None,
                 "bound": op_regime(op, ceilings),
             }
