@@ -19,6 +19,7 @@ pages = [
     st.Page("views/training_page.py", title="Training", icon=":material/model_training:", url_path="training"),
     st.Page("views/serving_page.py", title="Serving", icon=":material/dns:", url_path="serving"),
     st.Page("views/measure_page.py", title="Measure", icon=":material/speed:", url_path="measure"),
+    st.Page("views/profile_page.py", title="Profile", icon=":material/timeline:", url_path="profile"),
     st.Page("views/hardware_page.py", title="Hardware", icon=":material/memory:", url_path="hardware"),
 ]
 page = st.navigation(pages)

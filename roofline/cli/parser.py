@@ -19,6 +19,7 @@ from roofline.cli.args import (
     non_negative_float,
     positive_int,
 )
+from roofline.cli.profile_cmd import add_profile_parser
 from roofline.cli.simulate import add_load
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_MEMORY_UTILIZATION, OBJECTIVES
 from roofline.dtypes import COMPUTE_DTYPES
@@ -195,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_serve)
 
     kernel_tables.add_parsers(sub)
+    add_profile_parser(sub)
     return parser
 
 

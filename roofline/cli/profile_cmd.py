@@ -1,0 +1,150 @@
+"""``python -m roofline profile``: a profiler trace from any machine, or a model profiled here,
+on a device's roofs: the step's regime split, the top ops, and what would move it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from roofline.cli.args import CliError, add_common, add_model_dir, positive_int
+from roofline.format import dumps_strict, fmt_bytes, fmt_flops, fmt_seconds, table
+
+LEVELS = ("aten", "kernel", "module")
+
+
+def add_profile_parser(sub) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="your own model on the roofline: import a torch.profiler trace, or profile a model here",
+        description="Import Chrome traces exported by torch.profiler (record_shapes=True; one file per rank), "
+        "or profile a model from a Hugging Face config.json with random weights (forward or a training step).",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", nargs="+", metavar="FILE", help="Chrome-trace JSON files, one per rank")
+    source.add_argument("--hf-config", metavar="CONFIG", help="a Hugging Face config.json to build and profile")
+    source.add_argument("--model", help="a model id of the database to build and profile")
+    p.add_argument("--batch", type=positive_int, default=1, help="sequences per step (profiling here)")
+    p.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (profiling here)")
+    p.add_argument("--train", action="store_true", help="a full training step (forward, backward, AdamW)")
+    p.add_argument("--layers", type=positive_int, default=None, help="build only the first N layers")
+    p.add_argument("--steps", type=positive_int, default=3, help="profiled steps (after one warm-up step)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (profiling here)")
+    p.add_argument(
+        "--builder",
+        default="auto",
+        choices=("auto", "transformers", "project"),
+        help="who builds the model from --hf-config: transformers where installed (auto), or this project's model",
+    )
+    p.add_argument("--save-trace", default=None, metavar="FILE", help="keep the exported Chrome trace (profiling here)")
+    p.add_argument("--hardware", default=None, help="the datasheet roofs to use (default: the profiled GPU's)")
+    p.add_argument("--results", default=None, help="a measurement results file whose measured roofs to use")
+    p.add_argument("--level", default="aten", choices=LEVELS, help="the ops to list")
+    p.add_argument("--top", type=positive_int, default=15, help="ops to list")
+    p.add_argument("--max-trace-mib", type=positive_int, default=16, help="largest trace read, MiB (default 16)")
+    p.add_argument("--out", default=None, help="write the profile record (JSON) here")
+    add_model_dir(p)
+    add_common(p)
+    p.set_defaults(func=cmd_profile)
+
+
+def _profile_here(args: argparse.Namespace):
+    try:
+        import torch  # noqa: F401  (checked before the model is built)
+    except ImportError as exc:
+        raise CliError(f"profiling needs PyTorch ({exc}); install it with: pip install 'roofline[measure]'") from None
+    from roofline.profile.capture import profile
+
+    use_transformers = False
+    if args.hf_config:
+        from importlib.util import find_spec
+
+        has = find_spec("transformers") is not None
+        if args.builder == "transformers" and not has:
+            raise CliError("--builder transformers: transformers is not installed (pip install transformers)")
+        use_transformers = args.builder == "transformers" or (args.builder == "auto" and has)
+    if use_transformers:
+        from roofline.datafiles import read_regular_file
+        from roofline.profile.models import transformers_step
+
+        config = json.loads(read_regular_file(args.hf_config, 1 << 20))
+        step = transformers_step(config, args.batch, args.seq, args.train, args.layers, args.device)
+    else:
+        from roofline.profile.models import project_step
+
+        if args.hf_config:
+            from roofline.hf_config import load_hf_config
+
+            model = load_hf_config(args.hf_config)
+        else:
+            from roofline.models import get_model
+
+            model = get_model(args.model, args.model_dir)
+        step = project_step(model, args.batch, args.seq, args.train, args.layers, args.device)
+    return profile(step.run, module=step.module, steps=args.steps, label=step.label, trace_path=args.save_trace)
+
+
+def cmd_profile(args: argparse.Namespace) -> None:
+    from roofline.profile import import_trace_files, roofs_for, summarize
+
+    if args.trace:
+        prof = import_trace_files(args.trace, max_bytes=args.max_trace_mib * 2**20)
+    else:
+        prof = _profile_here(args)
+    results = None
+    if args.results:
+        from roofline.measure.schema import load_results
+
+        results = load_results(args.results)
+    roofs = roofs_for(prof, args.hardware, results)
+    report = summarize(prof, roofs, level=args.level, top=args.top)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(prof.to_json())
+    if args.json:
+        print(dumps_strict(report))
+        return
+    print(render(report) + (f"\nwrote {args.out}" if args.out else ""))
+
+
+def render(report: dict) -> str:
+    """The report as text: the step, its regime split, the top ops, what would move it."""
+    roofs = report["roofs"]
+    lines = [
+        f"{report['label'] or 'profile'} · {report['device']} ({report['activity']}, {report['source']}) "
+        f"· roofs: {roofs['name']} [{roofs['source']}]",
+        f"step: {fmt_seconds(report['wall_s'])} wall, {fmt_seconds(report['busy_s'])} busy, "
+        f"{fmt_seconds(report['idle_s'])} idle (host gaps), {fmt_flops(report['flops'])} "
+        f"over {report['steps']} profiled step(s)",
+    ]
+    if len(report["ranks"]) > 1:
+        for r in report["ranks"]:
+            lines.append(
+                f"  rank {r['rank']}: {fmt_seconds(r['wall_s'])} wall, {fmt_seconds(r['communication_s'])} "
+                f"in {r['collectives']} collective(s) of {fmt_bytes(r['communication_bytes'])}"
+            )
+        if report["skew_s"] is not None:
+            lines.append(f"  skew between ranks: {fmt_seconds(report['skew_s'])}")
+    total = sum(report["regime_split_s"].values()) or 1.0
+    split = ", ".join(f"{r} {s / total:.0%}" for r, s in report["regime_split_s"].items() if s > 0)
+    lines += [f"regimes: {split} → {report['step_bound']}-bound", ""]
+    rows = [
+        [
+            r["name"][:48],
+            r["shapes"][:40],
+            f"{r['count']:g}",
+            fmt_seconds(r["time_s"]),
+            f"{r['share_of_step']:.0%}",
+            fmt_flops(r["flops"]),
+            fmt_bytes(r["bytes"]),
+            f"{r['intensity']:.3g}" if r["intensity"] is not None else "—",
+            f"{r['achieved_tflops'] * 1e3:.3g}",
+            f"{r['fraction_of_roof']:.0%}" if r["fraction_of_roof"] is not None else "—",
+            r["bound"],
+        ]
+        for r in report["top_ops"]
+    ]
+    headers = ["op", "shapes", "count", "time", "share", "FLOPs", "bytes", "FLOP/B", "GFLOP/s", "of roof", "bound"]
+    lines.append(table(headers, rows))
+    lines += ["", "what would move it:", *(f"- {tip}" for tip in report["what_would_move_it"])]
+    lines += [f"note: {note}" for note in report["notes"]]
+    return "\n".join(lines)

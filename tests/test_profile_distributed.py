@@ -1,0 +1,58 @@
+"""A trace exported from two CPU ranks under torch.distributed (gloo, spawned processes, a tiny
+all-reduce) imports with each rank's communication time and the skew between them."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+from roofline.profile import import_trace_files  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, folder: str) -> None:
+    import os
+    import time
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    x = torch.ones(4096)
+    dist.all_reduce(x)  # the connection is set up outside the profile
+    dist.barrier()  # both ranks enter the profiled step together
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with record_function("roofline.step"):
+            y = x * 2
+            if rank == 1:
+                time.sleep(0.02)  # rank 1 arrives late: rank 0 waits inside the collective
+            dist.all_reduce(y)
+    prof.export_chrome_trace(f"{folder}/rank{rank}.json")
+    dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_import_with_their_communication(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2)
+    prof = import_trace_files([str(tmp_path / "rank0.json"), str(tmp_path / "rank1.json")])
+    assert [r.rank for r in prof.ranks] == [0, 1]
+    r0, r1 = prof.ranks
+    assert r0.collectives == r1.collectives == 1
+    assert r0.communication_s > 0 and r1.communication_s > 0
+    # The rank that reached the all-reduce first waited in it for the other: its communication
+    # time exceeds the other's by about the skew (on a busy host either rank may be the late one).
+    assert prof.skew_s > 0
+    waited = abs(r0.communication_s - r1.communication_s)
+    assert waited == pytest.approx(prof.skew_s, rel=0.25, abs=2e-3)
+    comm = [o for o in prof.level("aten", 0) if o.name == "collectives (gloo)"]
+    assert comm and comm[0].comm_bytes == 4096 * 4
