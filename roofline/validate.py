@@ -49,6 +49,7 @@ from roofline.models import ModelConfig, get_model
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
 from roofline.tables import TablePredictor, store
+from roofline.tables.convert import SYSTEM_TO_HARDWARE
 from roofline.tables.ops_times import table_step
 from roofline.workload import Precision, Workload
 
@@ -66,14 +67,8 @@ MODEL_IDS = {
     "moonshotai/Kimi-K2.5": "kimi-k2",
     "openai/gpt-oss-120b": "gpt-oss-120b",
 }
-DEVICE_IDS = {
-    "h100_sxm": "h100-sxm",
-    "h200_sxm": "h200-sxm",
-    "b200_sxm": "b200",
-    "b300_sxm": "b300",
-    "gb200": "gb200",
-    "gb300": "gb300",
-}
+# The sample's system names: the converter's one mapping to hardware_db ids.
+DEVICE_IDS = {system: hw for system, hw in SYSTEM_TO_HARDWARE.items() if hw}
 # quant mode -> (weight dtype, math dtype)
 QUANT = {"": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("nvfp4", "fp4")}
 QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}

@@ -14,6 +14,7 @@ from roofline.engine import Ceilings, evaluate
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
 from roofline.workload import Precision, Workload
+from tests.small_models import small_model
 
 ELT = 4.0  # fp32 bytes
 
@@ -37,28 +38,6 @@ def law_time_s(op_class: str, flops, moved, parallel=1.0):
     memory = np.asarray(moved, float) / (bandwidth * occupancy) if bandwidth else 0.0
     compute = np.asarray(flops, float) / (peak * occupancy) if peak else 0.0
     return latency + np.maximum(memory, compute)
-
-
-def small_model() -> ModelConfig:
-    return ModelConfig.model_validate(
-        {
-            "id": "small",
-            "name": "small",
-            "family": "test",
-            "num_layers": 2,
-            "hidden_size": 1024,
-            "num_heads": 16,
-            "num_kv_heads": 4,
-            "head_dim": 64,
-            "mlp": "gated",
-            "intermediate_size": 2816,
-            "vocab_size": 8000,
-            "tied_embeddings": False,
-            "max_context": 4096,
-            "norm": "rmsnorm",
-            "sources": [{"name": "test"}],
-        }
-    )
 
 
 def synthetic_sweeps(m: ModelConfig) -> list[KernelPoint]:

@@ -14,32 +14,10 @@ import pytest
 
 from roofline.measure.devices import match_hardware_id
 from roofline.measure.schema import ResultsError, load_results, parse_results, save_results
-from roofline.models import ModelConfig
+from tests.small_models import small_model
 
 ROOT = Path(__file__).resolve().parent.parent
 torch = pytest.importorskip("torch")
-
-
-def small_model(**extra) -> ModelConfig:
-    """A 2-layer model big enough that its prefill is compute-bound on a CPU."""
-    data = {
-        "id": "small",
-        "name": "small",
-        "family": "test",
-        "num_layers": 2,
-        "hidden_size": 1024,
-        "num_heads": 16,
-        "num_kv_heads": 4,
-        "head_dim": 64,
-        "mlp": "gated",
-        "intermediate_size": 2816,
-        "vocab_size": 8000,
-        "tied_embeddings": False,
-        "max_context": 4096,
-        "norm": "rmsnorm",
-        "sources": [{"name": "test"}],
-    }
-    return ModelConfig.model_validate(data | extra)
 
 
 @pytest.fixture(scope="module")
