@@ -312,7 +312,8 @@ def render_load_section(
             {"hw": hw.id, "llm": model.id, "llm_phase": "decode", "llm_batch": batch, "llm_seq": context}
         )
         report.markdown(
-            f"At {time_s[pick]:.2f} s: {batch} requests running, {int(series['waiting'][pick])} waiting, "
+            f"At {time_s[pick]:.2f} s (the dashed line): {batch} requests running, "
+            f"{int(series['waiting'][pick])} waiting, "
             f"about {context:,} tokens cached per decoding request. "
             f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one device)."
         )

@@ -24,20 +24,20 @@ def _fill(hex_color: str, alpha: float) -> str:
     return f"rgba({r}, {g}, {b}, {alpha})"
 
 
-def _vline(fig: go.Figure, x: float, text: str, color: str, dash: str, y: float, log_x: bool = True) -> None:
-    """A vertical line over the whole plot with its label beside it; the label is placed
-    separately because ``add_vline``'s label lands in the wrong place on log axes."""
+def _vline(fig: go.Figure, x: float, text: str, color: str, dash: str, y: float, side: str = "left") -> None:
+    """A vertical line over the whole plot of log x with its label beside it; the label is placed
+    separately (log10 coordinates) because ``add_vline``'s label lands in the wrong place on log axes."""
     fig.add_shape(
         type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, line=dict(color=color, dash=dash, width=1.5)
     )
     fig.add_annotation(
-        x=math.log10(x) if log_x else x,
+        x=math.log10(x),
         y=y,
         xref="x",
         yref="paper",
         text=text,
         showarrow=False,
-        xanchor="left",
+        xanchor=side,
         yanchor="top",
         font=dict(size=11, color=color),
         bgcolor="rgba(255, 255, 255, 0.8)",
@@ -154,10 +154,33 @@ def latency_rate_figure(
     fig.update_yaxes(title_text="TTFT (s)", row=1, col=1)
     fig.update_yaxes(title_text="TPOT (s)", row=2, col=1)
     fig.update_xaxes(title_text="request rate (requests/s, Poisson arrivals)", row=2, col=1)
+    shown = np.append(rate, chosen_rate_per_s or rate[0]) if rate.size else np.array([1.0])
+    lo, hi = math.log10(shown.min()) - 0.05, math.log10(shown.max()) + 0.05
+    fig.update_xaxes(range=[lo, hi])
+
+    def side(x: float) -> str:  # labels of lines in the right half go to their left
+        return "right" if math.log10(x) > (lo + hi) / 2 else "left"
+
     if saturation_per_s > 0:
-        _vline(fig, saturation_per_s, f" saturation {saturation_per_s:.3g} req/s", "#222222", "solid", 1.0)
+        _vline(
+            fig,
+            saturation_per_s,
+            f" saturation {saturation_per_s:.3g} req/s ",
+            "#222222",
+            "solid",
+            1.0,
+            side=side(saturation_per_s),
+        )
     if chosen_rate_per_s:
-        _vline(fig, chosen_rate_per_s, f" this run {chosen_rate_per_s:.3g} req/s", REFERENCE_COLOR, "dot", 0.5)
+        _vline(
+            fig,
+            chosen_rate_per_s,
+            f" this run {chosen_rate_per_s:.3g} req/s ",
+            REFERENCE_COLOR,
+            "dot",
+            0.5,
+            side=side(chosen_rate_per_s),
+        )
     style_figure(fig, height, "load_rate", title)
     return fig
 
@@ -212,8 +235,8 @@ def distribution_figure(
     if values.size:
         shown = [values[0], values[-1]] + [v for v in (target_s, reference_s) if v and np.isfinite(v)]
         lo, hi = math.log10(min(shown)), math.log10(max(shown))
-        pad = max(0.08, 0.08 * (hi - lo))
-        fig.update_xaxes(range=[lo - pad, hi + pad + 0.25])  # room for the p99 label
+        # Room on the right for the percentiles' labels, about a quarter of the plot's width.
+        fig.update_xaxes(range=[lo - 0.05 - 0.05 * (hi - lo), hi + 0.15 + 0.4 * (hi - lo)])
     style_figure(fig, height, f"load_{label}", title, showlegend=False)
     return fig
 
@@ -250,7 +273,9 @@ def series_figure(
             col=1,
         )
         fig.update_yaxes(title_text=f"{name}<br>({unit})", rangemode="tozero", row=row, col=1)
+    top = float(np.nanmax(rows[0][0])) if t.size else 1.0
     if max_num_seqs:
+        top = max(top, max_num_seqs)
         fig.add_hline(y=max_num_seqs, line=dict(color=REFERENCE_COLOR, dash="dot", width=1), row=1, col=1)
         fig.add_annotation(
             x=0.01,
@@ -260,12 +285,22 @@ def series_figure(
             text=f"max_num_seqs {max_num_seqs}",
             showarrow=False,
             xanchor="left",
-            yanchor="top",
+            yanchor="bottom",
             font=dict(size=11, color=REFERENCE_COLOR),
         )
+    fig.update_yaxes(range=[0, 1.2 * max(top, 1.0)], row=1, col=1)
     fig.update_yaxes(range=[0, 105], row=3, col=1)
     fig.update_xaxes(title_text="time since the first request (s)", row=3, col=1)
-    if marked_s is not None:
-        _vline(fig, marked_s, " the step opened below", "#222222", "dash", 1.0, log_x=False)
+    if marked_s is not None:  # unlabelled: the text under the chart says which step it is
+        fig.add_shape(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=marked_s,
+            x1=marked_s,
+            y0=0,
+            y1=1,
+            line=dict(color="#222222", dash="dash", width=1.5),
+        )
     style_figure(fig, height, "load_series", title, showlegend=False)
     return fig
