@@ -124,6 +124,10 @@ def decode_context(run, at_s: np.ndarray) -> np.ndarray:
         return np.where(count > 0, context.sum(axis=1) / count, np.nan)
 
 
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else fmt_seconds(value)
+
+
 def _steady(model, hw, traffic, precision, tp, settings, chunked, batch: np.ndarray) -> dict[str, np.ndarray] | None:
     """The page's steady-state TTFT and TPOT at these batches (log-log between its batches)."""
     points = cached(serving_sweep, model, [hw], traffic, precision, tp, settings, {}, chunked=chunked)
@@ -195,20 +199,29 @@ def render_load_section(
         load = Load("poisson", int(n), prompt, output, rate_per_s=float(amount), seed=int(seed))
     else:
         load = Load("concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed))
+    _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets)
+    _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
+
+
+def _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load: Load, targets: Targets) -> None:
+    """The sweep over rates, the chosen run's distributions and its time series."""
     try:
         if tp > 1 and hw.group_link(tp)[0] is None:
             raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
-        run = cached(load_run, model, hw, traffic, precision, tp, settings, chunked, load, targets)
-        sweep = cached(latency_sweep, model, hw, traffic, precision, tp, settings, chunked, int(seed))
+        with st.spinner(f"Simulating {load.requests:,} requests on {hw.name}, then {SWEEP_RATES} rates…"):
+            run = cached(load_run, model, hw, traffic, precision, tp, settings, chunked, load, targets)
+            sweep = cached(latency_sweep, model, hw, traffic, precision, tp, settings, chunked, load.seed)
     except ValueError as exc:
-        st.info(f"No simulation of {model.name} on {tp} x {hw.name}: {exc}")
+        st.info(f"No simulation of {model.name} on {tp} x {hw.name} (the first device picked): {exc}")
         return
+    seed = load.seed
+    amount = load.rate_per_s if load.kind == "poisson" else load.concurrency
     roofs = f"{run['roofs']} roofs; {RESTS_ON}"
     done = f"{run['completed']:,} of {run['requests']:,} requests in {run['duration_s']:.1f} s simulated"
     ttft, tpot = run["ttft_s"], run["tpot_s"]
     report.metrics(
-        Metric("TTFT p50", fmt_seconds(ttft["p50"]), f"p99 {fmt_seconds(ttft['p99'])}", done, "off"),
-        Metric("TPOT p50", fmt_seconds(tpot["p50"]), f"p99 {fmt_seconds(tpot['p99'])}", done, "off"),
+        Metric("TTFT p50", _seconds(ttft["p50"]), f"p99 {_seconds(ttft['p99'])}", done, "off"),
+        Metric("TPOT p50", _seconds(tpot["p50"]), f"p99 {_seconds(tpot['p99'])}", done, "off"),
         Metric("Output tokens/s", f"{run['output_throughput_tokens_per_s'] or 0:,.0f}", help=done),
         Metric(
             "Met the targets",
@@ -220,7 +233,7 @@ def render_load_section(
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])
-    run_rate = float(amount) if kind == "rate" else run["request_throughput_per_s"]
+    run_rate = float(amount) if load.kind == "poisson" else run["request_throughput_per_s"]
     report.chart(
         latency_rate_figure(
             sweep["rate_per_s"],
@@ -242,13 +255,13 @@ def render_load_section(
         f"with {settings.max_num_seqs} requests always in flight. Below it the batch grows with the rate and TPOT "
         "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
         "Dotted: the steady-state model above at each run's mean running batch, a bound with no queueing."
-        + ("" if kind == "rate" else " The closed-loop run is placed at the rate it achieved.")
+        + ("" if load.kind == "poisson" else " The closed-loop run is placed at the rate it achieved.")
     )
 
     # ---- distributions ---------------------------------------------------------------------------
     mean_batch = float(run["mean_running"])
     at_batch = _steady(model, hw, traffic, precision, tp, settings, chunked, np.array([mean_batch]))
-    shown = f"{amount:g} requests/s (Poisson)" if kind == "rate" else f"{int(amount)} clients (closed loop)"
+    shown = f"{amount:g} requests/s (Poisson)" if load.kind == "poisson" else f"{int(amount)} clients (closed loop)"
     d1, d2 = st.columns(2)
     for column, metric, label, color, target in (
         (d1, "ttft_s", "TTFT", TTFT_COLOR, targets.ttft_s),
@@ -318,7 +331,9 @@ def render_load_section(
             f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one device)."
         )
 
-    # ---- capacity ranking ------------------------------------------------------------------------
+
+def _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int) -> None:
+    """The page's devices ranked by the largest rate within the targets (``rank_capacity``)."""
     pct = st.columns([1, 3])[0].selectbox(
         "Targets met at percentile",
         PERCENTILES,
@@ -327,25 +342,36 @@ def render_load_section(
         bind="query-params",
         help="The capacity is the largest Poisson rate whose TTFT and TPOT at this percentile meet the targets.",
     )
-    try:
-        found, why_not = cached(
-            rank_capacity,
-            model,
-            devices,
-            prompt,
-            output,
-            targets,
-            precision,
-            (tp,),
-            settings,
-            prices or {},
-            int(pct),
-            SWEEP_REQUESTS,
-            int(seed),
+    # One device at a time, so picking another device computes only that one.
+    found, why_not = [], {}
+    with st.spinner(f"Searching each device's largest rate within the p{pct} targets…"):
+        for hw in devices:
+            ranked, why = cached(
+                rank_capacity,
+                model,
+                [hw],
+                prompt,
+                output,
+                targets,
+                precision,
+                (tp,),
+                settings,
+                {hw.id: prices[hw.id]} if hw.id in prices else {},
+                int(pct),
+                SWEEP_REQUESTS,
+                seed,
+            )
+            found += ranked
+            why_not |= why
+    # rank_capacity's order: setups that meet the targets, the cheapest per token first, then the fastest.
+    found.sort(
+        key=lambda c: (
+            c.rate_per_s <= 0,
+            c.usd_per_million_output_tokens is None,
+            c.usd_per_million_output_tokens or 0.0,
+            -c.rate_per_s,
         )
-    except ValueError as exc:
-        st.info(f"Capacity: {exc}")
-        return
+    )
     frame = pd.DataFrame(
         [
             {
