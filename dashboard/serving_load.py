@@ -395,7 +395,7 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
     report.markdown(f"**{heading}**")
     report.table(
         frame,
-        heading,
+        "",
         hide_index=True,
         width="stretch",
         column_config={
