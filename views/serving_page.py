@@ -13,6 +13,7 @@ from dashboard import custom
 from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
+from dashboard.serving_load import render_load_section
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
@@ -342,5 +343,8 @@ st.download_button(
     file_name="roofline_serving.json",
     mime="application/json",
     on_click="ignore",
+)
+render_load_section(
+    model, hws, traffic, precision, int(tp), settings, ttft_ms / 1e3, tpot_ms / 1e3, prices, chunked, report
 )
 share_panel("Serving", report.sections)

@@ -7,7 +7,7 @@ order they were admitted; then waiting requests are admitted first come, first s
 budget lasts, fewer than ``max_num_seqs`` run, and their blocks fit. When the cache cannot hold
 a running request's new tokens, the request admitted last is preempted: its blocks are freed and
 it waits at the head of the queue to be recomputed (prompt and outputs so far), as vLLM's
-recompute preemption does. A request that reaches ``computed == tokens`` samples one token.
+recompute preemption does; a step that preempted admits no waiting request. A request that reaches ``computed == tokens`` samples one token.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def schedule(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     cap = knobs.long_prefill_token_threshold or budget
     chosen: list[int] = []
     taken: list[int] = []
+    preempted = False
     run = np.asarray(pool.running, np.int64)
     if run.size:
         want = np.minimum(pool.tokens[run] - pool.computed[run], cap)
@@ -73,13 +74,15 @@ def schedule(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
         while need.sum() > pool.free_blocks and run.size:
             victim = pool.running.pop()  # the request admitted last
             _preempt(pool, victim)
+            preempted = True
             keep = run != victim
             run, take, need = run[keep], take[keep], need[keep]
         pool.blocks[run] += need
         pool.free_blocks -= int(need.sum())
         budget -= int(take.sum())
         chosen, taken = run.tolist(), take.tolist()
-    while budget > 0 and pool.waiting and len(pool.running) < knobs.max_num_seqs:
+    # A step that had to preempt admits nobody: the cache is short already (vLLM V1 does the same).
+    while not preempted and budget > 0 and pool.waiting and len(pool.running) < knobs.max_num_seqs:
         i = pool.waiting[0]
         want = int(pool.tokens[i] - pool.computed[i])
         if not knobs.chunked_prefill and want > budget:

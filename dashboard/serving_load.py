@@ -1,0 +1,416 @@
+"""The Serving page's section "Under load (simulated)": a request-level simulation of the page's
+model on its first device, with arrivals at a rate or from a fixed number of clients.
+
+What it shows: latency against request rate (a sweep of Poisson rates up to twice the
+saturation throughput, the knee marked), the TTFT and TPOT of every request of one run, the
+server over that run (any of its steps opens on the roofline page), and the capacity ranking
+of the page's devices. Every input is in the URL; every simulation is cached on its inputs.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard.cache import cached
+from dashboard.share import Report
+from dashboard.state import float_in, int_in, one_of, warn_bad_params
+from roofline.format import fmt_seconds
+from roofline.hardware import Hardware
+from roofline.models import ModelConfig
+from roofline.plots.serving_load import (
+    TPOT_COLOR,
+    TTFT_COLOR,
+    distribution_figure,
+    latency_rate_figure,
+    series_figure,
+)
+from roofline.report import Metric
+from roofline.serving import Traffic, serving_sweep
+from roofline.serving.simulation.api import simulate_serving, to_json
+from roofline.serving.simulation.capacity import rank_capacity, saturation_rate
+from roofline.serving.simulation.load import Lengths, Load, make_requests
+from roofline.serving.simulation.metrics import Targets, per_request, summary
+from roofline.serving.simulation.steptime import step_times
+from roofline.settings import Settings
+from roofline.workload import Precision
+
+LOAD_KINDS = ("rate", "concurrency")
+MAX_PAGE_REQUESTS = 5_000
+SWEEP_REQUESTS = 300  # per rate of the sweep and per probe of the capacity search
+SWEEP_RATES = 12
+SWEEP_LOWEST = 1 / 30  # of the saturation rate: a trickle
+SWEEP_HIGHEST = 2.0  # a finite run of a few hundred requests only queues visibly past saturation
+PERCENTILES = (50, 90, 99)
+RESTS_ON = "engine host work not modelled"
+
+
+def latency_sweep(
+    model: ModelConfig,
+    hw: Hardware,
+    traffic: Traffic,
+    precision: Precision,
+    tp: int,
+    settings: Settings,
+    chunked: bool,
+    seed: int,
+) -> dict[str, object]:
+    """p50/p90/p99 TTFT and TPOT, mean running batch and queue at log-spaced Poisson rates from a
+    trickle to twice the saturation rate (a closed loop of ``max_num_seqs`` clients), each a run
+    of SWEEP_REQUESTS requests with the same seed."""
+    times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
+
+    def run_at(load: Load):
+        return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
+
+    prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
+    saturation = saturation_rate(run_at, prompt, output, settings.max_num_seqs, seed)
+    if saturation <= 0:
+        raise ValueError(f"no request completes on {tp} x {hw.name}")
+    rates = np.geomspace(saturation * SWEEP_LOWEST, saturation * SWEEP_HIGHEST, SWEEP_RATES)
+    rows = [
+        summary(run_at(Load("poisson", SWEEP_REQUESTS, prompt, output, rate_per_s=float(r), seed=seed))) for r in rates
+    ]
+
+    def column(metric: str, p: int) -> np.ndarray:
+        return np.array([np.nan if row[metric][f"p{p}"] is None else row[metric][f"p{p}"] for row in rows])
+
+    return {
+        "rate_per_s": rates,
+        "saturation_per_s": saturation,
+        "percentiles": {m: {p: column(m, p) for p in PERCENTILES} for m in ("ttft_s", "tpot_s")},
+        "mean_running": np.array([row["mean_running"] for row in rows]),
+        "mean_waiting": np.array([row["mean_waiting"] for row in rows]),
+        "output_tokens_per_s": np.array([row["output_throughput_tokens_per_s"] or np.nan for row in rows]),
+        "roofs": times.roofs,
+    }
+
+
+def load_run(
+    model: ModelConfig,
+    hw: Hardware,
+    traffic: Traffic,
+    precision: Precision,
+    tp: int,
+    settings: Settings,
+    chunked: bool,
+    load: Load,
+    targets: Targets,
+) -> dict[str, object]:
+    """One simulated benchmark: the summary the command line prints (``serve --rate``), every
+    request's TTFT and TPOT, and the server over time with the decoding requests' mean context."""
+    sim = simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked)
+    data = to_json(sim, targets)
+    data["per_request"] = {k: v for k, v in per_request(sim.run).items() if k in ("ttft_s", "tpot_s")}
+    data["series"]["context"] = decode_context(sim.run, np.asarray(data["series"]["time_s"], float)).tolist()
+    return data
+
+
+def decode_context(run, at_s: np.ndarray) -> np.ndarray:
+    """The mean cached tokens of the requests decoding at each time: the prompt plus the outputs
+    so far, taken as evenly spread between a request's first token and its last. NaN where none
+    decodes."""
+    first, finish = run.first_token_s[None, :], run.finish_s[None, :]
+    t = at_s[:, None]
+    decoding = (first <= t) & (t < finish)
+    span = np.where(finish > first, finish - first, 1.0)
+    generated = 1 + (run.output_tokens[None, :] - 1) * np.clip((t - first) / span, 0, 1)
+    context = np.where(decoding, run.prompt_tokens[None, :] + generated, 0.0)
+    count = decoding.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, context.sum(axis=1) / count, np.nan)
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else fmt_seconds(value)
+
+
+def _steady(model, hw, traffic, precision, tp, settings, chunked, batch: np.ndarray) -> dict[str, np.ndarray] | None:
+    """The page's steady-state TTFT and TPOT at these batches (log-log between its batches)."""
+    points = cached(serving_sweep, model, [hw], traffic, precision, tp, settings, {}, chunked=chunked)
+    if hw.id in points.why_not:
+        return None
+    x = np.log(np.maximum(np.asarray(batch, float), 1.0))
+    grid = np.log(points.batch.astype(float))
+    return {m: np.exp(np.interp(x, grid, np.log(getattr(points, m)[0]))) for m in ("ttft_s", "tpot_s")}
+
+
+def render_load_section(
+    model: ModelConfig,
+    devices: list[Hardware],
+    traffic: Traffic,
+    precision: Precision,
+    tp: int,
+    settings: Settings,
+    ttft_target_s: float | None,
+    tpot_target_s: float | None,
+    prices: dict[str, float] | None = None,
+    chunked: bool = True,
+    report: Report | None = None,
+) -> None:
+    """The section, at the end of the Serving page: its inputs, charts and the capacity table."""
+    report = report or Report()
+    targets = Targets(ttft_s=ttft_target_s, tpot_s=tpot_target_s)
+    report.subheader("Under load (simulated)")
+    if not devices:
+        return
+    hw = devices[0]
+    st.caption(
+        f"Requests arrive at {hw.name} (the first device picked, TP={tp}) one by one: prompts of "
+        f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, scheduled as vLLM V1 schedules them "
+        "(continuous batching, chunked prefill, a paged KV cache with preemption), each step timed on the roofline. "
+        "Unlike the steady state above, requests queue: latency grows with the rate and turns up sharply at "
+        f"saturation. Times rest on the page's roofs; {RESTS_ON}."
+    )
+    warn_bad_params(
+        {
+            "load_kind": one_of(LOAD_KINDS),
+            "load_rate": float_in(0.01, 1e4),
+            "load_conc": int_in(1, 4096),
+            "load_n": int_in(10, MAX_PAGE_REQUESTS),
+            "load_seed": int_in(0, 2**31 - 1),
+            "load_pct": one_of([str(p) for p in PERCENTILES]),
+            "load_at": int_in(0, 100),
+        }
+    )
+    c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1])
+    kind = c1.radio(
+        "Load",
+        LOAD_KINDS,
+        horizontal=True,
+        key="load_kind",
+        bind="query-params",
+        help="rate: Poisson arrivals (vllm bench serve --request-rate); concurrency: that many clients, each "
+        "sending its next request when its last one ends (--max-concurrency).",
+    )
+    if kind == "rate":
+        amount = c2.number_input(
+            "Requests/s", 0.01, 1e4, 10.0, 1.0, key="load_rate", bind="query-params", format="%.2f"
+        )
+    else:
+        amount = c2.number_input("Concurrent clients", 1, 4096, 64, key="load_conc", bind="query-params")
+    n = c3.number_input("Requests", 10, MAX_PAGE_REQUESTS, 500, 100, key="load_n", bind="query-params")
+    seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="load_seed", bind="query-params")
+    prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
+    if kind == "rate":
+        load = Load("poisson", int(n), prompt, output, rate_per_s=float(amount), seed=int(seed))
+    else:
+        load = Load("concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed))
+    _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets)
+    _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
+
+
+def _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load: Load, targets: Targets) -> None:
+    """The sweep over rates, the chosen run's distributions and its time series."""
+    try:
+        if tp > 1 and hw.group_link(tp)[0] is None:
+            raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
+        with st.spinner(f"Simulating {load.requests:,} requests on {hw.name}, then {SWEEP_RATES} rates…"):
+            run = cached(load_run, model, hw, traffic, precision, tp, settings, chunked, load, targets)
+            sweep = cached(latency_sweep, model, hw, traffic, precision, tp, settings, chunked, load.seed)
+    except ValueError as exc:
+        st.info(f"No simulation of {model.name} on {tp} x {hw.name} (the first device picked): {exc}")
+        return
+    seed = load.seed
+    amount = load.rate_per_s if load.kind == "poisson" else load.concurrency
+    roofs = f"{run['roofs']}; {RESTS_ON}"
+    done = f"{run['completed']:,} of {run['requests']:,} requests in {run['duration_s']:.1f} s simulated"
+    ttft, tpot = run["ttft_s"], run["tpot_s"]
+    report.metrics(
+        Metric("TTFT p50", _seconds(ttft["p50"]), f"p99 {_seconds(ttft['p99'])}", done, "off"),
+        Metric("TPOT p50", _seconds(tpot["p50"]), f"p99 {_seconds(tpot['p99'])}", done, "off"),
+        Metric("Output tokens/s", f"{run['output_throughput_tokens_per_s'] or 0:,.0f}", help=done),
+        Metric(
+            "Met the targets",
+            f"{run.get('met_targets', 0):.0%}",
+            help=f"TTFT ≤ {fmt_seconds(targets.ttft_s)} and TPOT ≤ {fmt_seconds(targets.tpot_s)}, per request",
+        ),
+        Metric("Peak KV use", f"{run['peak_kv_used']:.0%}", help=f"of {run['engine']['kv_tokens']:,} tokens"),
+    )
+
+    # ---- latency against rate --------------------------------------------------------------------
+    steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])
+    run_rate = float(amount) if load.kind == "poisson" else run["request_throughput_per_s"]
+    report.chart(
+        latency_rate_figure(
+            sweep["rate_per_s"],
+            sweep["percentiles"],
+            sweep["saturation_per_s"],
+            {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s},
+            steady,
+            sweep["mean_running"],
+            run_rate,
+            title=f"Latency against request rate: {model.name} on {tp} x {hw.name} ({roofs})",
+        ),
+        width="stretch",
+        theme=None,
+        key="load_rate_chart",
+    )
+    report.caption(
+        f"Each point is a run of {SWEEP_REQUESTS} Poisson arrivals (seed {seed}); lines are p50, bands p90 to p99. "
+        f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
+        f"with {settings.max_num_seqs} requests always in flight. Below it the batch grows with the rate and TPOT "
+        "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
+        "Dotted: the steady-state model above at each run's mean running batch, a bound with no queueing."
+        + ("" if load.kind == "poisson" else " The closed-loop run is placed at the rate it achieved.")
+    )
+
+    # ---- distributions ---------------------------------------------------------------------------
+    mean_batch = float(run["mean_running"])
+    at_batch = _steady(model, hw, traffic, precision, tp, settings, chunked, np.array([mean_batch]))
+    shown = f"{amount:g} requests/s (Poisson)" if load.kind == "poisson" else f"{int(amount)} clients (closed loop)"
+    d1, d2 = st.columns(2)
+    for column, metric, label, color, target in (
+        (d1, "ttft_s", "TTFT", TTFT_COLOR, targets.ttft_s),
+        (d2, "tpot_s", "TPOT", TPOT_COLOR, targets.tpot_s),
+    ):
+        with column:
+            report.chart(
+                distribution_figure(
+                    run["per_request"][metric],
+                    label,
+                    color,
+                    target,
+                    None if at_batch is None else float(at_batch[metric][0]),
+                    f"steady state, batch {mean_batch:.0f}",
+                    title=f"{label} of each request at {shown}; {roofs}",
+                ),
+                width="stretch",
+                theme=None,
+                key=f"load_{label.lower()}_chart",
+            )
+    report.caption(
+        f"{done}. The share of requests at or below each latency; TTFT counts the time queued. Dotted: the "
+        f"steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the page above predicts "
+        "for a server that never queues."
+    )
+
+    # ---- the run over time -----------------------------------------------------------------------
+    series = run["series"]
+    time_s = np.asarray(series["time_s"], float)
+    at_pct = st.slider(
+        "Open the step at (% of the run)",
+        0,
+        100,
+        50,
+        key="load_at",
+        bind="query-params",
+        help="The step nearest this point of the run opens on the roofline page as a decode step.",
+    )
+    pick = int(np.clip(np.searchsorted(time_s, time_s[-1] * at_pct / 100), 0, time_s.size - 1)) if time_s.size else 0
+    running = np.asarray(series["running"], float)
+    busy = time_s.size and running.max() > settings.max_num_seqs / 2
+    report.chart(
+        series_figure(
+            time_s,
+            running,
+            series["waiting"],
+            series["kv_used"],
+            settings.max_num_seqs if busy else None,
+            float(time_s[pick]) if time_s.size else None,
+            title=f"The server over the run at {shown}: {done} ({roofs})",
+        ),
+        width="stretch",
+        theme=None,
+        key="load_series_chart",
+    )
+    if time_s.size:
+        batch = max(1, int(series["running"][pick]))
+        context = series["context"][pick]
+        context = max(1, int(round(context))) if context is not None and np.isfinite(context) else traffic.prompt_len
+        link = "/roofline?" + urlencode(
+            {"hw": hw.id, "llm": model.id, "llm_phase": "decode", "llm_batch": batch, "llm_seq": context}
+        )
+        report.markdown(
+            f"At {time_s[pick]:.2f} s (the dashed line): {batch} requests running, "
+            f"{int(series['waiting'][pick])} waiting, "
+            f"about {context:,} tokens cached per decoding request. "
+            f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one device)."
+        )
+
+
+def _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int) -> None:
+    """The page's devices ranked by the largest rate within the targets (``rank_capacity``)."""
+    pct = st.columns([1, 3])[0].selectbox(
+        "Targets met at percentile",
+        PERCENTILES,
+        index=PERCENTILES.index(90),
+        key="load_pct",
+        bind="query-params",
+        help="The capacity is the largest Poisson rate whose TTFT and TPOT at this percentile meet the targets.",
+    )
+    # One device at a time, so picking another device computes only that one.
+    found, why_not = [], {}
+    with st.spinner(f"Searching each device's largest rate within the p{pct} targets…"):
+        for hw in devices:
+            ranked, why = cached(
+                rank_capacity,
+                model,
+                [hw],
+                prompt,
+                output,
+                targets,
+                precision,
+                (tp,),
+                settings,
+                {hw.id: prices[hw.id]} if hw.id in prices else {},
+                int(pct),
+                SWEEP_REQUESTS,
+                seed,
+            )
+            found += ranked
+            why_not |= why
+    # rank_capacity's order: setups that meet the targets, the cheapest per token first, then the fastest.
+    found.sort(
+        key=lambda c: (
+            c.rate_per_s <= 0,
+            c.usd_per_million_output_tokens is None,
+            c.usd_per_million_output_tokens or 0.0,
+            -c.rate_per_s,
+        )
+    )
+    frame = pd.DataFrame(
+        [
+            {
+                "device": c.hardware,
+                "TP": c.tp,
+                "max requests/s": c.rate_per_s,
+                "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
+                f"p{c.percentile} TTFT": fmt_seconds(c.ttft_s) if c.ttft_s is not None else "",
+                f"p{c.percentile} TPOT": fmt_seconds(c.tpot_s) if c.tpot_s is not None else "",
+                "output tokens/s": round(c.output_tokens_per_s),
+                "$ per M output": c.usd_per_million_output_tokens,
+                "saturation requests/s": c.saturation_per_s,
+            }
+            for c in found
+        ]
+    )
+    heading = (
+        f"Capacity: the largest rate with p{pct} TTFT ≤ {fmt_seconds(targets.ttft_s)} and TPOT ≤ "
+        f"{fmt_seconds(targets.tpot_s)}"
+    )
+    report.markdown(f"**{heading}**")
+    report.table(
+        frame,
+        "",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "max requests/s": st.column_config.NumberColumn(format="%.2f"),
+            "saturation requests/s": st.column_config.NumberColumn(format="%.2f"),
+            "$ per M output": st.column_config.NumberColumn(format="$%.3f"),
+        },
+        placeholder="—",
+    )
+    for key, why in why_not.items():
+        st.caption(f"{key}: {why}")
+    report.caption(
+        f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
+        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill on; 'saturation': the targets still hold at "
+        "the server's full throughput. Cheapest per million output tokens first "
+        f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}`. "
+        f"Times rest on the page's roofs; {RESTS_ON}."
+    )

@@ -1,0 +1,166 @@
+"""The Serving page's "Under load (simulated)" section: its charts, its inputs in the URL, and
+the figures it draws."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.serving_load import decode_context
+from roofline.plots.serving_load import distribution_figure, latency_rate_figure, series_figure
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "views/serving_page.py")
+LOAD_CHARTS = ["load_rate_chart", "load_ttft_chart", "load_tpot_chart", "load_series_chart"]
+
+
+def serving(**params) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params["hw"] = params.pop("hw", ["h100-sxm", "a100-sxm-80gb"])
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def chart(at: AppTest, key: str) -> dict:
+    return json.loads(next(c for c in at.get("plotly_chart") if c.key == key).proto.spec)
+
+
+def values(array) -> np.ndarray:
+    """Plotly sends numpy arrays as base64 typed arrays; plain lists stay lists."""
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+    return np.asarray(array)
+
+
+def test_the_section_shows_its_charts_table_and_a_step_link():
+    at = serving()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    keys = [c.key for c in at.get("plotly_chart")]
+    assert keys[-4:] == LOAD_CHARTS
+    assert any(s.value == "Under load (simulated)" for s in at.subheader)
+
+    rate = chart(at, "load_rate_chart")
+    names = [t.get("name") for t in rate["data"]]
+    assert {"TTFT p50", "TTFT p90–p99", "TPOT p50", "TPOT p90–p99", "steady state at each run's mean batch"} <= set(
+        names
+    )
+    # The knee: a vertical line at the saturation rate, its label in log10 coordinates.
+    knee = next(a for a in rate["layout"]["annotations"] if "saturation" in a["text"])
+    saturation = float(knee["text"].split("saturation")[1].split("req/s")[0])
+    line = next(s for s in rate["layout"]["shapes"] if s.get("yref") == "paper" and s["line"].get("dash") == "solid")
+    assert line["x0"] == pytest.approx(saturation, rel=1e-2)
+    assert knee["x"] == pytest.approx(math.log10(line["x0"]))
+    # The targets (2 s and 50 ms, the page's defaults) as lines in data values.
+    assert {s["y0"] for s in rate["layout"]["shapes"] if s.get("xref") == "x domain"} == {2.0, 0.05}
+    assert "datasheet roofs; engine host work not modelled" in " ".join(m.value for m in at.markdown)
+
+    capacity = next(d.value for d in at.dataframe if "max requests/s" in d.value.columns)
+    assert set(capacity["device"]) == {"h100-sxm", "a100-sxm-80gb"}
+    assert capacity["$ per M output"].notna().all()
+
+    link = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
+    assert "/roofline?hw=h100-sxm&llm=llama-3.1-8b&llm_phase=decode&llm_batch=" in link and "&llm_seq=" in link
+
+
+def test_a_changed_input_reruns_the_section():
+    at = serving()
+    before = chart(at, "load_ttft_chart")["data"][0]
+    at.number_input(key="load_n").set_value(200).run()
+    assert not at.exception
+    after = chart(at, "load_ttft_chart")["data"][0]
+    assert values(after["x"]).size == 200 != values(before["x"]).size
+    at.radio(key="load_kind").set_value("concurrency").run()
+    assert not at.exception
+    at.number_input(key="load_conc").set_value(8).run()
+    assert not at.exception
+    series = chart(at, "load_series_chart")
+    assert values(series["data"][0]["y"]).max() <= 8  # never more running than clients
+    at.selectbox(key="load_pct").set_value(99).run()
+    assert not at.exception
+    assert any("p99 TTFT" in d.value.columns for d in at.dataframe)
+
+
+def test_a_bad_url_parameter_falls_back_with_a_warning():
+    at = serving(load_n="999999", load_kind="bogus", load_rate="-3", load_at="x")
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    for key in ("load_n", "load_kind", "load_rate", "load_at"):
+        assert f"`{key}`" in warnings
+    assert at.number_input(key="load_n").value == 500
+    assert at.radio(key="load_kind").value == "rate"
+    assert at.number_input(key="load_rate").value == 10.0
+    assert [c.key for c in at.get("plotly_chart")][-4:] == LOAD_CHARTS
+
+
+def test_the_url_sets_the_load():
+    at = serving(load_kind="concurrency", load_conc="16", load_n="300", load_seed="7", load_pct="50")
+    assert not at.exception and not at.warning
+    assert at.number_input(key="load_conc").value == 16
+    assert values(chart(at, "load_tpot_chart")["data"][0]["x"]).size == 300
+
+
+def test_decode_context_is_the_prompt_plus_the_outputs_so_far():
+    # One request: prompt 100, 11 outputs, first token at 1 s, last at 3 s: at 2 s it has
+    # made 1 + 10 x 0.5 = 6 tokens. Another decodes from 2.5 s only.
+    run = SimpleNamespace(
+        first_token_s=np.array([1.0, 2.5]),
+        finish_s=np.array([3.0, 4.0]),
+        prompt_tokens=np.array([100, 50]),
+        output_tokens=np.array([11, 3]),
+    )
+    got = decode_context(run, np.array([0.5, 2.0, 2.5]))
+    assert np.isnan(got[0])
+    assert got[1] == pytest.approx(106.0)
+    assert got[2] == pytest.approx((100 + 1 + 10 * 0.75 + 50 + 1) / 2)
+
+
+def test_the_rate_figure_marks_the_knee_on_log_axes():
+    rates = np.geomspace(1, 60, 5)
+    p = {m: {q: np.linspace(0.01, 1, 5) * q / 50 for q in (50, 90, 99)} for m in ("ttft_s", "tpot_s")}
+    fig = latency_rate_figure(rates, p, 30.0, {"ttft_s": 2.0, "tpot_s": None}, chosen_rate_per_s=10.0)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
+    labels = {a.text.strip(): a for a in fig.layout.annotations}
+    assert labels["saturation 30 req/s"].x == pytest.approx(math.log10(30))
+    assert labels["this run 10 req/s"].x == pytest.approx(1.0)
+    assert labels["saturation 30 req/s"].xanchor == "right"  # in the right half: its label to its left
+    assert labels["TTFT target 2 s"].y == pytest.approx(math.log10(2.0))
+    assert not any("TPOT target" in t for t in labels)
+    band = next(t for t in fig.data if t.name == "TTFT p90–p99")
+    assert band.fill == "tonexty" and list(band.y) == pytest.approx(list(p["ttft_s"][90]))
+    assert fig.layout.xaxis.range[1] < math.log10(60) + 0.1  # no stretch to 1e297 from a label
+
+
+def test_the_distribution_marks_percentiles_target_and_reference():
+    values = np.array([0.01, 0.02, 0.03, 0.04, np.nan])
+    fig = distribution_figure(values, "TPOT", "#009E73", 0.05, 0.015, "steady state, batch 4")
+    ecdf, marks = fig.data
+    assert list(ecdf.x) == [0.01, 0.02, 0.03, 0.04] and list(ecdf.y) == [0.25, 0.5, 0.75, 1.0]
+    assert list(marks.x) == pytest.approx(list(np.percentile([0.01, 0.02, 0.03, 0.04], [50, 90, 99])))
+    xs = sorted(s.x0 for s in fig.layout.shapes)
+    assert xs == [0.015, 0.05]
+    lo, hi = fig.layout.xaxis.range
+    assert lo < math.log10(0.01) and hi > math.log10(0.05)
+
+
+def test_the_series_shows_the_batch_cap_only_when_reached():
+    t = np.linspace(0, 10, 11)
+    fig = series_figure(t, np.full(11, 200), np.zeros(11), np.full(11, 0.5), 256, 5.0)
+    assert fig.layout.yaxis.range[1] >= 256
+    assert any("max_num_seqs 256" in a.text for a in fig.layout.annotations)
+    assert list(fig.data[2].y) == pytest.approx([50.0] * 11)  # KV use in percent
+
+
+@pytest.mark.parametrize("raw", ["inf", "nan", "1e400", "9" * 500, ""])
+def test_hostile_url_values_fall_back_without_a_traceback(raw):
+    keys = ("load_kind", "load_rate", "load_conc", "load_n", "load_seed", "load_pct", "load_at")
+    at = serving(**{key: raw for key in keys})
+    assert not at.exception, [e.message for e in at.exception]
+    assert [c.key for c in at.get("plotly_chart")][-4:] == LOAD_CHARTS
