@@ -209,9 +209,9 @@ def _vllm_point(data: dict, path: str, index: int, total: int) -> MeasuredRun:
     if not completed:
         raise MeasuredError(f"{_where(path, 'completed')}: no request completed, nothing to compare")
     rate_value, rate_where = _get(data, path, "request_rate")
-    rate = None if rate_value in (None, "inf") else _number(data, path, "request_rate")
-    if rate_value is not None and rate is None and rate_value != "inf":
+    if isinstance(rate_value, str) and rate_value != "inf":
         raise MeasuredError(f"{rate_where}: expected a number or 'inf', got {_shown(rate_value)}")
+    rate = None if rate_value == "inf" else _number(data, path, "request_rate")
     max_concurrency = _count(data, path, "max_concurrency")
     burstiness = _number(data, path, "burstiness") or 1.0
     notes = []
@@ -255,10 +255,10 @@ def _ratio(total: float | None, count: int) -> float | None:
 
 
 def _is_guidellm(data: object) -> bool:
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list) or not data["benchmarks"]:
-        return False
-    first = data["benchmarks"][0]
-    return isinstance(first, dict) and isinstance(first.get("metrics"), dict)
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    return isinstance(benches, list) and any(
+        isinstance(b, dict) and isinstance(b.get("metrics"), dict) for b in benches
+    )
 
 
 def _guidellm_summary(metrics: dict, path: str, name: str, scale: float) -> dict[str, float | None]:
