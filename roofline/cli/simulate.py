@@ -44,7 +44,9 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.serving.simulation.metrics import Targets
 
     if not args.hardware or len(args.hardware) != 1:
-        raise CliError("--rate, --concurrency, --trace and --measured simulate one device setup: give one --hardware")
+        raise CliError(
+            "--rate, --concurrency, --trace and --measured simulate one device setup: give exactly one --hardware"
+        )
     if args.tp and len(args.tp) != 1:
         raise CliError("--rate, --concurrency, --trace and --measured simulate one TP degree: give at most one --tp")
     if args.requests > MAX_SIMULATED_REQUESTS:
