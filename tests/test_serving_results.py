@@ -130,6 +130,7 @@ HOSTILE = [
     (_vllm_with(mean_ttft_ms="fast"), r"mean_ttft_ms: expected a non-negative number, got 'fast'"),
     (_vllm_with(p99_tpot_ms=True), "p99_tpot_ms: expected a non-negative number"),
     (_vllm_with(mean_itl_ms=-1.0), "mean_itl_ms: expected a non-negative number"),
+    (_vllm_with(mean_e2el_ms=10**400), "mean_e2el_ms: expected a non-negative number"),
     (_vllm_with(completed=0), "completed: no request completed"),
     (_vllm_with(completed=2.5), "completed: expected a whole number"),
     (_vllm_with(request_rate="fast"), "request_rate: expected a number or 'inf'"),
@@ -262,3 +263,7 @@ def test_serve_measured_refuses_a_bad_file(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _cli(SERVE + ["--measured", str(VLLM), "--rate", "3"], capsys)
     assert "not allowed with argument" in capsys.readouterr().err
+    long_prompts = tmp_path / "long.json"
+    long_prompts.write_text(VLLM.read_text().replace('"total_input_tokens": 102400', '"total_input_tokens": 40000000'))
+    code, out, err = _cli(SERVE + ["--measured", str(long_prompts)], capsys)
+    assert code == 2 and "4 requests/s (Poisson): prompt + output" in err and "maximum context" in err

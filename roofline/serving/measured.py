@@ -51,6 +51,7 @@ from roofline.datafiles import MAX_NESTING, _depth, read_regular_file, shown_pat
 
 MAX_MEASURED_BYTES = 16 * 2**20
 MAX_POINTS = 1000
+MAX_VALUE = 1e15  # above any latency in ms, rate, length or count a benchmark records
 METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")  # the simulation summary's keys
 STATS = ("mean", "p50", "p90", "p99")
 FORMATS = {
@@ -134,7 +135,8 @@ def _number(obj: object, path: str, *keys: str | int, required: bool = False) ->
         if required:
             raise MeasuredError(f"{where}: missing")
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 <= value <= MAX_VALUE or not math.isfinite(value):
         raise MeasuredError(f"{where}: expected a non-negative number, got {_shown(value)}")
     return float(value)
 
@@ -527,9 +529,13 @@ def simulator(model, hw, precision=None, tp: int = 1, settings=None, chunked_pre
     shared = {}
 
     def simulate_fn(run: MeasuredRun) -> dict[str, object]:
-        sim = simulate_serving(
-            model, hw, requests_for(run, seed), precision, tp, settings, chunked_prefill, shared.get("times")
-        )
+        try:
+            requests = requests_for(run, seed)
+            sim = simulate_serving(model, hw, requests, precision, tp, settings, chunked_prefill, shared.get("times"))
+        except MeasuredError:
+            raise
+        except ValueError as exc:
+            raise MeasuredError(f"{run.label or 'the measured point'}: {exc}") from None
         shared["times"] = sim.times
         return summary(sim.run)
 
