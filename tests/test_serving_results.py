@@ -84,6 +84,18 @@ def test_guidellm_report_sweep():
     assert (poisson.model, poisson.backend) == ("meta-llama/Llama-3.1-8B-Instruct", "openai_http")
 
 
+def test_guidellm_0_3_report_layout():
+    data = json.loads(GUIDELLM.read_text())
+    for bench in data["benchmarks"]:
+        config = bench.pop("config")
+        bench["args"] = {"strategy": config["strategy"], "strategy_index": 0}
+        bench["worker"] = {"backend_type": "openai_http", "backend_model": "old/model"}
+        bench["request_totals"] = bench["metrics"].pop("request_totals")
+    sync, poisson = parse_measured(json.dumps(data))
+    assert (sync.concurrency, poisson.rate_per_s, poisson.requests) == (1, 5.0, 150)
+    assert (poisson.model, poisson.backend) == ("old/model", "openai_http")
+
+
 def test_aiperf_profile_export():
     (run,) = read_measured(AIPERF)
     # the profiling phase, not the warmup

@@ -19,11 +19,14 @@ Formats, each read from the package's own source:
   ``benchmarks[i]``, one per strategy of the sweep, with ``config.strategy`` (``type_``:
   synchronous, concurrent with ``streams``, throughput, constant or poisson with ``rate``),
   ``config.backend`` (``kind``, ``model``) and ``metrics.<name>.successful`` summaries
-  (``mean``, ``median``, ``percentiles.p50/p90/p99``). Its ``inter_token_latency_ms`` is each
-  request's (last token - first token) / (output tokens - 1), vLLM's TPOT, weighted by the
-  request's output tokens: it is read as TPOT (the same when outputs are of equal length). Its
-  ``time_per_output_token_ms`` counts the first token in (end-to-end / output tokens), which no
-  other tool reports, and is left out; ``request_latency`` is in seconds.
+  (``mean``, ``median``, ``percentiles.p50/p90/p99``). Reports of guidellm 0.3 (0.3.1,
+  ``guidellm/benchmark/benchmark.py``) keep the strategy in ``args.strategy``, the request
+  totals beside ``metrics`` and the model in ``worker.backend_model``; both are read.
+  ``inter_token_latency_ms`` is each request's (last token - first token) / (output tokens - 1),
+  vLLM's TPOT, weighted by the request's output tokens: it is read as TPOT (the same when
+  outputs are of equal length). ``time_per_output_token_ms`` divides by all output tokens (the
+  first one's wait counted in since 0.4), which no other tool reports, and is left out.
+  ``request_latency`` is in seconds.
 - aiperf's ``profile_export_aiperf.json`` (aiperf 0.13.0, ``aiperf/common/models/
   export_models.py`` ``JsonExportData`` and ``JsonMetricResult``, metric definitions in
   ``aiperf/metrics/types/``), whose metric shape is genai-perf's ``profile_export_genai_perf.json``:
@@ -285,9 +288,12 @@ def _guidellm_point(bench: object, path: str, index: int, total: int) -> Measure
         strategy, spath = _get(bench, path, "args", "strategy")
     kind = _text(strategy, spath, "type_")
     metrics, mpath = _get(bench, path, "metrics")
-    completed = _count(metrics, mpath, "request_totals", "successful")
+    totals = (metrics, mpath) if isinstance(metrics, dict) and "request_totals" in metrics else (bench, path)
+    completed = _count(*totals, "request_totals", "successful")  # in the benchmark before guidellm 0.4
     if not completed:
-        raise MeasuredError(f"{_where(mpath, 'request_totals.successful')}: no request completed, nothing to compare")
+        raise MeasuredError(
+            f"{_where(totals[1], 'request_totals.successful')}: no request completed, nothing to compare"
+        )
     notes = []
     rate = concurrency = None
     if kind == "synchronous":
@@ -310,6 +316,7 @@ def _guidellm_point(bench: object, path: str, index: int, total: int) -> Measure
         )
     notes.append("inter_token_latency_ms read as TPOT; time_per_output_token_ms (includes the first token) left out")
     backend, bpath = _get(bench, path, "config", "backend")
+    worker, wpath = _get(bench, path, "worker")  # before guidellm 0.4
     return _run(
         "guidellm",
         index,
@@ -330,8 +337,8 @@ def _guidellm_point(bench: object, path: str, index: int, total: int) -> Measure
         ),
         request_throughput_per_s=_number(metrics, mpath, "requests_per_second", "successful", "mean"),
         output_throughput_tokens_per_s=_number(metrics, mpath, "output_tokens_per_second", "successful", "mean"),
-        model=_text(backend, bpath, "model"),
-        backend=_text(backend, bpath, "kind") or _text(backend, bpath, "type_"),
+        model=_text(backend, bpath, "model") or _text(worker, wpath, "backend_model"),
+        backend=_text(backend, bpath, "kind") or _text(worker, wpath, "backend_type"),
         notes=tuple(notes),
     )
 
