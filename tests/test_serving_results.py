@@ -16,6 +16,7 @@ from roofline.serving.measured import (
     MeasuredError,
     MeasuredRun,
     compare,
+    curve,
     parse_measured,
     read_measured,
     requests_for,
@@ -242,6 +243,17 @@ def test_compare_with_the_simulation_gives_finite_ratios():
     # the synchronous point: one request at a time, so no queueing and TTFT near its p50
     ttft = {r["stat"]: r["predicted"] for r in results[0]["latency"] if r["metric"] == "ttft_s"}
     assert ttft["p99"] == pytest.approx(ttft["p50"], rel=0.05)
+
+
+def test_curve_orders_the_points_by_load():
+    runs = read_measured(VLLM_APPEND) + read_measured(VLLM)  # 16 clients, 10 and 4 requests/s
+    results = compare(runs, lambda run: {"ttft_s": {"p99": 0.1}})
+    rows = curve(results, "ttft_s", "p99")
+    assert [(r["load"], r["load_unit"]) for r in rows] == [(4.0, "requests/s"), (10.0, "requests/s"), (16, "clients")]
+    assert rows[0]["measured"] == pytest.approx(0.0482) and rows[0]["ratio"] == pytest.approx(0.1 / 0.0482)
+    assert [r["measured"] for r in curve(results, "ttft_s", "p90")] == [pytest.approx(0.0318), None, None]
+    with pytest.raises(ValueError, match="expected a metric"):
+        curve(results, "goodput", "p99")
 
 
 def _cli(argv: list[str], capsys) -> tuple[int, str, str]:

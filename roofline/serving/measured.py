@@ -584,3 +584,27 @@ def compare(
             }
         )
     return out
+
+
+def curve(comparisons: list[dict[str, object]], metric: str, stat: str) -> list[dict[str, object]]:
+    """One metric and statistic of ``compare``'s points in order of load, open-loop points (by
+    requests per second) before closed-loop ones (by clients): the measured points a rate or
+    concurrency curve draws beside the predicted ones."""
+    if metric not in METRICS or stat not in STATS:
+        raise ValueError(f"curve: expected a metric in {METRICS} and a statistic in {STATS}, got {metric!r}, {stat!r}")
+    rows = []
+    for point in comparisons:
+        m = point["measured"]
+        row = next(r for r in point["latency"] if (r["metric"], r["stat"]) == (metric, stat))
+        closed = m["arrival"] == "concurrency"
+        rows.append(
+            {
+                "point": point["point"],
+                "load": m["concurrency"] if closed else m["rate_per_s"],
+                "load_unit": "clients" if closed else "requests/s",
+                "measured": row["measured"],
+                "predicted": row["predicted"],
+                "ratio": row["ratio"],
+            }
+        )
+    return sorted(rows, key=lambda r: (r["load_unit"] == "clients", r["load"]))
