@@ -19,6 +19,12 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--rate", type=non_negative_float, default=None, help="open loop: requests per second")
     which.add_argument("--concurrency", type=positive_int, default=None, help="closed loop: this many clients")
     which.add_argument("--trace", default=None, metavar="FILE", help="a JSONL trace of arrivals and lengths")
+    which.add_argument(
+        "--measured",
+        default=None,
+        metavar="FILE",
+        help="a vllm bench serve, GuideLLM or aiperf result file: simulate each of its points, show measured beside",
+    )
     group.add_argument("--requests", type=positive_int, default=1000, help="requests to send (default 1000)")
     group.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths")
     group.add_argument(
@@ -36,7 +42,7 @@ def add_load(parser: argparse.ArgumentParser) -> None:
 
 
 def wants_simulation(args: argparse.Namespace) -> bool:
-    return args.rate is not None or args.concurrency is not None or args.trace is not None or args.capacity
+    return args.capacity or any(getattr(args, k) is not None for k in ("rate", "concurrency", "trace", "measured"))
 
 
 def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, float]) -> None:
@@ -107,15 +113,19 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         prices = {k: v.usd_per_hour for k, v in load_prices().items()}
         return cmd_capacity(args, emit, devices, prices)
     if not args.hardware or len(args.hardware) != 1:
-        raise CliError("--rate, --concurrency and --trace simulate one device setup: give exactly one --hardware")
+        raise CliError(
+            "--rate, --concurrency, --trace and --measured simulate one device setup: give exactly one --hardware"
+        )
     if args.tp and len(args.tp) != 1:
-        raise CliError("--rate, --concurrency and --trace simulate one TP degree: give at most one --tp")
+        raise CliError("--rate, --concurrency, --trace and --measured simulate one TP degree: give at most one --tp")
     if args.requests > MAX_SIMULATED_REQUESTS:
         raise CliError(f"--requests: at most {MAX_SIMULATED_REQUESTS:,}, got {args.requests:,}")
     if not 0 <= args.seed < 2**62:
         raise CliError(f"--seed: expected an integer in [0, 2^62), got {args.seed}")
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware[0], args.hardware_dir)
+    if args.measured is not None:
+        return cmd_measured(args, model, hw, emit)
     if args.trace is not None:
         requests = read_trace(args.trace, MAX_SIMULATED_REQUESTS)
         load = {"kind": "trace", "file": args.trace}
@@ -176,4 +186,65 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         f"{d['peak_kv_used']:.0%} of {d['engine']['kv_tokens']:,} tokens, {d['preemptions']:,} preemptions, "
         f"{d['rejected']:,} rejected (larger than the cache)"
     )
+    return "\n".join(lines)
+
+
+def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
+    """Each point of a measured result file simulated at its load, measured beside predicted."""
+    from roofline.serving.measured import compare, read_measured, simulator
+
+    runs = read_measured(args.measured)
+    simulated = sum(min(r.requests or args.requests, MAX_SIMULATED_REQUESTS) for r in runs)
+    if simulated > 4 * MAX_SIMULATED_REQUESTS:
+        raise CliError(
+            f"--measured: {simulated:,} requests over {len(runs)} points; at most {4 * MAX_SIMULATED_REQUESTS:,}"
+        )
+    tp = args.tp[0] if args.tp else 1
+    simulate_fn = simulator(
+        model, hw, precision_from_args(args), tp, settings_from_args(args), not args.no_chunked_prefill, args.seed
+    )
+    data = {
+        "model": model.id,
+        "hardware": hw.id,
+        "tp": tp,
+        "file": str(args.measured),
+        "format": runs[0].format,
+        "fitted": False,
+        "ratio": "predicted / measured",
+        "points": compare(runs, simulate_fn),
+    }
+    emit(args, data, lambda: render_measured(data, model.name, hw.name))
+
+
+def render_measured(d: dict, model_name: str, hw_name: str) -> str:
+    lines = [
+        f"{model_name} on {d['tp']} x {hw_name} predicted beside {d['file']} ({d['format']}); "
+        "ratio = predicted / measured, nothing fitted"
+    ]
+    labels = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "end-to-end"}
+    for point in d["points"]:
+        m = point["measured"]
+        where = " ".join(x for x in (m["model"], m["backend"] and f"({m['backend']})") if x)
+        lines += [
+            "",
+            f"{point['point']}: {m['requests'] or '?'} requests, prompt {m['prompt_tokens_mean'] or 0:,.0f} / "
+            f"output {m['output_tokens_mean'] or 0:,.0f} tokens on average{', measured on ' + where if where else ''}",
+            "                    measured  predicted     ratio",
+        ]
+        for row in point["latency"]:
+            if row["measured"] is None:
+                continue
+            cells = [fmt_seconds(v) if v is not None else "—" for v in (row["measured"], row["predicted"])]
+            ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else "—"
+            lines.append(f"  {labels[row['metric']]:<10} {row['stat']:<5} {cells[0]:>9} {cells[1]:>10} {ratio:>9}")
+        for row in point["throughput"]:
+            unit = "requests/s" if row["metric"] == "request_throughput_per_s" else "tokens/s"
+            if row["measured"] is not None:
+                predicted = f"{row['predicted']:,.1f}" if row["predicted"] is not None else "—"
+                ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else "—"
+                lines.append(f"  {unit:<16} {row['measured']:>9,.1f} {predicted:>10} {ratio:>9}")
+        if m["missing"]:
+            lines.append(f"  not in the file: {', '.join(m['missing'])}")
+        for note in m["notes"]:
+            lines.append(f"  note: {note}")
     return "\n".join(lines)
