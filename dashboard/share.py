@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from roofline.plots.style import label_log_ticks
 from roofline.report import Chart, Metric, Section, Table, html_report, strip_tags
 
 
@@ -58,7 +59,7 @@ def chart_title(fig: go.Figure) -> str:
 
 def show_chart(fig: go.Figure, **kwargs) -> str:
     """A chart with its title above it as wrapping text; returns the title."""
-    title = chart_title(fig)
+    title = chart_title(label_log_ticks(fig))
     if title:
         st.markdown(f"**{md_escape(title)}**")
     st.plotly_chart(fig, **kwargs)

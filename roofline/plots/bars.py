@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from roofline.engine import REGIME_LABELS, REGIMES
-from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, REGIME_COLORS, style_figure
+from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, REGIME_COLORS, label_log_ticks, style_figure
 
 
 def grouped_bar_figure(
@@ -39,7 +39,7 @@ def grouped_bar_figure(
         )
     style_figure(fig, height, "bars", title, barmode="group")
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
-    return fig
+    return label_log_ticks(fig)
 
 
 def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210) -> go.Figure:

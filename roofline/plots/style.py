@@ -90,6 +90,24 @@ pio.templates["roofline"] = go.layout.Template(
 pio.templates.default = "roofline"
 
 
+# Full values on every log-axis tick label (0.5, 2, 5,000; no exponent): without a tick format
+# Plotly labels the ticks between decades with their bare leading digit, so "5" under 1 means 0.5.
+LOG_TICKFORMAT = ",~r"
+
+
+def label_log_ticks(fig: go.Figure) -> go.Figure:
+    """Give every log axis of the figure full-value tick labels (and returns the figure). Shared
+    by every chart: the pages show figures through one function, which calls this last, so an
+    axis made log after the figure was styled is labelled too."""
+    for name in fig.layout:
+        if not name.startswith(("xaxis", "yaxis")):
+            continue
+        axis = fig.layout[name]
+        if axis.type == "log" and not axis.tickformat:
+            axis.tickformat = LOG_TICKFORMAT
+    return fig
+
+
 def log_axes(fig: go.Figure, x_title: str, y_title: str) -> None:
     for update, title in ((fig.update_xaxes, x_title), (fig.update_yaxes, y_title)):
         update(
@@ -101,6 +119,7 @@ def log_axes(fig: go.Figure, x_title: str, y_title: str) -> None:
             linecolor="#444444",
             mirror=True,
             ticks="outside",
+            tickformat=LOG_TICKFORMAT,
         )
 
 
@@ -134,6 +153,7 @@ def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **
     )
     if overrides:
         fig.update_layout(**overrides)
+    label_log_ticks(fig)
 
 
 def sig(value: float) -> str:

@@ -1,0 +1,52 @@
+"""Pages that must not mislead at a glance: every figure reads as what it is, on a desktop and a phone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def page(path: str, **params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / path), default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+@pytest.mark.parametrize(
+    "view",
+    ["views/roofline_page.py", "views/kv_page.py", "views/hardware_page.py", "views/llm_page.py"],
+)
+def test_every_log_axis_labels_its_ticks_with_full_values(view):
+    # Without a tick format Plotly labels the ticks between decades with a bare digit ("5" for 0.5).
+    at = page(view)
+    assert not at.exception
+    log_axes = [
+        axis
+        for fig in figures(at)
+        for name, axis in fig["layout"].items()
+        if name.startswith(("xaxis", "yaxis")) and axis.get("type") == "log"
+    ]
+    assert log_axes
+    assert all(axis.get("tickformat") for axis in log_axes)
+
+
+def test_log_ticks_are_labelled_on_an_axis_made_log_after_styling():
+    import plotly.graph_objects as go
+
+    from roofline.plots.style import label_log_ticks, style_figure
+
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[0.3, 0.7]))
+    style_figure(fig, 300, "t")
+    fig.update_yaxes(type="log")
+    assert label_log_ticks(fig).layout.yaxis.tickformat == ",~r"
+    assert fig.layout.xaxis.tickformat is None  # linear axes keep Plotly's own labels
