@@ -50,3 +50,28 @@ def test_log_ticks_are_labelled_on_an_axis_made_log_after_styling():
     fig.update_yaxes(type="log")
     assert label_log_ticks(fig).layout.yaxis.tickformat == ",~r"
     assert fig.layout.xaxis.tickformat is None  # linear axes keep Plotly's own labels
+
+
+def test_kv_page_headline_describes_a_device_that_fits_and_the_shade_spares_its_curve():
+    import math
+
+    import numpy as np
+
+    from tests.test_pages import decode
+
+    at = page("views/kv_page.py", model="llama-3.1-70b", hw=["h100-sxm", "mi300x"])
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert "KV budget (mi300x)" in metrics and metrics["KV budget (mi300x)"] != "0 B"
+    assert metrics["Max batch at 8,192"] != "0"
+    fig = figures(at)[0]
+    names = [t["name"] for t in fig["data"]]
+    assert names[0].startswith("NVIDIA H100") and "not one sequence fits" in names[0]
+    mi300x = decode(fig["data"][1]["y"])
+    assert np.isfinite(mi300x).any()
+    # No shade lies over the contexts where the MI300X holds a sequence.
+    last_fit = float(decode(fig["data"][1]["x"])[np.isfinite(mi300x)].max())
+    assert all(s["x0"] > last_fit for s in fig["layout"]["shapes"] if s["type"] == "rect")
+    # The axis ends a little past the model's 131,072-token maximum, not at 1.4M.
+    lo, hi = fig["layout"]["xaxis"]["range"]
+    assert 131_072 < 10**hi < 1.5 * 131_072
