@@ -75,3 +75,17 @@ def test_kv_page_headline_describes_a_device_that_fits_and_the_shade_spares_its_
     # The axis ends a little past the model's 131,072-token maximum, not at 1.4M.
     lo, hi = fig["layout"]["xaxis"]["range"]
     assert 131_072 < 10**hi < 1.5 * 131_072
+
+
+def test_roofline_page_calls_its_predictions_ideal_bounds_never_achieved():
+    at = page("views/roofline_page.py")
+    assert not at.exception
+    columns = list(at.dataframe[0].value.columns)
+    assert "attainable (ideal bound) TFLOP/s" in columns
+    assert not any("achieved" in c for c in columns)
+    hovers = " ".join(
+        str(t.get("text", "")) + str(t.get("hovertext", "")) + str(t.get("customdata", ""))
+        for fig in figures(at)
+        for t in fig["data"]
+    )
+    assert "attainable (ideal bound)" in hovers and "achieved" not in hovers
