@@ -53,7 +53,6 @@ def test_log_ticks_are_labelled_on_an_axis_made_log_after_styling():
 
 
 def test_kv_page_headline_describes_a_device_that_fits_and_the_shade_spares_its_curve():
-    import math
 
     import numpy as np
 
@@ -89,3 +88,31 @@ def test_roofline_page_calls_its_predictions_ideal_bounds_never_achieved():
         for t in fig["data"]
     )
     assert "attainable (ideal bound)" in hovers and "achieved" not in hovers
+
+
+def test_op_table_columns_are_as_wide_as_their_values_after_a_widget_changes():
+    # The browser keeps a table's column widths across reruns unless the page sets them: a value
+    # that grew a digit was shown without its leading digits ("92,581.21" for 492,581.21).
+    from dashboard.share import CELL_PAD_PX, CHAR_PX
+
+    def gflop_width(at: AppTest) -> int:
+        return json.loads(at.dataframe[-1].proto.columns)["GFLOP"]["width"]
+
+    at = page("views/llm_page.py")
+    small = gflop_width(at)
+    at.number_input(key="batch").set_value(1000).run()
+    assert not at.exception
+    widest = f"{at.dataframe[-1].value['GFLOP'].max():,.2f}"
+    assert len(widest) > 8 and gflop_width(at) >= CHAR_PX * len(widest) + CELL_PAD_PX > small
+
+
+def test_column_widths_follow_the_format_as_shown():
+    import pandas as pd
+
+    from dashboard.share import CELL_PAD_PX, CHAR_PX, column_widths
+
+    frame = pd.DataFrame({"GFLOP": [1.5, 492_581.21], "share": [5.0, 95.0], "odd": [1.0, 2.0]})
+    widths = column_widths(frame, {"GFLOP": "%,.2f", "share": "%.1f%%", "odd": "compact"})
+    assert widths["GFLOP"] == CHAR_PX * len("492,581.21") + CELL_PAD_PX
+    assert widths["share"] == CHAR_PX * len("share") + CELL_PAD_PX  # "95.0%" is narrower than the header
+    assert "odd" not in widths

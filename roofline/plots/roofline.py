@@ -269,6 +269,7 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
     share = table.time_s / total_time_s if total_time_s > 0 else np.zeros(len(rows))
     sizes = 7.0 + 38.0 * np.sqrt(share)
     hover = []
+    rate_name = rate_label(table.ceilings)
     for r, s in zip(rows, share):
         roof = table.ceilings.attainable_flops_per_s(r["intensity"] or 0.0, _roof_dtype(table.ceilings, r["dtype"]))
         extra = [
@@ -281,7 +282,14 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
             extra.append(f"sent over links: {fmt_bytes(r['comm_bytes'])}")
         hover.append(
             point_hover(
-                r["name"], r["flops"], r["bytes"] or 1.0, r["time_s"], r["bound"], float(roof), extra, rate_label(table.ceilings)
+                r["name"],
+                r["flops"],
+                r["bytes"] or 1.0,
+                r["time_s"],
+                r["bound"],
+                float(roof),
+                extra,
+                rate_label(table.ceilings),
             )
         )
     return PointSeries(
