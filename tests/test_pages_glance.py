@@ -116,3 +116,15 @@ def test_column_widths_follow_the_format_as_shown():
     assert widths["GFLOP"] == CHAR_PX * len("492,581.21") + CELL_PAD_PX
     assert widths["share"] == CHAR_PX * len("share") + CELL_PAD_PX  # "95.0%" is narrower than the header
     assert "odd" not in widths
+
+
+@pytest.mark.parametrize(("objective", "key_figure"), [("latency", "time"), ("throughput", "tokens/s")])
+def test_advisor_table_leads_with_the_device_and_its_key_figure(objective, key_figure):
+    # A phone shows about two columns: they must be the device and what it is ranked by.
+    at = page("views/advisor_page.py", objective=objective)
+    assert not at.exception
+    table = at.dataframe[0]
+    assert list(table.value.columns[:2]) == ["device", key_figure]
+    config = json.loads(table.proto.columns)["device"]
+    assert config["pinned"] is True
+    assert config["width"] >= 8 * max(len(d) for d in table.value["device"])
