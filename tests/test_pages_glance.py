@@ -128,3 +128,31 @@ def test_advisor_table_leads_with_the_device_and_its_key_figure(objective, key_f
     config = json.loads(table.proto.columns)["device"]
     assert config["pinned"] is True
     assert config["width"] >= 8 * max(len(d) for d in table.value["device"])
+
+
+def test_hardware_page_use_this_device_adds_it_to_the_comparison():
+    at = page("views/hardware_page.py")
+    at.text_input[0].set_value("my-fast-h100")
+    at.number_input(key="cd_bf16").set_value(1500.0)
+    at.button[0].click().run()  # the form's "Use this device"
+    assert not at.exception and not at.error
+    assert "my-fast-h100" in at.multiselect(key="compare").value
+    assert any(t["name"].startswith("My NVIDIA H100") for t in figures(at)[0]["data"])
+
+
+def test_hardware_page_memory_chart_gives_each_unit_its_own_axis():
+    at = page("views/hardware_page.py")
+    layout = figures(at)[1]["layout"]
+    titles = {layout[a]["title"]["text"] for a in ("yaxis", "yaxis2")}
+    assert titles == {"TB/s (10¹² B/s)", "GB (10⁹ B, nominal)"}
+    peak_categories = [str(t["x"]) for t in figures(at)[0]["data"]]
+    assert "int8 (TOPS)" in peak_categories[0]
+
+
+def test_with_device_replaces_the_superseded_custom_device_and_keeps_the_cap():
+    from dashboard.hardware_view import with_device
+    from roofline.plots.style import MAX_COMPARED
+
+    assert with_device(["h100-sxm", "my-old"], "my-new", "my-old") == ["h100-sxm", "my-new"]
+    full = [f"d{i}" for i in range(MAX_COMPARED)]
+    assert with_device(full, "mine")[-1] == "mine" and len(with_device(full, "mine")) == MAX_COMPARED

@@ -114,3 +114,34 @@ def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> g
     style_figure(fig, height, "memory")
     fig.update_layout(legend=dict(traceorder="normal"))
     return fig
+
+
+def memory_compare_figure(
+    names: Sequence[str], bandwidth_tbps: Sequence[float], capacity_gb: Sequence[float], height: int = 420
+) -> go.Figure:
+    """Memory bandwidth and capacity per device, side by side: two panels, each with its own axis
+    and unit (on one axis, capacity had to be scaled to read as "100 GB" beside TB/s)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["bandwidth", "capacity"], horizontal_spacing=0.14)
+    for i, name in enumerate(names):
+        color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
+        for col, values, unit, fmt in ((1, bandwidth_tbps, "TB/s", ",.2f"), (2, capacity_gb, "GB", ",.0f")):
+            fig.add_trace(
+                go.Bar(
+                    x=[name],
+                    y=[values[i]],
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker_color=color,
+                    hovertemplate=f"<b>{name}</b><br>%{{y:{fmt}}} {unit}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(title_text="TB/s (10¹² B/s)", row=1, col=1, gridcolor="#E5E5E5", rangemode="tozero")
+    fig.update_yaxes(title_text="GB (10⁹ B, nominal)", row=1, col=2, gridcolor="#E5E5E5", rangemode="tozero")
+    style_figure(fig, height, "memory_compare", margin=dict(l=60, r=10, t=40, b=20))
+    return fig
