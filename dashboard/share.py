@@ -90,6 +90,8 @@ def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int
     no ellipsis ("92,581.21" for 492,581.21). A width set from the data follows the data."""
     out = {}
     for col, fmt in formats.items():
+        if col not in frame.columns:  # a page may configure a column it shows only sometimes
+            continue
         values = pd.to_numeric(frame[col], errors="coerce").astype(float)
         finite = values[np.isfinite(values)]
         texts = [_rendered(v, fmt) for v in finite]

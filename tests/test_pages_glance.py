@@ -116,6 +116,7 @@ def test_column_widths_follow_the_format_as_shown():
     assert widths["GFLOP"] == CHAR_PX * len("492,581.21") + CELL_PAD_PX
     assert widths["share"] == CHAR_PX * len("share") + CELL_PAD_PX  # "95.0%" is narrower than the header
     assert "odd" not in widths
+    assert "absent" not in column_widths(frame, {"absent": "%d"})
 
 
 @pytest.mark.parametrize(("objective", "key_figure"), [("latency", "time"), ("throughput", "tokens/s")])
