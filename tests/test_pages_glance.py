@@ -49,7 +49,11 @@ def test_log_ticks_are_labelled_on_an_axis_made_log_after_styling():
     style_figure(fig, 300, "t")
     fig.update_yaxes(type="log")
     assert label_log_ticks(fig).layout.yaxis.tickformat == ",~r"
+    assert fig.layout.yaxis.dtick == "D2"  # a short span: 0.2, 0.5, 1, with full values
     assert fig.layout.xaxis.tickformat is None  # linear axes keep Plotly's own labels
+    wide = go.Figure(go.Scatter(x=[1, 2], y=[1e-3, 1e4]))
+    wide.update_yaxes(type="log")
+    assert label_log_ticks(wide).layout.yaxis.dtick == 1  # seven decades: decades only
 
 
 def test_kv_page_headline_describes_a_device_that_fits_and_the_shade_spares_its_curve():

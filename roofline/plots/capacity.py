@@ -62,12 +62,15 @@ def capacity_figure(
             line_width=0,
             layer="below",
         )
+        # Written inside the shade; where the shade is narrow, ending at the model's maximum,
+        # under its label and above the curves' last points.
+        near_end = math.log10(max_context / start) < 0.6
         fig.add_annotation(
-            x=math.log10(start),
-            y=0.04,
+            x=math.log10(max_context if near_end else start),
+            y=0.92 if near_end else 0.04,
             xref="x",
             yref="paper",
-            xanchor="left",
+            xanchor="right" if near_end else "left",
             showarrow=False,
             text=" not one sequence fits on any device" if len(starts) > 1 else " not one sequence fits",
             font=dict(color=REGIME_COLORS["compute"], size=11),

@@ -289,7 +289,7 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
                 r["bound"],
                 float(roof),
                 extra,
-                rate_label(table.ceilings),
+                rate_name,
             )
         )
     return PointSeries(
