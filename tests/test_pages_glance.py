@@ -149,7 +149,7 @@ def test_hardware_page_memory_chart_gives_each_unit_its_own_axis():
     at = page("views/hardware_page.py")
     layout = figures(at)[1]["layout"]
     titles = {layout[a]["title"]["text"] for a in ("yaxis", "yaxis2")}
-    assert titles == {"TB/s (10¹² B/s)", "GB (10⁹ B, nominal)"}
+    assert titles == {"bandwidth (TB/s)", "capacity (GB, nominal)"}
     peak_categories = [str(t["x"]) for t in figures(at)[0]["data"]]
     assert "int8 (TOPS)" in peak_categories[0]
 

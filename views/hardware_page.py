@@ -197,9 +197,9 @@ report.table(compare, width="stretch")
 left, right = st.columns(2)
 dtypes_present = [d for d in COMPUTE_DTYPES if any(d in summaries[h]["peak_tflops"] for h in chosen)]
 peak_fig = grouped_bar_figure(
-    [f"{d} ({peak_unit(d)})" for d in dtypes_present],
+    [d if peak_unit(d) == "TFLOPS" else f"{d} ({peak_unit(d)})" for d in dtypes_present],
     {summaries[h]["name"]: [summaries[h]["peak_tflops"].get(d) for d in dtypes_present] for h in chosen},
-    "dense peak (TFLOPS; TOPS for int8)",
+    "dense peak (TFLOPS; int8 in TOPS)",
     log_y=True,
     title="Dense peak per dtype (log scale; no bar = not supported or unpublished)",
 )

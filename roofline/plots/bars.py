@@ -123,7 +123,8 @@ def memory_compare_figure(
     and unit (on one axis, capacity had to be scaled to read as "100 GB" beside TB/s)."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["bandwidth", "capacity"], horizontal_spacing=0.14)
+    # No panel titles: they would sit under the legend; each axis title names its panel.
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.24)
     for i, name in enumerate(names):
         color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
         for col, values, unit, fmt in ((1, bandwidth_tbps, "TB/s", ",.2f"), (2, capacity_gb, "GB", ",.0f")):
@@ -141,7 +142,7 @@ def memory_compare_figure(
                 col=col,
             )
     fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(title_text="TB/s (10¹² B/s)", row=1, col=1, gridcolor="#E5E5E5", rangemode="tozero")
-    fig.update_yaxes(title_text="GB (10⁹ B, nominal)", row=1, col=2, gridcolor="#E5E5E5", rangemode="tozero")
+    fig.update_yaxes(title_text="bandwidth (TB/s)", row=1, col=1, gridcolor="#E5E5E5", rangemode="tozero")
+    fig.update_yaxes(title_text="capacity (GB, nominal)", row=1, col=2, gridcolor="#E5E5E5", rangemode="tozero")
     style_figure(fig, height, "memory_compare", margin=dict(l=60, r=10, t=40, b=20))
     return fig
