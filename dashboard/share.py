@@ -6,10 +6,12 @@ import re
 from collections.abc import Sequence
 from urllib.parse import urlencode
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from roofline.plots.style import label_log_ticks
 from roofline.report import Chart, Metric, Section, Table, html_report, strip_tags
 
 
@@ -58,11 +60,46 @@ def chart_title(fig: go.Figure) -> str:
 
 def show_chart(fig: go.Figure, **kwargs) -> str:
     """A chart with its title above it as wrapping text; returns the title."""
-    title = chart_title(fig)
+    title = chart_title(label_log_ticks(fig))
     if title:
         st.markdown(f"**{md_escape(title)}**")
     st.plotly_chart(fig, **kwargs)
     return title
+
+
+# Pixels per character of the table's font and the cell padding: a column is as wide as its widest value.
+CHAR_PX, CELL_PAD_PX = 8, 26
+
+
+def _rendered(value: float, fmt: str) -> str | None:
+    """``value`` as ``NumberColumn(format=fmt)`` shows it, near enough to size a column (None: a
+    format this does not know; the browser sizes that column)."""
+    if fmt == "localized":  # thousands separators, up to three decimals
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3f}"
+    match = re.fullmatch(r"[^%]*%(,?)(?:\.(\d+))?([fd])(.*)", fmt)
+    if not match:
+        return None
+    comma, decimals, kind, suffix = match.groups()
+    return f"{value:{comma}.{int(decimals or 0) if kind == 'f' else 0}f}" + suffix.replace("%%", "%")
+
+
+def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int]:
+    """Each number column's width in pixels, from its widest value as shown and its header. The
+    browser sizes a table's columns once, when it first draws the table, and keeps those widths
+    across reruns: a number that grew a digit after a widget changed lost its leading digits with
+    no ellipsis ("92,581.21" for 492,581.21). A width set from the data follows the data."""
+    out = {}
+    for col, fmt in formats.items():
+        if col not in frame.columns:  # a page may configure a column it shows only sometimes
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce").astype(float)
+        finite = values[np.isfinite(values)]
+        texts = [_rendered(v, fmt) for v in finite]
+        if None in texts:
+            continue
+        widest = max(map(len, texts), default=1)
+        out[col] = CHAR_PX * max(widest, len(str(col))) + CELL_PAD_PX
+    return out
 
 
 def md_escape(text: object) -> str:
@@ -116,6 +153,8 @@ class Report:
             if col not in config and "year" not in str(col) and pd.api.types.is_numeric_dtype(frame[col]):
                 if not pd.api.types.is_bool_dtype(frame[col]):
                     config[col] = st.column_config.NumberColumn(format="localized")
+        for col, px in column_widths(frame, _formats(config)).items():
+            config[col] = {**config[col], "width": px}
         kwargs["column_config"] = config
         st.dataframe(frame, **kwargs)
         self.sections.append((heading, Table(frame, _formats(kwargs.get("column_config")))))

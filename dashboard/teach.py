@@ -22,7 +22,7 @@ def _point(r: dict, label: str, symbol: str) -> PointSeries:
     return PointSeries(
         label,
         np.array([r["intensity"]]),
-        np.array([r["achieved_tflops"] * 1e12]),
+        np.array([r["ideal_bound_tflops"] * 1e12]),
         [r["bound"]],
         [hover],
         sizes=16.0,

@@ -70,7 +70,8 @@ def matmul_result(
         "bound": bound,
         "bound_label": REGIME_LABELS[bound],
         "attainable_tflops": float(ceilings.attainable_flops_per_s(row["intensity"], dtype)) / 1e12,
-        "achieved_tflops": row["achieved_tflops"],
+        # FLOPs over the predicted time on these roofs: an ideal bound, not a measured rate.
+        "ideal_bound_tflops": row["achieved_tflops"],
         "peak_tflops": ceilings.peak(dtype) / 1e12,
         "ridge_intensity": ceilings.ridge_intensity(dtype),
         "kernel_floor_s": ceilings.kernel_floor_s,

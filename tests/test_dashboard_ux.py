@@ -161,7 +161,7 @@ def test_decode_hovers_give_the_achieved_rate_in_a_unit_that_reads():
 
     # A norm of a decode step: 1.2e6 FLOP in 4 µs is 0.3 TFLOP/s; 3e4 FLOP in 4 µs is 7.5 GFLOP/s.
     hover = point_hover("norm", 3e4, 1.6e5, 4e-6, "overhead", 2e12)
-    assert "0.00 TFLOP/s" not in hover and "achieved: 7.5 GFLOP/s" in hover
+    assert "0.00 TFLOP/s" not in hover and "attainable (ideal bound): 7.5 GFLOP/s" in hover
     assert "roof here: 2 TFLOP/s" in hover
 
 

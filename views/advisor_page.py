@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
+from dashboard.advisor_view import RANKED_BY, ranking_table, short_name
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
@@ -130,13 +131,6 @@ if roofs_note:
 report = Report()
 
 
-def short_name(name: str, limit: int = 26) -> str:
-    """A device name short enough for the chart's axis on a phone (the hover has it in full)."""
-    for vendor in ("NVIDIA ", "AMD ", "Google ", "AWS ", "Intel "):
-        name = name.removeprefix(vendor)
-    return name if len(name) <= limit else name[: limit - 1].rstrip(" (,") + "…"
-
-
 try:
     precision = Precision(weight_dtype=wdtype, act_dtype=adtype, kv_dtype=kvdtype)
     out_len = int(output) if phase == "request" else 1
@@ -153,11 +147,7 @@ if not any(r["fits"] for r in ranking):
         "make each one fit."
     )
 
-key, label = {
-    "latency": ("time_s", "time"),
-    "throughput": ("tokens_per_s_per_device", "tokens/s per device"),
-    "per-watt": ("tokens_per_s_per_watt", "tokens/s per device per W"),
-}[objective]
+key, label = RANKED_BY[objective]
 shown = [r for r in ranking if r[key] is not None]
 left_out = [r for r in ranking if r[key] is None]
 values = [r[key] for r in shown]
@@ -208,34 +198,8 @@ if left_out:
         + ", ".join(r["name"] for r in left_out)
         + "."
     )
-table = pd.DataFrame(
-    [
-        {
-            "#": r["rank"],
-            "device": r["name"],
-            "time": ("≥ " if r["time_is_lower_bound"] else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
-            "tokens/s": r["tokens_per_s"],
-            "tokens/s/W": r["tokens_per_s_per_watt"],
-            "regime": r["bound_label"] or "n/a",
-            "fits": r["fits"],
-            "smallest TP that fits": r["smallest_tp"],
-            "why not": r["why_not"] or "",
-        }
-        for r in ranking
-    ]
-)
-report.table(
-    table,
-    hide_index=True,
-    width="stretch",
-    placeholder="n/a",
-    column_config={
-        "#": st.column_config.NumberColumn(format="%d"),
-        "tokens/s": st.column_config.NumberColumn(format="%,.1f"),
-        "tokens/s/W": st.column_config.NumberColumn(format="%.3f"),
-        "smallest TP that fits": st.column_config.NumberColumn(format="%d"),
-    },
-)
+table, table_config = ranking_table(ranking, objective)
+report.table(table, hide_index=True, width="stretch", placeholder="n/a", column_config=table_config)
 d1, d2 = st.columns(2)
 d1.download_button(
     "Download the ranking (CSV)",

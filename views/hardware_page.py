@@ -8,15 +8,17 @@ from pydantic import ValidationError
 
 from dashboard import custom
 from dashboard.data import hardware_db
+from dashboard.hardware_view import with_device
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, some_of, warn_bad_params
 from roofline.api import hardware_summary
 from roofline.datafiles import PROBLEMS, format_validation_error
 from roofline.dtypes import COMPUTE_DTYPES, PEAK_FIELDS, peak_unit
 from roofline.hardware import Hardware
-from roofline.plots import grouped_bar_figure
+from roofline.plots import grouped_bar_figure, memory_compare_figure
 from roofline.records import to_toml
 
+COMPARE_KEY, COMPARE_DEFAULT = "compare", ["h100-sxm", "h200-sxm", "mi300x", "b200"]
 devices = custom.devices()
 device_ids = list(devices)
 summaries = {hid: hardware_summary(hw) for hid, hw in devices.items()}
@@ -165,6 +167,9 @@ if submitted:
             st.error(md_escape(problem))
         else:
             custom.set_custom(custom.DEVICE_PARAM, device)
+            st.session_state[COMPARE_KEY] = with_device(
+                st.session_state.get(COMPARE_KEY, COMPARE_DEFAULT), device.id, current.id if current else None
+            )
             st.rerun()
 if current is not None:
     st.success(
@@ -184,9 +189,7 @@ if current is not None:
         st.rerun()
 
 st.header("Compare")
-chosen = device_picker(
-    device_ids, ["h100-sxm", "h200-sxm", "mi300x", "b200"], label="Devices to compare", key="compare"
-)
+chosen = device_picker(device_ids, COMPARE_DEFAULT, label="Devices to compare", key=COMPARE_KEY)
 if len(chosen) < 1:
     st.info("Pick two or more devices to compare.")
     st.stop()
@@ -198,20 +201,20 @@ report.table(compare, width="stretch")
 left, right = st.columns(2)
 dtypes_present = [d for d in COMPUTE_DTYPES if any(d in summaries[h]["peak_tflops"] for h in chosen)]
 peak_fig = grouped_bar_figure(
-    dtypes_present,
+    [d if peak_unit(d) == "TFLOPS" else f"{d} ({peak_unit(d)})" for d in dtypes_present],
     {summaries[h]["name"]: [summaries[h]["peak_tflops"].get(d) for d in dtypes_present] for h in chosen},
-    "TFLOP/s (dense)",
+    "dense peak (TFLOPS; int8 in TOPS)",
     log_y=True,
     title="Dense peak per dtype (log scale; no bar = not supported or unpublished)",
 )
 with left:
     report.chart(peak_fig, width="stretch", theme=None, key="peak_chart")
-mem_fig = grouped_bar_figure(
-    ["bandwidth (TB/s)", "capacity (100 GB)"],
-    {summaries[h]["name"]: [summaries[h]["memory_bandwidth_tbps"], summaries[h]["memory_gb"] / 100] for h in chosen},
-    "TB/s  ·  100 GB",
-    title="Memory bandwidth and capacity",
+mem_fig = memory_compare_figure(
+    [summaries[h]["name"] for h in chosen],
+    [summaries[h]["memory_bandwidth_tbps"] for h in chosen],
+    [summaries[h]["memory_gb"] for h in chosen],
 )
+mem_fig.update_layout(title_text="Memory bandwidth and capacity")
 with right:
     report.chart(mem_fig, width="stretch", theme=None, key="memory_chart")
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import per_device
+from dashboard.kv_view import headline_result, memory_rows, no_fit_from
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
@@ -123,8 +124,10 @@ if not results:
     st.error("None of the chosen devices can be analysed for this configuration; the warnings above say why.")
     share_panel("KV cache", report.sections)
     st.stop()
-result = next(iter(results.values()))
+result = headline_result(results)
 primary = result.hardware
+if primary.id != selected[0] and result.weights_fit:
+    st.info(f"The numbers below are for {primary.name}, the first chosen device {model.name} fits on.")
 for note in result.notes:
     st.info(note)
 data = result.to_json()
@@ -165,20 +168,12 @@ contexts = context_grid(model)
 curves = {r.hardware.name: r.curve_max_batch for r in results.values()}
 
 
-def _no_fit_from(r) -> int | None:
-    """The context beyond which not even one sequence fits (None: one fits up to the maximum)."""
-    alone = (
-        analyze_kv(workload, r.hardware, 1, int(context), settings).max_context if int(batch) != 1 else r.max_context
-    )
-    return None if alone >= model.max_context else max(alone, 1)
-
-
 report.chart(
     capacity_figure(
         contexts,
         curves,
         model.max_context,
-        {r.hardware.name: _no_fit_from(r) for r in results.values()},
+        {r.hardware.name: no_fit_from(r) for r in results.values()},
         title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp})",
     ),
     width="stretch",
@@ -187,20 +182,7 @@ report.chart(
 )
 
 report.subheader(f"Memory at batch {batch}, context {context:,}")
-rows = {}
-for r in results.values():
-    f = r.footprint
-    kv = float(f.kv_cache_bytes)
-    over = max(0.0, float(f.total_bytes) - f.capacity_bytes)
-    rows[r.hardware.name] = {
-        "weights": f.weights_bytes,
-        "KV cache": kv - over if over else kv,
-        "activations": float(f.activation_bytes),
-        "reserved": f.reserved_bytes,
-        "free": float(f.free_bytes),
-        "over capacity": over,
-    }
-report.chart(memory_bar_figure(rows), width="stretch", theme=None, key="memory_bar")
+report.chart(memory_bar_figure(memory_rows(results)), width="stretch", theme=None, key="memory_bar")
 report.caption(
     f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the partly "
     f"filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library workspaces, "

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import cached, per_device
+from dashboard.llm_view import OP_FORMATS, decode_sweeps, decode_trajectories, device_rows, op_frames
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
@@ -20,18 +20,10 @@ from roofline.defaults import (
     TP_CHOICES,
     WEIGHT_DTYPES,
 )
-from roofline.engine import REGIME_LABELS, evaluate
+from roofline.engine import REGIME_LABELS
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.inference import analyze_request
-from roofline.memory import footprint
-from roofline.ops import step_ops
-from roofline.plots import (
-    DEVICE_COLORS,
-    op_table_series,
-    roofline_figure,
-    step_series,
-    time_breakdown_figure,
-)
+from roofline.plots import op_table_series, roofline_figure, time_breakdown_figure
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
@@ -194,34 +186,10 @@ except ValueError as exc:
 analyses, why_not = per_device(analyze_request, workload, [devices[h] for h in selected], settings)
 
 
-def device_rows() -> pd.DataFrame:
-    rows = []
-    for hid in selected:
-        if hid in why_not:
-            rows.append({"device": devices[hid].name, "notes": f"cannot run it: {why_not[hid]}"})
-            continue
-        r = analyses[hid].to_json()
-        rows.append(
-            {
-                "device": devices[hid].name,
-                "TTFT": fmt_seconds(r["ttft_s"]),
-                "TPOT": fmt_seconds(r["tpot_s"]) if r["tpot_s"] else "n/a",
-                "end to end": fmt_seconds(r["e2e_s"]),
-                "tokens/s": r["tokens_per_s"],
-                "prefill": REGIME_LABELS[r["prefill_bound"]],
-                "decode": REGIME_LABELS[r["decode_bound"]] if r["decode_bound"] else "n/a",
-                "fits": r["memory"]["fits"],
-                "notes": "; ".join(r["notes"]),
-            }
-        )
-    columns = ["device", "TTFT", "TPOT", "end to end", "tokens/s", "prefill", "decode", "fits", "notes"]
-    return pd.DataFrame(rows, columns=columns)
-
-
 def devices_table() -> None:
     report.subheader("Devices")
     report.table(
-        device_rows(),
+        device_rows(selected, {h: devices[h].name for h in selected}, analyses, why_not),
         hide_index=True,
         width="stretch",
         column_config={"tokens/s": st.column_config.NumberColumn(format="%,.1f")},
@@ -327,53 +295,8 @@ max_ctx = model.max_context - 1
 contexts = np.unique(np.round(np.geomspace(min(128, max_ctx), max_ctx, 28)).astype(int))
 
 
-def decode_sweeps(run: Workload, hw, settings: Settings, ceilings, mid_context: int, batches, contexts) -> list:
-    """Decode over batch 1→1024 and over the context: each step's ops evaluated, and its footprint.
-    Cached: everything it reads comes in as an argument, so the cache key covers it."""
-    steps = (run.step("decode", mid_context, batches), run.step("decode", contexts))
-    return [(evaluate(step_ops(w), ceilings), footprint(w, hw, settings, with_smallest_tp=False)) for w in steps]
-
-
-def fit_notes(fp) -> tuple[list[list[str]], list[bool]]:
-    kv = np.broadcast_to(fp.kv_cache_bytes, np.shape(fp.total_bytes))
-    fits = np.broadcast_to(fp.fits, np.shape(fp.total_bytes))
-    return [[f"KV cache {fmt_bytes(k)}; " + ("fits" if f else "does NOT fit in memory")] for k, f in zip(kv, fits)], [
-        bool(f) for f in fits
-    ]
-
-
-(b_table, b_fp), (c_table, c_fp) = cached(decode_sweeps, run, hw, settings, ceilings, mid_context, batches, contexts)
-b_notes, b_fits = fit_notes(b_fp)
-c_notes, c_fits = fit_notes(c_fp)
-trajectories = [
-    step_series(
-        f"decode, batch 1→1024 at {mid_context} cached",
-        b_table.flops.sum(0),
-        b_table.bytes.sum(0),
-        b_table.step_time_s,
-        b_table.step_bound,
-        [f"batch {b}" for b in batches],
-        ceilings,
-        run.precision.act_dtype,
-        DEVICE_COLORS[1],
-        extra=b_notes,
-        fits=b_fits,
-    ),
-    step_series(
-        f"decode, context {contexts[0]}→{contexts[-1]} at batch {batch}",
-        c_table.flops.sum(0),
-        c_table.bytes.sum(0),
-        c_table.step_time_s,
-        c_table.step_bound,
-        [f"context {c}" for c in contexts],
-        ceilings,
-        run.precision.act_dtype,
-        DEVICE_COLORS[2],
-        symbol="square",
-        extra=c_notes,
-        fits=c_fits,
-    ),
-]
+sweeps = cached(decode_sweeps, run, hw, settings, ceilings, mid_context, batches, contexts)
+trajectories = decode_trajectories(sweeps, run, ceilings, mid_context, int(batch), batches, contexts)
 report.chart(
     roofline_figure(
         [(ceilings, d) for d in (run.precision.act_dtype,) if ceilings.has_peak(d)],
@@ -394,37 +317,13 @@ if len(selected) > 1:
     devices_table()
 
 report.subheader("Op table")
-frame = pd.DataFrame([{**r, "phase": phase} for phase, t in tables.items() for r in t.rows()])
-step_time_s = frame.groupby("phase")["time_s"].transform("sum")
-shown = pd.DataFrame(
-    {
-        "phase": frame["phase"],
-        "op": frame["name"],
-        "count": frame["count"],
-        "GFLOP": frame["flops"] / 1e9,
-        "MB moved": frame["bytes"] / 1e6,
-        "weights MB": frame["weight_bytes"] / 1e6,
-        "activations MB": frame["activation_bytes"] / 1e6,
-        "KV MB": frame["kv_bytes"] / 1e6,
-        "FLOP/B": frame["intensity"],
-        "time (µs)": frame["time_s"] * 1e6,
-        "% of step": frame["time_s"] / step_time_s * 100,
-        "regime": frame["bound"].map(REGIME_LABELS),
-    }
-)
+frame, shown = op_frames(tables)
 report.caption("Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s.")
 report.table(
     shown,
     hide_index=True,
     width="stretch",
-    column_config={
-        **{
-            col: st.column_config.NumberColumn(format="%,.2f")
-            for col in ("GFLOP", "MB moved", "weights MB", "activations MB", "KV MB", "FLOP/B")
-        },
-        "time (µs)": st.column_config.NumberColumn(format="%,.1f"),
-        "% of step": st.column_config.NumberColumn(format="%.1f%%"),
-    },
+    column_config={col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
 )
 d1, d2 = st.columns(2)
 d1.download_button(

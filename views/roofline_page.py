@@ -179,7 +179,7 @@ for i, hid in enumerate(selected):
         PointSeries(
             f"GEMM {m}×{n}×{k} · {c.name}",
             np.array([r["intensity"] or np.inf]),
-            np.array([r["achieved_tflops"] * 1e12]),
+            np.array([r["ideal_bound_tflops"] * 1e12]),
             [r["bound"]],
             [hover],
             sizes=17.0,
@@ -247,8 +247,8 @@ if results:
                 "time": fmt_seconds(r["time_s"]),
                 "time_s": r["time_s"],
                 "regime": r["bound_label"],
-                "attainable TFLOP/s": r["attainable_tflops"],
-                "achieved TFLOP/s": r["achieved_tflops"],
+                "attainable (ideal bound) TFLOP/s": r["ideal_bound_tflops"],
+                "roof at this intensity TFLOP/s": r["attainable_tflops"],
                 "peak TFLOP/s": r["peak_tflops"],
                 "ridge FLOP/B": r["ridge_intensity"],
                 "compute time": fmt_seconds(r["compute_s"]),
@@ -264,7 +264,7 @@ if results:
         width="stretch",
         column_config={
             c: st.column_config.NumberColumn(format="%,.2f")
-            for c in ("attainable TFLOP/s", "achieved TFLOP/s", "peak TFLOP/s")
+            for c in ("attainable (ideal bound) TFLOP/s", "roof at this intensity TFLOP/s", "peak TFLOP/s")
         }
         | {"ridge FLOP/B": st.column_config.NumberColumn(format="%,.1f")},
     )

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from roofline.engine import REGIME_LABELS, REGIMES
-from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, REGIME_COLORS, style_figure
+from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, REGIME_COLORS, label_log_ticks, style_figure
 
 
 def grouped_bar_figure(
@@ -39,7 +39,7 @@ def grouped_bar_figure(
         )
     style_figure(fig, height, "bars", title, barmode="group")
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
-    return fig
+    return label_log_ticks(fig)
 
 
 def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210) -> go.Figure:
@@ -113,4 +113,36 @@ def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> g
     fig.update_yaxes(autorange="reversed")
     style_figure(fig, height, "memory")
     fig.update_layout(legend=dict(traceorder="normal"))
+    return fig
+
+
+def memory_compare_figure(
+    names: Sequence[str], bandwidth_tbps: Sequence[float], capacity_gb: Sequence[float], height: int = 420
+) -> go.Figure:
+    """Memory bandwidth and capacity per device, side by side: two panels, each with its own axis
+    and unit (on one axis, capacity had to be scaled to read as "100 GB" beside TB/s)."""
+    from plotly.subplots import make_subplots
+
+    # No panel titles: they would sit under the legend; each axis title names its panel.
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.24)
+    for i, name in enumerate(names):
+        color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
+        for col, values, unit, fmt in ((1, bandwidth_tbps, "TB/s", ",.2f"), (2, capacity_gb, "GB", ",.0f")):
+            fig.add_trace(
+                go.Bar(
+                    x=[name],
+                    y=[values[i]],
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker_color=color,
+                    hovertemplate=f"<b>{name}</b><br>%{{y:{fmt}}} {unit}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(title_text="bandwidth (TB/s)", row=1, col=1, gridcolor="#E5E5E5", rangemode="tozero")
+    fig.update_yaxes(title_text="capacity (GB, nominal)", row=1, col=2, gridcolor="#E5E5E5", rangemode="tozero")
+    style_figure(fig, height, "memory_compare", margin=dict(l=60, r=10, t=40, b=20))
     return fig

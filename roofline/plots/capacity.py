@@ -21,8 +21,11 @@ def capacity_figure(
 ) -> go.Figure:
     """Max concurrent sequences against context, one curve per device (or variant), log-log.
 
-    ``no_fit_from[name]`` is the context beyond which not even one sequence fits; that region
-    is shaded in the curve's colour. Zero-capacity points are left out (log axes).
+    ``no_fit_from[name]`` is the context beyond which not even one sequence fits on that device.
+    Only the contexts where no curve holds a sequence are shaded: a shade per device would lie
+    over another device's curve. A curve with no sequence at any context says so in its legend
+    entry. Zero-capacity points are left out (log axes); the x axis ends just past the model's
+    maximum context.
     """
     fig = go.Figure()
     x = np.asarray(contexts, float)
@@ -34,7 +37,7 @@ def capacity_figure(
                 x=x,
                 y=y,
                 mode="lines+markers",
-                name=name,
+                name=name if np.isfinite(y).any() else f"{name}: not one sequence fits",
                 line=dict(color=color, width=2.5, dash=(dashes or {}).get(name, "solid")),
                 marker=dict(size=6, color=color),
                 connectgaps=False,
@@ -43,31 +46,35 @@ def capacity_figure(
                 ),
             )
         )
-        start = (no_fit_from or {}).get(name)
-        if start is not None and start < max_context:
-            fig.add_shape(
-                type="rect",
-                xref="x",
-                yref="paper",
-                x0=max(start, x.min()),
-                x1=max_context,
-                y0=0,
-                y1=1,
-                fillcolor=color,
-                opacity=0.08,
-                line_width=0,
-                layer="below",
-            )
-            fig.add_annotation(
-                x=math.log10(max(start, x.min())),
-                y=0.04 + 0.06 * i,
-                xref="x",
-                yref="paper",
-                xanchor="left",
-                showarrow=False,
-                text=f"  not even one sequence fits ({name})",
-                font=dict(color=color, size=11),
-            )
+    starts = list((no_fit_from or {}).values())
+    if starts and all(s is not None for s in starts) and max(starts) < max_context:
+        start = max(max(starts), x.min())
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=start,
+            x1=max_context,
+            y0=0,
+            y1=1,
+            fillcolor=REGIME_COLORS["compute"],
+            opacity=0.06,
+            line_width=0,
+            layer="below",
+        )
+        # Written inside the shade; where the shade is narrow, ending at the model's maximum,
+        # under its label and above the curves' last points.
+        near_end = math.log10(max_context / start) < 0.6
+        fig.add_annotation(
+            x=math.log10(max_context if near_end else start),
+            y=0.92 if near_end else 0.04,
+            xref="x",
+            yref="paper",
+            xanchor="right" if near_end else "left",
+            showarrow=False,
+            text=" not one sequence fits on any device" if len(starts) > 1 else " not one sequence fits",
+            font=dict(color=REGIME_COLORS["compute"], size=11),
+        )
     fig.add_shape(
         type="line",
         xref="x",
@@ -90,6 +97,7 @@ def capacity_figure(
         font=dict(size=11, color="#444444"),
     )
     log_axes(fig, "context (tokens per sequence)", "max concurrent sequences")
+    fig.update_xaxes(range=[math.log10(min(x.min(), max_context)) - 0.05, math.log10(max_context) + 0.08])
     style_figure(fig, height, "capacity", title)
     return fig
 

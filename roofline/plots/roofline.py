@@ -31,7 +31,8 @@ from roofline.plots.style import (
 
 @dataclass
 class PointSeries:
-    """Points to place on a roofline: intensity (FLOP/B) and achieved FLOP/s, with hover data."""
+    """Points to place on a roofline: intensity (FLOP/B) and FLOP/s (FLOPs over the point's time,
+    predicted or measured), with hover data."""
 
     name: str
     intensity: np.ndarray
@@ -47,6 +48,18 @@ class PointSeries:
     color: str | None = None  # one colour for every point (else each point's regime colour)
 
 
+# What a rate predicted from the datasheet roofs is: the best the device could do, not what it does.
+IDEAL_RATE = "attainable (ideal bound)"
+
+
+def rate_label(ceilings: Ceilings) -> str:
+    """What a predicted rate on these roofs is: an ideal bound on the datasheet's, an expectation
+    on measured or calibrated roofs."""
+    if ceilings.source == "datasheet" and ceilings.calibration is None:
+        return IDEAL_RATE
+    return f"expected ({ceilings.source})"
+
+
 def point_hover(
     title: str,
     flops: float,
@@ -55,8 +68,11 @@ def point_hover(
     bound: str,
     attainable_flops_per_s: float,
     extra: Sequence[str] = (),
+    rate_label: str = IDEAL_RATE,
 ) -> str:
-    """The standard hover: FLOPs, bytes, intensity, time, attainable TFLOPS, regime, units."""
+    """The standard hover: FLOPs, bytes, intensity, time, the rate that time gives, the roof at
+    this intensity, regime, units. ``rate_label`` says what the time is: a prediction from the
+    datasheet roofs is an ideal bound (the default), a measured time is achieved."""
     intensity = flops / bytes_moved if bytes_moved else math.inf
     lines = [
         f"<b>{title}</b>",
@@ -65,7 +81,7 @@ def point_hover(
         f"intensity: {intensity:,.2f} FLOP/B",
         f"time: {fmt_seconds(time_s)}",
         # In the unit that reads: a decode norm achieves GFLOP/s, and "0.00 TFLOP/s" says nothing.
-        f"achieved: {fmt_flops(flops / time_s)}/s" if time_s > 0 else "achieved: n/a",
+        f"{rate_label}: {fmt_flops(flops / time_s)}/s" if time_s > 0 else f"{rate_label}: n/a",
         f"roof here: {fmt_flops(attainable_flops_per_s)}/s",
         f"regime: <b>{REGIME_LABELS[bound]}</b>",
         *extra,
@@ -250,10 +266,11 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
     """An evaluated step's ops as points: colour by regime, area by share of the step's time."""
     rows = table.rows()
     intensity = np.array([r["intensity"] if r["intensity"] is not None else np.nan for r in rows], float)
-    achieved = table.achieved_flops_per_s
+    rate = table.achieved_flops_per_s
     share = table.time_s / total_time_s if total_time_s > 0 else np.zeros(len(rows))
     sizes = 7.0 + 38.0 * np.sqrt(share)
     hover = []
+    rate_name = rate_label(table.ceilings)
     for r, s in zip(rows, share):
         roof = table.ceilings.attainable_flops_per_s(r["intensity"] or 0.0, _roof_dtype(table.ceilings, r["dtype"]))
         extra = [
@@ -264,11 +281,22 @@ def op_table_series(table, label: str, symbol: str, total_time_s: float) -> Poin
         ]
         if r["comm_bytes"]:
             extra.append(f"sent over links: {fmt_bytes(r['comm_bytes'])}")
-        hover.append(point_hover(r["name"], r["flops"], r["bytes"] or 1.0, r["time_s"], r["bound"], float(roof), extra))
+        hover.append(
+            point_hover(
+                r["name"],
+                r["flops"],
+                r["bytes"] or 1.0,
+                r["time_s"],
+                r["bound"],
+                float(roof),
+                extra,
+                rate_name,
+            )
+        )
     return PointSeries(
         f"{label} ops",
         intensity,
-        achieved,
+        rate,
         [r["bound"] for r in rows],
         hover,
         sizes=sizes,
@@ -301,7 +329,7 @@ def step_series(
     intensity = flops / bytes_moved
     roof = ceilings.attainable_flops_per_s(intensity, dtype)
     hover = [
-        point_hover(lbl, f, b, t, r, a, extra[i] if extra else ())
+        point_hover(lbl, f, b, t, r, a, extra[i] if extra else (), rate_label(ceilings))
         for i, (lbl, f, b, t, r, a) in enumerate(zip(labels, flops, bytes_moved, time_s, bounds, roof))
     ]
     return PointSeries(

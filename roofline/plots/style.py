@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -90,6 +91,52 @@ pio.templates["roofline"] = go.layout.Template(
 pio.templates.default = "roofline"
 
 
+# Full values on every log-axis tick label (0.5, 2, 5,000; no exponent): without a tick format
+# Plotly labels the ticks between decades with their bare leading digit, so "5" under 1 means 0.5.
+LOG_TICKFORMAT = ",~r"
+# Up to this many decades an axis is labelled 1-2-5 (0.5, 1, 2, 5, 10); past it, decades only,
+# which a phone's width still holds without labels running into each other.
+LOG_125_MAX_DECADES = 2.0
+
+
+def _log_span(fig: go.Figure, name: str) -> float | None:
+    """How many decades the axis ``name`` ("xaxis", "yaxis2") shows: its range if set, else the
+    extent of the positive values its traces put on it (None: no numbers to go by)."""
+    axis = fig.layout[name]
+    if axis.range is not None and None not in axis.range:
+        return abs(float(axis.range[1]) - float(axis.range[0]))
+    letter, suffix = name[0], name[5:]
+    values = []
+    for trace in fig.data:
+        if (getattr(trace, f"{letter}axis", None) or letter) != letter + suffix:
+            continue
+        try:
+            v = np.asarray(getattr(trace, letter, None), dtype=float).ravel()
+        except (TypeError, ValueError):  # categories
+            continue
+        values.append(v[np.isfinite(v) & (v > 0)])
+    values = np.concatenate(values) if values else np.array([])
+    return float(np.log10(values.max() / values.min())) if values.size else None
+
+
+def label_log_ticks(fig: go.Figure) -> go.Figure:
+    """Label every log axis of the figure with full values, 1-2-5 over a short span and decades
+    only over a long one (minor gridlines keep the steps between); returns the figure. Shared by
+    every chart: the pages show figures through one function, which calls this last, so an axis
+    made log after the figure was styled is labelled too."""
+    for name in fig.layout:
+        if not name.startswith(("xaxis", "yaxis")):
+            continue
+        axis = fig.layout[name]
+        if axis.type != "log" or axis.tickformat:
+            continue
+        span = _log_span(fig, name)
+        axis.tickformat = LOG_TICKFORMAT
+        axis.dtick = "D2" if span is not None and span <= LOG_125_MAX_DECADES else 1
+        axis.minor = dict(ticks="outside", ticklen=3, showgrid=True, gridcolor="#F3F3F3")
+    return fig
+
+
 def log_axes(fig: go.Figure, x_title: str, y_title: str) -> None:
     for update, title in ((fig.update_xaxes, x_title), (fig.update_yaxes, y_title)):
         update(
@@ -134,6 +181,7 @@ def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **
     )
     if overrides:
         fig.update_layout(**overrides)
+    label_log_ticks(fig)
 
 
 def sig(value: float) -> str:

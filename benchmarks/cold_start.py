@@ -1,0 +1,167 @@
+"""Where a cold dashboard spends the time before its first chart.
+
+Two measurements, each from a fresh process:
+
+- ``browser``: starts `streamlit run app.py` on a free port, waits for its health check, opens
+  the page in headless Chromium and times the navigation to the first drawn Plotly chart (cold),
+  then a reload (warm). A new server per page, so every page is timed cold.
+- ``phases``: in a fresh Python, the server-side steps of a page's first run one by one: the
+  imports the page needs, the hardware and model databases, and the page script itself (run
+  twice with AppTest: the first run builds and caches, the second shows the warm cost).
+
+    python benchmarks/cold_start.py                      # both, for the Roofline and LLM pages
+    python benchmarks/cold_start.py phases --pages llm kv
+    python benchmarks/cold_start.py browser --pages roofline
+
+Needs playwright and Chromium at /usr/bin/chromium for ``browser``. The numbers vary with the
+machine's load: compare runs taken one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+]
+PAGES = {
+    "roofline": ("", "views/roofline_page.py"),
+    "llm": ("llm", "views/llm_page.py"),
+    "kv": ("kv", "views/kv_page.py"),
+    "advisor": ("advisor", "views/advisor_page.py"),
+    "hardware": ("hardware", "views/hardware_page.py"),
+}
+# A drawn trace: the blank chart app.py sends first to load Plotly early has none.
+CHART = '[data-testid="stPlotlyChart"] .main-svg g.trace'
+
+# Run in a fresh interpreter: each step's wall time, in order.
+PHASES_SCRIPT = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+laps, t = [], time.perf_counter()
+def lap(name):
+    global t
+    now = time.perf_counter(); laps.append((name, now - t)); t = now
+import streamlit; lap("import streamlit")
+import numpy, pandas; lap("import numpy, pandas")
+import plotly.graph_objects; lap("import plotly")
+import pydantic; lap("import pydantic")
+import roofline.engine, roofline.workload, roofline.ops, roofline.inference, roofline.kvcache, roofline.api
+lap("import roofline (engine, ops, workload)")
+import roofline.plots; lap("import roofline.plots")
+from roofline.hardware import load_hardware; load_hardware(); lap("load + validate the hardware database")
+from roofline.models import load_models; load_models(); lap("load + validate the model database")
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[2], default_timeout=120); at.run(); lap("page script, first run")
+at.run(); lap("page script, second run")
+print(json.dumps(laps))
+"""
+
+
+def phases(page: str) -> list[tuple[str, float]]:
+    out = subprocess.run(
+        [sys.executable, "-c", PHASES_SCRIPT, str(ROOT), str(ROOT / PAGES[page][1])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def browser(page: str) -> tuple[float, float, float, float, float]:
+    """In seconds: server start to healthy; navigation to the page's title (the script has
+    started and the frontend is up), to the first chart cold, to the first chart after a reload;
+    and the bytes of JavaScript the cold load fetched, in MB."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    t0 = time.perf_counter()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless=true",
+            "--server.address=127.0.0.1",
+            f"--server.port={port}",
+            "--browser.gatherUsageStats=false",
+            "--server.fileWatcherType=none",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while True:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.05)
+        healthy = time.perf_counter() - t0
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            tab = b.new_page(viewport={"width": 1440, "height": 900})
+            scripts: list[int] = []
+            tab.on(
+                "response",
+                lambda r: scripts.append(int(r.headers.get("content-length", 0))) if r.url.endswith(".js") else None,
+            )
+            t1 = time.perf_counter()
+            tab.goto(f"http://127.0.0.1:{port}/{PAGES[page][0]}")
+            tab.wait_for_selector("h1", timeout=120_000)
+            title = time.perf_counter() - t1
+            tab.wait_for_selector(CHART, timeout=120_000)
+            cold = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            tab.reload()
+            tab.wait_for_selector(CHART, timeout=120_000)
+            warm = time.perf_counter() - t2
+            b.close()
+        return healthy, title, cold, warm, sum(scripts) / 1e6
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="?", choices=["both", "phases", "browser"], default="both")
+    parser.add_argument("--pages", nargs="+", choices=list(PAGES), default=["roofline", "llm"])
+    args = parser.parse_args()
+    for page in args.pages:
+        if args.what in ("both", "phases"):
+            print(f"{page}: server-side steps of a first run, fresh process")
+            for name, seconds in phases(page):
+                print(f"  {name:42s} {seconds * 1e3:7.0f} ms")
+        if args.what in ("both", "browser"):
+            healthy, title, cold, warm, js_mb = browser(page)
+            print(
+                f"{page}: server healthy after {healthy:.2f} s; title {title:.2f} s, first chart {cold:.2f} s cold "
+                f"({js_mb:.1f} MB of JavaScript fetched); {warm:.2f} s after a reload"
+            )
+
+
+if __name__ == "__main__":
+    main()

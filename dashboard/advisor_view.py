@@ -1,0 +1,72 @@
+"""What the Which-hardware page shows, worked out from the ranking: the page only lays it out."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.share import CELL_PAD_PX, CHAR_PX
+from roofline.engine import REGIME_LABELS
+from roofline.format import fmt_seconds
+
+# The ranking's key figure for each objective: (field of a ranking row, column heading).
+RANKED_BY = {
+    "latency": ("time_s", "time"),
+    "throughput": ("tokens_per_s_per_device", "tokens/s per device"),
+    "per-watt": ("tokens_per_s_per_watt", "tokens/s per device per W"),
+}
+VENDORS = ("NVIDIA ", "AMD ", "Google ", "AWS ", "Intel ")
+
+
+def short_name(name: str, limit: int = 26) -> str:
+    """A device name short enough for a chart axis on a phone (the hover has it in full)."""
+    for vendor in VENDORS:
+        name = name.removeprefix(vendor)
+    return name if len(name) <= limit else name[: limit - 1].rstrip(" (,") + "…"
+
+
+def _fits(r: dict) -> str:
+    if r["fits"]:
+        return "yes"
+    return f"at TP={r['smallest_tp']}" if r["smallest_tp"] else "no"
+
+
+def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, dict]:
+    """The ranking as the page's table and its column config: the device (pinned, without the
+    vendor, which its model line already says; a name past 26 characters ends in an ellipsis and
+    is in full in the last column) and the objective's key figure first, so a phone shows both
+    without scrolling; the reasons, the longest text, after the figures."""
+    key_heading = {"latency": "time", "throughput": "tokens/s", "per-watt": "tokens/s/W"}[objective]
+    rows = []
+    for r in ranking:
+        figures = {
+            # "≥": a device with no published compute peak has a lower bound, not a time.
+            "time": ("≥ " if r.get("time_is_lower_bound") else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            "tokens/s": r["tokens_per_s"],
+            "tokens/s/W": r["tokens_per_s_per_watt"],
+        }
+        rows.append(
+            {
+                "device": short_name(r["name"]),
+                key_heading: figures.pop(key_heading),
+                "#": r["rank"],
+                **figures,
+                "regime": (r.get("bound_label") or REGIME_LABELS[r["bound"]]).removesuffix("-bound")
+                if r["bound"]
+                else "n/a",
+                "fits": _fits(r),
+                "why not": r["why_not"] or "",
+                "full name": r["name"],
+            }
+        )
+    frame = pd.DataFrame(rows)
+    widest = max((len(d) for d in frame["device"]), default=6)
+    config = {
+        "device": st.column_config.TextColumn(pinned=True, width=CHAR_PX * widest + CELL_PAD_PX),
+        "#": st.column_config.NumberColumn(format="%d"),
+        "tokens/s": st.column_config.NumberColumn(format="%,.1f"),
+        "tokens/s/W": st.column_config.NumberColumn(format="%.3f"),
+        "regime": st.column_config.TextColumn(help="what binds the step: compute, memory bandwidth, links, overhead"),
+        "fits": st.column_config.TextColumn(help="does it fit at this TP degree; if not, the smallest TP that fits"),
+    }
+    return frame, config

@@ -1,0 +1,36 @@
+"""What the KV page shows, worked out from the engine's results: the page only lays it out."""
+
+from __future__ import annotations
+
+from roofline.kvcache import KVResult, analyze_kv
+
+
+def headline_result(results: dict[str, KVResult]) -> KVResult:
+    """The device the headline numbers describe: the first chosen one the model's weights fit on
+    (a device that holds no sequence would read 0 B / 0 / 0), else the first chosen."""
+    return next((r for r in results.values() if r.weights_fit), next(iter(results.values())))
+
+
+def no_fit_from(r: KVResult) -> int | None:
+    """The context beyond which not even one sequence fits on ``r``'s device (None: one fits up
+    to the model's maximum)."""
+    alone = analyze_kv(r.workload, r.hardware, 1, r.context, r.settings).max_context if r.batch != 1 else r.max_context
+    return None if alone >= r.workload.model.max_context else max(alone, 1)
+
+
+def memory_rows(results: dict[str, KVResult]) -> dict[str, dict[str, float]]:
+    """Each device's memory at the operating point, by term; what does not fit is its own term."""
+    rows = {}
+    for r in results.values():
+        f = r.footprint
+        kv = float(f.kv_cache_bytes)
+        over = max(0.0, float(f.total_bytes) - f.capacity_bytes)
+        rows[r.hardware.name] = {
+            "weights": f.weights_bytes,
+            "KV cache": kv - over if over else kv,
+            "activations": float(f.activation_bytes),
+            "reserved": f.reserved_bytes,
+            "free": float(f.free_bytes),
+            "over capacity": over,
+        }
+    return rows

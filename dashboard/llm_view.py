@@ -1,0 +1,132 @@
+"""What the LLM inference page shows, worked out from the engine's results: the page only reads
+widgets, calls these and lays out what they return."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from roofline.engine import REGIME_LABELS, evaluate
+from roofline.format import fmt_bytes, fmt_seconds
+from roofline.memory import footprint
+from roofline.ops import step_ops
+from roofline.plots import DEVICE_COLORS, PointSeries, step_series
+from roofline.settings import Settings
+from roofline.workload import Workload
+
+DEVICE_COLUMNS = ["device", "TTFT", "TPOT", "end to end", "tokens/s", "prefill", "decode", "fits", "notes"]
+
+
+def device_rows(selected: list[str], names: dict[str, str], analyses: dict, why_not: dict[str, str]) -> pd.DataFrame:
+    """One row per chosen device: its request times and regimes, or why it cannot run the workload."""
+    rows = []
+    for hid in selected:
+        if hid in why_not:
+            rows.append({"device": names[hid], "notes": f"cannot run it: {why_not[hid]}"})
+            continue
+        r = analyses[hid].to_json()
+        rows.append(
+            {
+                "device": names[hid],
+                "TTFT": fmt_seconds(r["ttft_s"]),
+                "TPOT": fmt_seconds(r["tpot_s"]) if r["tpot_s"] else "n/a",
+                "end to end": fmt_seconds(r["e2e_s"]),
+                "tokens/s": r["tokens_per_s"],
+                "prefill": REGIME_LABELS[r["prefill_bound"]],
+                "decode": REGIME_LABELS[r["decode_bound"]] if r["decode_bound"] else "n/a",
+                "fits": r["memory"]["fits"],
+                "notes": "; ".join(r["notes"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
+
+
+def op_frames(tables: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every op of every phase: the raw rows (FLOPs, bytes, s: the CSV) and the table as shown
+    (GFLOP, MB, µs, share of its step)."""
+    frame = pd.DataFrame([{**r, "phase": phase} for phase, t in tables.items() for r in t.rows()])
+    step_time_s = frame.groupby("phase")["time_s"].transform("sum")
+    shown = pd.DataFrame(
+        {
+            "phase": frame["phase"],
+            "op": frame["name"],
+            "count": frame["count"],
+            "GFLOP": frame["flops"] / 1e9,
+            "MB moved": frame["bytes"] / 1e6,
+            "weights MB": frame["weight_bytes"] / 1e6,
+            "activations MB": frame["activation_bytes"] / 1e6,
+            "KV MB": frame["kv_bytes"] / 1e6,
+            "FLOP/B": frame["intensity"],
+            "time (µs)": frame["time_s"] * 1e6,
+            "% of step": frame["time_s"] / step_time_s * 100,
+            "regime": frame["bound"].map(REGIME_LABELS),
+        }
+    )
+    return frame, shown
+
+
+# printf formats of the op table's number columns.
+OP_FORMATS = {
+    **{col: "%,.2f" for col in ("GFLOP", "MB moved", "weights MB", "activations MB", "KV MB", "FLOP/B")},
+    "time (µs)": "%,.1f",
+    "% of step": "%.1f%%",
+}
+
+
+def decode_sweeps(run: Workload, hw, settings: Settings, ceilings, mid_context: int, batches, contexts) -> list:
+    """Decode over batch 1→1024 and over the context: each step's ops evaluated, and its footprint.
+    Pure in its arguments, so it can be cached on them."""
+    steps = (run.step("decode", mid_context, batches), run.step("decode", contexts))
+    return [(evaluate(step_ops(w), ceilings), footprint(w, hw, settings, with_smallest_tp=False)) for w in steps]
+
+
+def _fit_notes(fp) -> tuple[list[list[str]], list[bool]]:
+    kv = np.broadcast_to(fp.kv_cache_bytes, np.shape(fp.total_bytes))
+    fits = [bool(f) for f in np.broadcast_to(fp.fits, np.shape(fp.total_bytes))]
+    return [
+        [f"KV cache {fmt_bytes(k)}; " + ("fits" if f else "does NOT fit in memory")] for k, f in zip(kv, fits)
+    ], fits
+
+
+def decode_trajectories(
+    sweeps: list, run: Workload, ceilings, mid_context: int, batch: int, batches, contexts
+) -> list[PointSeries]:
+    """The two decode sweeps as trajectories on the roofline: batch growing, context growing."""
+    (b_table, b_fp), (c_table, c_fp) = sweeps
+    out = []
+    for name, table, fp, labels, color, symbol in (
+        (
+            f"decode, batch 1→1024 at {mid_context} cached",
+            b_table,
+            b_fp,
+            [f"batch {b}" for b in batches],
+            DEVICE_COLORS[1],
+            "circle",
+        ),
+        (
+            f"decode, context {contexts[0]}→{contexts[-1]} at batch {batch}",
+            c_table,
+            c_fp,
+            [f"context {c}" for c in contexts],
+            DEVICE_COLORS[2],
+            "square",
+        ),
+    ):
+        notes, fits = _fit_notes(fp)
+        out.append(
+            step_series(
+                name,
+                table.flops.sum(0),
+                table.bytes.sum(0),
+                table.step_time_s,
+                table.step_bound,
+                labels,
+                ceilings,
+                run.precision.act_dtype,
+                color,
+                symbol=symbol,
+                extra=notes,
+                fits=fits,
+            )
+        )
+    return out
