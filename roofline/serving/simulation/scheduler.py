@@ -7,7 +7,8 @@ order they were admitted; then waiting requests are admitted first come, first s
 budget lasts, fewer than ``max_num_seqs`` run, and their blocks fit. When the cache cannot hold
 a running request's new tokens, the request admitted last is preempted: its blocks are freed and
 it waits at the head of the queue to be recomputed (prompt and outputs so far), as vLLM's
-recompute preemption does; a step that preempted admits no waiting request. A request that reaches ``computed == tokens`` samples one token.
+recompute preemption does; a step that preempted admits no waiting request. A request that
+reaches ``computed == tokens`` samples one token.
 """
 
 from __future__ import annotations
