@@ -1,9 +1,16 @@
 """A trace exported from two CPU ranks under torch.distributed (gloo, spawned processes, a tiny
-all-reduce) imports with each rank's communication time and the skew between them."""
+all-reduce) imports with each rank's communication time and the skew between them.
+
+The ranks are spawned from a fresh interpreter running this file: spawned from the test process,
+they would re-run whatever script that process last ran as ``__main__`` (a page, under AppTest)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,9 +48,12 @@ def _rank(rank: int, world: int, port: int, folder: str) -> None:
 
 
 def test_two_gloo_ranks_import_with_their_communication(tmp_path):
-    import torch.multiprocessing as mp
-
-    mp.spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, __file__, str(tmp_path)], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     prof = import_trace_files([str(tmp_path / "rank0.json"), str(tmp_path / "rank1.json")])
     assert [r.rank for r in prof.ranks] == [0, 1]
     r0, r1 = prof.ranks
@@ -55,3 +65,9 @@ def test_two_gloo_ranks_import_with_their_communication(tmp_path):
     assert prof.skew_s > 0
     comm = [o for o in prof.level("aten", 0) if o.name == "collectives (gloo)"]
     assert comm and comm[0].comm_bytes == 4096 * 4
+
+
+if __name__ == "__main__":
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank, args=(2, _free_port(), sys.argv[1]), nprocs=2)
