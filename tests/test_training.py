@@ -22,6 +22,7 @@ from roofline.training import (
     layer_saved_bytes,
     levers,
     lora_params,
+    optimizer_bytes_moved,
     plan_to_fit,
     training_memory,
 )
@@ -53,6 +54,32 @@ def test_mixed_precision_adamw_is_16_bytes_per_parameter():
     small = 576 * (30 * 2 + 1)
     expected = 8 * q + (2 + 8 / 256) * (q - small) + 8 * small
     assert states(TrainSetup(small_model, precision="mixed", optimizer="adamw-8bit")) == pytest.approx(expected)
+
+
+def test_pure_bf16_is_8_bytes_per_parameter_by_hand():
+    # bf16 weights (2) and gradients (2), AdamW's m and v allocated like the parameters in bf16
+    # (2 + 2), and no fp32 master copy: 8 B per parameter, half of mixed precision's 16.
+    m = get_model("llama-2-7b")
+    p = m.param_counts()["total"]
+    pure = TrainSetup(m, precision="pure-bf16")
+    mem = training_memory(pure)
+    assert (mem.weights_bytes, mem.grads_bytes, mem.master_bytes, mem.optimizer_bytes) == (2 * p, 2 * p, 0, 4 * p)
+    assert mem.autocast_copies_bytes == 0  # no autocast: the weights are bf16 already
+    assert states(replace(pure, optimizer="sgd-momentum")) == 6 * p  # one bf16 momentum
+    # A for-each AdamW's temporary is a bf16 parameter-sized tensor too.
+    unfused = training_memory(replace(pure, fused_optimizer=False)).by_phase["optimizer step"]["transient"]
+    assert float(unfused) == 2 * p
+    # Gradients appear in backward (zero_grad sets them to None), as in fp32 and amp.
+    assert float(mem.by_phase["forward end"]["gradients"]) == 0
+    # Activations as mixed precision's (bf16 throughout, fused norms).
+    mixed = training_memory(TrainSetup(m, precision="mixed"))
+    assert float(mem.activations_bytes) == float(mixed.activations_bytes)
+    # The update reads the bf16 gradient, reads and writes the bf16 weight and both bf16 states:
+    # 2 + 2 + 2 + 2 x 4 = 14 B per parameter (mixed: 2 + 4 + 4 + 2 x 8 + the 16-bit copy 2 = 28).
+    assert optimizer_bytes_moved(pure) == 14 * p
+    assert optimizer_bytes_moved(TrainSetup(m, precision="mixed")) == 28 * p
+    with pytest.raises(ValueError, match="pure-bf16 keeps"):
+        TrainSetup(m, precision="pure-bf16", compute_dtype="fp16")
 
 
 def test_lora_adapter_count_by_hand():
@@ -148,12 +175,13 @@ def test_layer_accounting_matches_what_pytorch_saves():
     from roofline.measure.training import TrainModel
 
     m = get_model("smollm2-135m").model_copy(update={"num_layers": 1, "vocab_size": 64})
-    for precision in ("fp32", "amp"):
+    for precision in ("fp32", "amp", "pure-bf16"):
         s = TrainSetup(m, seq_len=128, micro_batch=2, precision=precision, fused_norms=False)
         model = TrainModel(s)
-        x = torch.randn(2, 128, m.hidden_size, requires_grad=True)
+        dtype = torch.bfloat16 if precision == "pure-bf16" else torch.float32
+        x = torch.randn(2, 128, m.hidden_size, requires_grad=True, dtype=dtype)
         hd = m.head_dim
-        cos = sin = torch.ones(128, hd)
+        cos = sin = torch.ones(128, hd, dtype=dtype)
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}
         saved = SavedBytes(params)
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
@@ -180,8 +208,9 @@ def smollm2():
         {"seq_len": 256, "recompute": "full"},
         {"seq_len": 256, "precision": "amp"},
         {"seq_len": 256, "method": "lora", "lora_targets": ("q", "v")},
+        {"seq_len": 128, "precision": "pure-bf16"},
     ],
-    ids=["fp32-128", "fp32-384", "checkpointing", "amp", "lora"],
+    ids=["fp32-128", "fp32-384", "checkpointing", "amp", "lora", "pure-bf16"],
 )
 def test_a_real_training_step_peaks_within_10_percent(smollm2, changes):
     pytest.importorskip("torch")

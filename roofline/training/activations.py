@@ -25,10 +25,16 @@ def trains(s: TrainSetup, matrix: str) -> bool:
 
 
 def _stream_bytes(s: TrainSetup) -> float:
-    """Bytes per element of what the norms keep (their input, the normalised x): fp32 under
-    autocast (it runs norms in fp32, upcasting a 16-bit input) and in fp32; 16-bit in mixed
-    precision."""
+    """Bytes per element of the residual stream (each layer's input): fp32 under autocast and in
+    fp32; 16-bit in mixed precision and pure bf16."""
     return 4.0 if s.precision in ("amp", "fp32") else s.act_bytes
+
+
+def _norm_bytes(s: TrainSetup) -> float:
+    """Bytes per element of what an RMSNorm keeps (its input, and the normalised x where it is
+    decomposed): the stream's dtype in a fused kernel; fp32 in PyTorch's decomposed RMSNorm,
+    which upcasts a 16-bit input and keeps the fp32 upcast and the fp32 normalised x."""
+    return 4.0 if not s.fused_norms and s.model.norm == "rmsnorm" else _stream_bytes(s)
 
 
 def _casts_per_linear(s: TrainSetup) -> bool:
@@ -44,15 +50,17 @@ def layer_saved_bytes(s: TrainSetup) -> dict[str, np.ndarray]:
     (separate q, k, v and gate, up projections, as Hugging Face models have them), while the
     residual stream and the norms stay fp32; Megatron-style mixed precision runs fused QKV and
     gate-up projections with 16-bit activations throughout. A fused norm kernel (CUDA) keeps its
-    input and statistics; PyTorch's decomposed RMSNorm (a CPU) also keeps the normalised x when
-    the norm's scale is trained. SDPA keeps q, k, v, its output and, FlashAttention-style, an
-    fp32 log-sum-exp per head and row; a naive kernel the s x s probabilities instead."""
+    input and statistics; PyTorch's decomposed RMSNorm (a CPU) keeps an fp32 upcast of its input,
+    and also the fp32 normalised x when the norm's scale is trained. SDPA keeps q, k, v, its
+    output and, FlashAttention-style, an fp32 log-sum-exp per head and row; a naive kernel the
+    s x s probabilities instead."""
     m = s.model
     t = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)  # tokens
     sq = np.asarray(s.seq_len, float)
     h, hd, nh = m.hidden_size, m.head_dim, m.num_heads
     act = s.act_bytes  # 16-bit activations (4 in fp32)
-    stream = _stream_bytes(s)  # the residual stream and the norms
+    stream = _stream_bytes(s)  # the residual stream
+    norm = _norm_bytes(s)  # what the norms keep
     if m.mla:
         q, k, v = nh * m.qk_head_dim, nh * m.qk_head_dim, nh * m.v_head_dim
     else:
@@ -69,8 +77,8 @@ def layer_saved_bytes(s: TrainSetup) -> dict[str, np.ndarray]:
     attention_in = "q", "k", "v"
     mlp_in = ("gate", "up") if m.mlp == "gated" else ("up",)
     out = {
-        "layer input and residual": t * h * stream * (1 if m.parallel_attention else 2),
-        "normalised x (decomposed norms)": t * h * stream * norm_extra * (1 if m.parallel_attention else 2),
+        "layer input and residual": t * h * norm * (1 if m.parallel_attention else 2),
+        "normalised x (decomposed norms)": t * h * norm * norm_extra * (1 if m.parallel_attention else 2),
         "inputs of the QKV projections": t * h * (act if _casts_per_linear(s) else stream) * copies(attention_in),
         "q, k, v": t * (q + k + v) * act,
         "attention output": t * nh * m.v_head_dim * act,
@@ -110,12 +118,12 @@ def activation_bytes(s: TrainSetup) -> tuple[np.ndarray, np.ndarray]:
     """(saved activations of the whole model, one layer's without recomputation) per device."""
     m = s.model
     t = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)
-    stream = _stream_bytes(s)
+    stream, norm = _stream_bytes(s), _norm_bytes(s)
     one_layer = sum(layer_saved_bytes(replace(s, recompute="none")).values())
     # The final norm: its input, the normalised x (decomposed), and the LM head's input when
     # the head (or the tied embedding) is trained.
     head_trained = s.method == "full"
-    final = t * m.hidden_size * stream * (1 + (0 if s.fused_norms or not head_trained else 1))
+    final = t * m.hidden_size * norm * (1 + (0 if s.fused_norms or not head_trained else 1))
     if head_trained:
         final = final + t * m.hidden_size * (s.act_bytes if _casts_per_linear(s) else stream)
     if s.recompute == "full":

@@ -3,12 +3,15 @@
 - **weights** as the step holds them: mixed precision (Megatron, DeepSpeed) keeps 16-bit
   weights, 16-bit gradients and an fp32 master copy (2 + 2 + 4 bytes per trainable parameter);
   PyTorch autocast (``amp``) keeps fp32 weights and gradients and saves 16-bit copies of the
-  weights for backward; fp32 keeps fp32 everything. LoRA freezes the base at its dtype and trains
-  adapters of rank r on the chosen matrices; QLoRA stores the frozen linear weights in NF4.
-- **optimizer state** per trainable parameter: AdamW m and v in fp32 (8 B); bitsandbytes 8-bit
-  AdamW 2 B plus one fp32 absmax per 256-element block per state (2 + 8/256 = 2.031 B; tensors
-  under 4,096 elements keep fp32 states); SGD with momentum 4 B; Adafactor without momentum a row
-  and a column factor per matrix, 4(n + m) B (Shazeer and Stern 2018).
+  weights for backward; fp32 keeps fp32 everything; pure bf16 keeps bf16 everything (weights,
+  gradients and optimizer state, no master copy: 2 + 2 + 4 bytes per parameter under AdamW).
+  LoRA freezes the base at its dtype and trains adapters of rank r on the chosen matrices; QLoRA
+  stores the frozen linear weights in NF4.
+- **optimizer state** per trainable parameter: AdamW m and v in fp32 (8 B; in pure bf16 4 B,
+  PyTorch allocating the state like the parameter); bitsandbytes 8-bit AdamW 2 B plus one fp32
+  absmax per 256-element block per state (2 + 8/256 = 2.031 B; tensors under 4,096 elements keep
+  fp32 states); SGD with momentum 4 B (2 in pure bf16); Adafactor without momentum a row and a
+  column factor per matrix, 4(n + m) B (2(n + m) in pure bf16; Shazeer and Stern 2018).
 - **ZeRO / FSDP** over ``dp`` devices (Rajbhandari et al. 2019, §3.1): stage 1 shards the
   optimizer state and master weights, stage 2 the gradients too, stage 3 (FSDP full shard) the
   weights too, with one layer's weights gathered at a time. Offload moves the optimizer state
@@ -43,18 +46,19 @@ from roofline.training.setup import (
 
 
 def _optimizer_bytes(s: TrainSetup, p: Params) -> float:
+    state = s.optimizer_dtype_bytes
     if s.optimizer == "adamw":
-        return 8.0 * p.trainable
+        return 2 * state * p.trainable
     if s.optimizer == "sgd-momentum":
-        return 4.0 * p.trainable
+        return state * p.trainable
     if s.optimizer == "adamw-8bit":
         small = small_tensor_params(s.model) if s.method == "full" else 0
-        return ADAM8_BYTES * (p.trainable - small) + 8.0 * small
+        return ADAM8_BYTES * (p.trainable - small) + 8.0 * small  # bitsandbytes: fp32 for small tensors
     # Adafactor without momentum: a row and a column factor per matrix, a full second moment for vectors.
     in_matrices = sum(n * k for n, k in p.optimizer_matrices)
     factors = sum(n + k for n, k in p.optimizer_matrices)
     vectors = max(0, p.trainable - in_matrices) if s.method == "full" else 0
-    return 4.0 * (factors + vectors)
+    return state * (factors + vectors)
 
 
 @dataclass(frozen=True)
@@ -106,10 +110,11 @@ def _grad_bytes_per_param(s: TrainSetup) -> float:
     accumulates them in fp32 (Megatron's default for bf16; DeepSpeed's fp32 gradient
     partitions): 4 bytes, plus the reduce-scattered 16-bit partition under ZeRO-2 and nothing
     16-bit under ZeRO-3 (gradients land in their fp32 partition), as DeepSpeed's estimators count.
-    amp and fp32 keep fp32 gradients. ZeRO-2 and 3 shard them over the data-parallel devices."""
+    amp and fp32 keep fp32 gradients, pure bf16 bf16 ones. ZeRO-2 and 3 shard them over the
+    data-parallel devices."""
     n = s.dp
     if s.precision != "mixed":
-        return 4.0 / n if s.zero >= 2 else 4.0
+        return s.weight_bytes / n if s.zero >= 2 else s.weight_bytes
     if not s.fp32_grads:
         return 2.0 / n if s.zero >= 2 else 2.0
     return {0: 4.0, 1: 4.0, 2: (2.0 + 4.0) / n, 3: 4.0 / n}[s.zero]
@@ -121,7 +126,7 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     p = params(s)
     n = s.dp
     compute = s.act_bytes
-    grad_bytes = 2.0 if s.precision == "mixed" else 4.0  # the weights' own dtype
+    grad_bytes = s.weight_bytes  # the weights' own dtype
     # Weights as the step holds them.
     if s.method == "full":
         weights = p.total * grad_bytes
@@ -162,7 +167,8 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     tied = 2 * m.vocab_size * m.hidden_size * tied_bytes if (m.tied_embeddings and s.method == "full") else 0.0
     rebuild = one_layer if s.recompute == "full" else 0.0
     # A for-each (unfused) AdamW allocates one temporary the size of the trainable parameters.
-    temporaries = 0.0 if s.fused_optimizer or s.optimizer != "adamw" else 4.0 * p.trainable / (n if s.zero else 1)
+    unfused = not s.fused_optimizer and s.optimizer == "adamw"
+    temporaries = s.optimizer_dtype_bytes * p.trainable / (n if s.zero else 1) if unfused else 0.0
     static = {
         "weights": weights + zero,
         "master weights (fp32)": master + zero,
