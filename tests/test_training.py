@@ -228,12 +228,16 @@ def test_a_real_load_peaks_within_15_percent(smollm2):
     from roofline.measure.loading import measure
 
     rows = measure(smollm2, "bf16")
-    assert {r["method"] for r in rows} == {"naive", "dtype-first", "meta", "mmap", "sharded"}
+    assert {r["method"] for r in rows} == {"naive", "fp32-cast", "dtype-first", "meta", "mmap", "sharded"}
     for r in rows:
         assert abs(r["predicted_peak_bytes"] / r["measured_peak_bytes"] - 1) < 0.15, r
     naive = next(r for r in rows if r["method"] == "naive")
     meta = next(r for r in rows if r["method"] == "meta")
     assert naive["measured_peak_bytes"] > 2.5 * meta["measured_peak_bytes"]  # fp32 model + checkpoint vs checkpoint
+    # Casting after an fp32 build frees each fp32 tensor as its copy appears: below the fp32 model
+    # plus a bf16 one (6 bytes per parameter), above the bf16 model plus the checkpoint (4).
+    cast = next(r for r in rows if r["method"] == "fp32-cast")
+    assert 2 * meta["measured_peak_bytes"] < cast["measured_peak_bytes"] < 0.8 * naive["measured_peak_bytes"]
 
 
 def test_loading_peaks_by_hand():
@@ -243,6 +247,13 @@ def test_loading_peaks_by_hand():
     p = m.param_counts()["total"]
     peaks = {pk.method: pk for pk in load_peaks(m, "bf16", "bf16")}
     assert peaks["naive"].host_bytes == 4 * p + 2 * p
+    # Built in fp32, then cast: the fp32 model and the bf16 copy of its first tensor, the
+    # embedding (128,256 x 8,192, the largest), then the bf16 model and the file (2P + 2P).
+    assert peaks["fp32-cast"].host_bytes == max(4 * p + 2 * 128_256 * 8_192, 2 * p + 2 * p)
+    assert peaks["fp32-cast"].device_bytes == 2 * p
+    # Cast to fp32 is no cast: the same as naive.
+    fp32 = {pk.method: pk for pk in load_peaks(m, "bf16", "fp32")}
+    assert fp32["fp32-cast"].host_bytes == fp32["naive"].host_bytes == 4 * p + 2 * p
     assert peaks["meta"].host_bytes == 2 * p and peaks["mmap"].host_file_backed
     assert peaks["direct"].host_bytes == 2 * m.vocab_size * m.hidden_size  # the largest tensor
     # Eight processes on one host, naive: eight fp32 models and eight files; mmap: one page cache.
