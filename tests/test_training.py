@@ -17,6 +17,7 @@ from roofline.loading import load_peaks
 from roofline.models import get_model
 from roofline.training import (
     NF4_BITS,
+    PHASES,
     TrainSetup,
     analyze_training,
     layer_saved_bytes,
@@ -26,6 +27,7 @@ from roofline.training import (
     plan_to_fit,
     training_memory,
 )
+from roofline.training.activations import rebuilt_layer_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = get_hardware("h100-sxm")
@@ -155,6 +157,38 @@ def test_activation_bytes_of_one_layer_by_hand():
     assert sum(layer_saved_bytes(replace(s, fused_norms=True)).values()) == 44_544 + 36 - 2 * 576 * 4
 
 
+def test_full_recomputation_rebuilds_the_last_layer_after_the_logits_gradients_are_freed():
+    # SmolLM2 135M in fp32 with PyTorch's decomposed RMSNorm, 1,536 tokens, every layer
+    # checkpointed. t = 1,536, h = 576, V = 49,152, 30 layers, P = 134,515,008; weights 4P and
+    # AdamW 8P throughout; gradients appear in backward.
+    m = get_model("smollm2-135m")
+    p, t, h, v = 134_515_008, 1_536, 576, 49_152
+    s = TrainSetup(m, seq_len=t, precision="fp32", recompute="full", fused_norms=False)
+    mem = training_memory(s)
+    total = {k: float(sum(terms.values())) for k, terms in mem.by_phase.items()}
+    # Saved: each layer's input (30 t h x 4 B); the final norm's input and normalised x, and the
+    # head's input (3 t h x 4 B).
+    layers, final = 30 * t * h * 4, 3 * t * h * 4
+    # Backward starts with the loss: the log-probabilities, their gradient and the logits'
+    # gradient, 12 B per logit, beside every saved tensor. No layer is rebuilt yet.
+    assert total["backward start"] == 12 * p + layers + final + 12 * t * v
+    assert "transient" not in mem.by_phase["backward start"]
+    # The head's backward frees those 12 t V B and the final norm's and head's saved tensors and
+    # leaves the tied embedding's gradient (4 V h). Then the last layer is rebuilt: one layer
+    # saves 44,580 B per token (see the test below), of which its input (4 h) is the checkpoint
+    # already; the gradient flowing into it is t h x 4 B.
+    rebuilt = 44_580 * t - 4 * h * t
+    assert total["last layer's backward"] == 12 * p + layers + 4 * v * h + rebuilt + 4 * h * t
+    assert mem.peak_at == "backward start" and float(mem.peak_bytes) == total["backward start"]
+    # Without recomputation nothing is rebuilt at that moment: every layer's tensors are saved.
+    plain = training_memory(replace(s, recompute="none")).by_phase["last layer's backward"]
+    assert float(plain["transient"]) == 4 * h * t
+    # A decomposed norm on a bf16 input keeps an fp32 upcast of it, not the checkpoint itself:
+    # the whole layer is rebuilt.
+    pure = replace(s, precision="pure-bf16")
+    assert float(rebuilt_layer_bytes(pure)) == float(sum(layer_saved_bytes(pure).values()))
+
+
 class SavedBytes:
     """Distinct storages autograd saves (parameters and tiny tensors aside)."""
 
@@ -205,7 +239,9 @@ def smollm2():
     [
         {"seq_len": 128},
         {"seq_len": 384},
-        {"seq_len": 256, "recompute": "full"},
+        # Long enough that the peak is at the loss's backward, beside every checkpoint: the rebuilt
+        # layer comes after the logits' gradients are freed, so it must not be counted there.
+        {"seq_len": 1536, "recompute": "full"},
         {"seq_len": 256, "precision": "amp"},
         {"seq_len": 256, "method": "lora", "lora_targets": ("q", "v")},
         {"seq_len": 128, "precision": "pure-bf16"},
@@ -332,7 +368,7 @@ def test_train_and_load_cli_json():
     )
     data = json.loads(train.stdout)
     assert {"memory", "fits", "largest_micro_batch", "levers", "plan_to_fit", "step_time_s", "mfu"} <= set(data)
-    assert data["memory"]["peak_at"] in ("forward end", "backward start", "backward end", "optimizer step")
+    assert data["memory"]["peak_at"] in PHASES
     load = subprocess.run(
         [sys.executable, "-m", "roofline", "load", "--model", "llama-3.1-70b", "--tp", "8", "--json"],
         capture_output=True,

@@ -20,11 +20,15 @@
 - **logits**: the LM head's output, its fp32 copy for the loss and the log-probabilities the loss
   saves, then their gradient.
 
-The peak is found along the step: the end of forward (every activation and the loss), the
-backward pass (activations freed layer by layer as gradients appear; it peaks at one of its
-ends) and the optimizer step (all gradients; an unfused, for-each optimizer also allocates
-temporaries the size of the trainable parameters). Gradients persist across micro-batches when
-accumulating, and always in mixed precision (its frameworks allocate one gradient buffer).
+The peak is found along the step: the end of forward (every activation and the loss), the start
+of backward (the loss's and the logits' gradients beside every activation), the last layer's
+backward (the logits' gradients and what the final norm and the LM head saved are freed, the
+head's weight gradient exists; full recomputation rebuilds the last layer only now), the
+layers' backward (activations freed layer by layer as gradients appear; it peaks at one of its
+ends, the last layer's or the end of backward) and the optimizer step (all gradients; an
+unfused, for-each optimizer also allocates temporaries the size of the trainable parameters).
+Gradients persist across micro-batches when accumulating, and always in mixed precision (its
+frameworks allocate one gradient buffer).
 """
 
 from __future__ import annotations
@@ -33,7 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.training.activations import activation_bytes, logits_bytes
+from roofline.training.activations import (
+    activation_bytes,
+    final_saved_bytes,
+    logits_bytes,
+    rebuilt_layer_bytes,
+    stream_bytes,
+)
 from roofline.training.setup import (
     ADAM8_BYTES,
     NF4_BITS,
@@ -73,7 +83,7 @@ class TrainMemory:
     activations_bytes: np.ndarray  # everything saved for backward, at the end of forward
     logits_bytes: np.ndarray  # at the loss, in forward
     peak_bytes: np.ndarray
-    peak_at: np.ndarray  # "forward end", "backward start", "backward end", "optimizer step"
+    peak_at: np.ndarray  # one of PHASES
     at_peak: dict[str, np.ndarray]  # the live terms at the peak, which add to peak_bytes
     by_phase: dict[str, dict[str, np.ndarray]]  # the live terms at each moment of PHASES
     host_bytes: float  # optimizer state and master weights offloaded to host memory
@@ -100,7 +110,7 @@ class TrainMemory:
         }
 
 
-PHASES = ("forward end", "backward start", "backward end", "optimizer step")
+PHASES = ("forward end", "backward start", "last layer's backward", "backward end", "optimizer step")
 
 
 def _grad_bytes_per_param(s: TrainSetup) -> float:
@@ -157,7 +167,7 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     host = 0.0
     if s.offload_optimizer:
         host, optimizer, master = optimizer + master, 0.0, 0.0
-    activations, one_layer = activation_bytes(s)
+    activations, _ = activation_bytes(s)
     loss_fwd, loss_bwd = logits_bytes(s)
     zero = np.zeros(np.broadcast_shapes(np.shape(activations), np.shape(loss_fwd)))
     live_grads = grads if s.persistent_grads else 0.0
@@ -165,7 +175,16 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     # end of backward: two more vocab x hidden tensors for a moment.
     tied_bytes = 4.0 if s.fp32_grads else grad_bytes
     tied = 2 * m.vocab_size * m.hidden_size * tied_bytes if (m.tied_embeddings and s.method == "full") else 0.0
-    rebuild = one_layer if s.recompute == "full" else 0.0
+    # The LM head's backward is done before the last layer's begins: the logits' gradients and
+    # what the final norm and the head saved are gone, the head's weight gradient is there (a tied
+    # embedding's waits in autograd's buffer for its second part), and so is the gradient flowing
+    # into the last layer. Full recomputation rebuilds that layer now, not beside the logits.
+    head = m.vocab_size * m.hidden_size if s.method == "full" else 0
+    head_grad = 0.0 if s.persistent_grads else head * _grad_bytes_per_param(s)
+    head_copy = head * compute if s.precision == "amp" else 0.0  # autocast's copy, saved by the head
+    tokens = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)
+    incoming = tokens * m.hidden_size * stream_bytes(s)
+    rebuild = rebuilt_layer_bytes(s) if s.recompute == "full" else 0.0
     # A for-each (unfused) AdamW allocates one temporary the size of the trainable parameters.
     unfused = not s.fused_optimizer and s.optimizer == "adamw"
     temporaries = s.optimizer_dtype_bytes * p.trainable / (n if s.zero else 1) if unfused else 0.0
@@ -188,7 +207,13 @@ def training_memory(s: TrainSetup) -> TrainMemory:
             "gradients": live_grads + zero,
             "activations": activations + zero,
             "logits and loss": loss_bwd + zero,
-            "transient": rebuild + zero,
+        },
+        "last layer's backward": {
+            **static,
+            "autocast weight copies": autocast - head_copy + zero,
+            "gradients": live_grads + head_grad + zero,
+            "activations": activations - final_saved_bytes(s) + zero,
+            "transient": rebuild + incoming + zero,
         },
         "backward end": {**static, "gradients": grads + zero, "transient": tied + zero},
         "optimizer step": {**static, "gradients": grads + zero, "transient": temporaries + zero},
