@@ -6,6 +6,11 @@ loaded in (M = W when the dtypes match) and F its bytes when built in fp32 (PyTo
 
 - naive (build the model in fp32, ``torch.load`` the file, ``load_state_dict``, ``.to(device)``):
   host F + W, device M;
+- build in fp32, cast (``model.to(torch.bfloat16)``), then as naive: host the larger of F plus
+  the largest tensor's cast and M + W, device M. ``Module.to`` converts one parameter at a time
+  and swaps the new tensor in (``param.data = ...``), so each fp32 tensor is freed as soon as its
+  16-bit copy exists: the cast peaks at its first (the embedding, the largest) tensor, and the
+  checkpoint is read after it, into the cast model;
 - build in the target dtype first (``torch_dtype=``), then as naive: host M + W, device M;
 - meta-device init, ``load_state_dict(assign=True)`` (Hugging Face ``low_cpu_mem_usage``): host
   W plus the largest tensor's cast, device M;
@@ -28,6 +33,7 @@ from roofline.models import ModelConfig
 
 METHODS: dict[str, str] = {
     "naive": "build the model in fp32, torch.load, load_state_dict, .to(device)",
+    "fp32-cast": "build the model in fp32, cast it to the target dtype, torch.load, load_state_dict, .to(device)",
     "dtype-first": "build the model in the target dtype, torch.load, load_state_dict, .to(device)",
     "meta": "meta-device init, torch.load, load_state_dict(assign=True) (low_cpu_mem_usage)",
     "mmap": "meta-device init, torch.load(mmap=True) or safetensors, assign: pages read on demand",
@@ -89,11 +95,16 @@ def load_peaks(
     largest = largest_tensor_params(m)
     cast = largest * bytes_per_element(load_dtype) if checkpoint_dtype != load_dtype else 0.0
     shard = max(w / shards, largest * bytes_per_element(checkpoint_dtype))
+    # Build in fp32 and cast: the cast holds the fp32 model and one tensor's copy; the checkpoint
+    # is read into the cast model. A cast to fp32 is no cast: as naive.
+    build_cast = fp32 + (largest * bytes_per_element(load_dtype) if load_dtype != "fp32" else 0.0)
+    fp32_cast = max(build_cast, (loaded if load_dtype != "fp32" else fp32) + w)
     if device_is_host:
         # The state dict's tensors become the model's (assign) or are copied into it.
         model = loaded if checkpoint_dtype == load_dtype else loaded + cast
         peaks = {
             "naive": fp32 + w,
+            "fp32-cast": fp32_cast,
             "dtype-first": loaded + w,
             "meta": model if checkpoint_dtype == load_dtype else w + loaded,
             "mmap": model if checkpoint_dtype == load_dtype else w + loaded,
@@ -104,6 +115,7 @@ def load_peaks(
     device = loaded / tp
     return [
         LoadPeak("naive", METHODS["naive"], tp * (fp32 + w), device, False),
+        LoadPeak("fp32-cast", METHODS["fp32-cast"], tp * fp32_cast, device, False),
         LoadPeak("dtype-first", METHODS["dtype-first"], tp * (loaded + w), device, False),
         LoadPeak("meta", METHODS["meta"], tp * (w + cast), device, False),
         LoadPeak("mmap", METHODS["mmap"], w + tp * cast, device, True),

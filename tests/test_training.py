@@ -17,14 +17,17 @@ from roofline.loading import load_peaks
 from roofline.models import get_model
 from roofline.training import (
     NF4_BITS,
+    PHASES,
     TrainSetup,
     analyze_training,
     layer_saved_bytes,
     levers,
     lora_params,
+    optimizer_bytes_moved,
     plan_to_fit,
     training_memory,
 )
+from roofline.training.activations import rebuilt_layer_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = get_hardware("h100-sxm")
@@ -53,6 +56,32 @@ def test_mixed_precision_adamw_is_16_bytes_per_parameter():
     small = 576 * (30 * 2 + 1)
     expected = 8 * q + (2 + 8 / 256) * (q - small) + 8 * small
     assert states(TrainSetup(small_model, precision="mixed", optimizer="adamw-8bit")) == pytest.approx(expected)
+
+
+def test_pure_bf16_is_8_bytes_per_parameter_by_hand():
+    # bf16 weights (2) and gradients (2), AdamW's m and v allocated like the parameters in bf16
+    # (2 + 2), and no fp32 master copy: 8 B per parameter, half of mixed precision's 16.
+    m = get_model("llama-2-7b")
+    p = m.param_counts()["total"]
+    pure = TrainSetup(m, precision="pure-bf16")
+    mem = training_memory(pure)
+    assert (mem.weights_bytes, mem.grads_bytes, mem.master_bytes, mem.optimizer_bytes) == (2 * p, 2 * p, 0, 4 * p)
+    assert mem.autocast_copies_bytes == 0  # no autocast: the weights are bf16 already
+    assert states(replace(pure, optimizer="sgd-momentum")) == 6 * p  # one bf16 momentum
+    # A for-each AdamW's temporary is a bf16 parameter-sized tensor too.
+    unfused = training_memory(replace(pure, fused_optimizer=False)).by_phase["optimizer step"]["transient"]
+    assert float(unfused) == 2 * p
+    # Gradients appear in backward (zero_grad sets them to None), as in fp32 and amp.
+    assert float(mem.by_phase["forward end"]["gradients"]) == 0
+    # Activations as mixed precision's (bf16 throughout, fused norms).
+    mixed = training_memory(TrainSetup(m, precision="mixed"))
+    assert float(mem.activations_bytes) == float(mixed.activations_bytes)
+    # The update reads the bf16 gradient, reads and writes the bf16 weight and both bf16 states:
+    # 2 + 2 + 2 + 2 x 4 = 14 B per parameter (mixed: 2 + 4 + 4 + 2 x 8 + the 16-bit copy 2 = 28).
+    assert optimizer_bytes_moved(pure) == 14 * p
+    assert optimizer_bytes_moved(TrainSetup(m, precision="mixed")) == 28 * p
+    with pytest.raises(ValueError, match="pure-bf16 keeps"):
+        TrainSetup(m, precision="pure-bf16", compute_dtype="fp16")
 
 
 def test_lora_adapter_count_by_hand():
@@ -128,6 +157,38 @@ def test_activation_bytes_of_one_layer_by_hand():
     assert sum(layer_saved_bytes(replace(s, fused_norms=True)).values()) == 44_544 + 36 - 2 * 576 * 4
 
 
+def test_full_recomputation_rebuilds_the_last_layer_after_the_logits_gradients_are_freed():
+    # SmolLM2 135M in fp32 with PyTorch's decomposed RMSNorm, 1,536 tokens, every layer
+    # checkpointed. t = 1,536, h = 576, V = 49,152, 30 layers, P = 134,515,008; weights 4P and
+    # AdamW 8P throughout; gradients appear in backward.
+    m = get_model("smollm2-135m")
+    p, t, h, v = 134_515_008, 1_536, 576, 49_152
+    s = TrainSetup(m, seq_len=t, precision="fp32", recompute="full", fused_norms=False)
+    mem = training_memory(s)
+    total = {k: float(sum(terms.values())) for k, terms in mem.by_phase.items()}
+    # Saved: each layer's input (30 t h x 4 B); the final norm's input and normalised x, and the
+    # head's input (3 t h x 4 B).
+    layers, final = 30 * t * h * 4, 3 * t * h * 4
+    # Backward starts with the loss: the log-probabilities, their gradient and the logits'
+    # gradient, 12 B per logit, beside every saved tensor. No layer is rebuilt yet.
+    assert total["backward start"] == 12 * p + layers + final + 12 * t * v
+    assert "transient" not in mem.by_phase["backward start"]
+    # The head's backward frees those 12 t V B and the final norm's and head's saved tensors and
+    # leaves the tied embedding's gradient (4 V h). Then the last layer is rebuilt: one layer
+    # saves 44,580 B per token (see the test below), of which its input (4 h) is the checkpoint
+    # already; the gradient flowing into it is t h x 4 B.
+    rebuilt = 44_580 * t - 4 * h * t
+    assert total["last layer's backward"] == 12 * p + layers + 4 * v * h + rebuilt + 4 * h * t
+    assert mem.peak_at == "backward start" and float(mem.peak_bytes) == total["backward start"]
+    # Without recomputation nothing is rebuilt at that moment: every layer's tensors are saved.
+    plain = training_memory(replace(s, recompute="none")).by_phase["last layer's backward"]
+    assert float(plain["transient"]) == 4 * h * t
+    # A decomposed norm on a bf16 input keeps an fp32 upcast of it, not the checkpoint itself:
+    # the whole layer is rebuilt.
+    pure = replace(s, precision="pure-bf16")
+    assert float(rebuilt_layer_bytes(pure)) == float(sum(layer_saved_bytes(pure).values()))
+
+
 class SavedBytes:
     """Distinct storages autograd saves (parameters and tiny tensors aside)."""
 
@@ -148,12 +209,13 @@ def test_layer_accounting_matches_what_pytorch_saves():
     from roofline.measure.training import TrainModel
 
     m = get_model("smollm2-135m").model_copy(update={"num_layers": 1, "vocab_size": 64})
-    for precision in ("fp32", "amp"):
+    for precision in ("fp32", "amp", "pure-bf16"):
         s = TrainSetup(m, seq_len=128, micro_batch=2, precision=precision, fused_norms=False)
         model = TrainModel(s)
-        x = torch.randn(2, 128, m.hidden_size, requires_grad=True)
+        dtype = torch.bfloat16 if precision == "pure-bf16" else torch.float32
+        x = torch.randn(2, 128, m.hidden_size, requires_grad=True, dtype=dtype)
         hd = m.head_dim
-        cos = sin = torch.ones(128, hd)
+        cos = sin = torch.ones(128, hd, dtype=dtype)
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}
         saved = SavedBytes(params)
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
@@ -177,11 +239,14 @@ def smollm2():
     [
         {"seq_len": 128},
         {"seq_len": 384},
-        {"seq_len": 256, "recompute": "full"},
+        # Long enough that the peak is at the loss's backward, beside every checkpoint: the rebuilt
+        # layer comes after the logits' gradients are freed, so it must not be counted there.
+        {"seq_len": 1536, "recompute": "full"},
         {"seq_len": 256, "precision": "amp"},
         {"seq_len": 256, "method": "lora", "lora_targets": ("q", "v")},
+        {"seq_len": 128, "precision": "pure-bf16"},
     ],
-    ids=["fp32-128", "fp32-384", "checkpointing", "amp", "lora"],
+    ids=["fp32-128", "fp32-384", "checkpointing", "amp", "lora", "pure-bf16"],
 )
 def test_a_real_training_step_peaks_within_10_percent(smollm2, changes):
     pytest.importorskip("torch")
@@ -199,12 +264,16 @@ def test_a_real_load_peaks_within_15_percent(smollm2):
     from roofline.measure.loading import measure
 
     rows = measure(smollm2, "bf16")
-    assert {r["method"] for r in rows} == {"naive", "dtype-first", "meta", "mmap", "sharded"}
+    assert {r["method"] for r in rows} == {"naive", "fp32-cast", "dtype-first", "meta", "mmap", "sharded"}
     for r in rows:
         assert abs(r["predicted_peak_bytes"] / r["measured_peak_bytes"] - 1) < 0.15, r
     naive = next(r for r in rows if r["method"] == "naive")
     meta = next(r for r in rows if r["method"] == "meta")
     assert naive["measured_peak_bytes"] > 2.5 * meta["measured_peak_bytes"]  # fp32 model + checkpoint vs checkpoint
+    # Casting after an fp32 build frees each fp32 tensor as its copy appears: below the fp32 model
+    # plus a bf16 one (6 bytes per parameter), above the bf16 model plus the checkpoint (4).
+    cast = next(r for r in rows if r["method"] == "fp32-cast")
+    assert 2 * meta["measured_peak_bytes"] < cast["measured_peak_bytes"] < 0.8 * naive["measured_peak_bytes"]
 
 
 def test_loading_peaks_by_hand():
@@ -214,6 +283,13 @@ def test_loading_peaks_by_hand():
     p = m.param_counts()["total"]
     peaks = {pk.method: pk for pk in load_peaks(m, "bf16", "bf16")}
     assert peaks["naive"].host_bytes == 4 * p + 2 * p
+    # Built in fp32, then cast: the fp32 model and the bf16 copy of its first tensor, the
+    # embedding (128,256 x 8,192, the largest), then the bf16 model and the file (2P + 2P).
+    assert peaks["fp32-cast"].host_bytes == max(4 * p + 2 * 128_256 * 8_192, 2 * p + 2 * p)
+    assert peaks["fp32-cast"].device_bytes == 2 * p
+    # Cast to fp32 is no cast: the same as naive.
+    fp32 = {pk.method: pk for pk in load_peaks(m, "bf16", "fp32")}
+    assert fp32["fp32-cast"].host_bytes == fp32["naive"].host_bytes == 4 * p + 2 * p
     assert peaks["meta"].host_bytes == 2 * p and peaks["mmap"].host_file_backed
     assert peaks["direct"].host_bytes == 2 * m.vocab_size * m.hidden_size  # the largest tensor
     # Eight processes on one host, naive: eight fp32 models and eight files; mmap: one page cache.
@@ -292,7 +368,7 @@ def test_train_and_load_cli_json():
     )
     data = json.loads(train.stdout)
     assert {"memory", "fits", "largest_micro_batch", "levers", "plan_to_fit", "step_time_s", "mfu"} <= set(data)
-    assert data["memory"]["peak_at"] in ("forward end", "backward start", "backward end", "optimizer step")
+    assert data["memory"]["peak_at"] in PHASES
     load = subprocess.run(
         [sys.executable, "-m", "roofline", "load", "--model", "llama-3.1-70b", "--tp", "8", "--json"],
         capture_output=True,

@@ -213,7 +213,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
         default="mixed",
         choices=TRAIN_PRECISIONS,
         help="mixed: 16-bit weights and gradients with an fp32 master copy (Megatron, DeepSpeed); amp: PyTorch "
-        "autocast over fp32 weights; fp32",
+        "autocast over fp32 weights; fp32; pure-bf16: bf16 weights, gradients and optimizer state, no master copy",
     )
     p.add_argument("--compute-dtype", default="bf16", choices=("bf16", "fp16"))
     p.add_argument(

@@ -27,7 +27,7 @@ from roofline.models import ModelConfig
 from roofline.training import TrainSetup
 
 TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-MEASURED = ("naive", "dtype-first", "meta", "mmap", "sharded")
+MEASURED = ("naive", "fp32-cast", "dtype-first", "meta", "mmap", "sharded")
 
 
 def _build(m: ModelConfig, dtype: torch.dtype, device: str = "cpu") -> torch.nn.Module:
@@ -92,6 +92,9 @@ def _load(method: str, m: ModelConfig, dtype: torch.dtype, files: dict[str, list
 
     if method == "naive":
         model = _build(m, torch.float32)
+        model.load_state_dict(torch.load(files["pt"][0], weights_only=True))
+    elif method == "fp32-cast":
+        model = _build(m, torch.float32).to(dtype)
         model.load_state_dict(torch.load(files["pt"][0], weights_only=True))
     elif method == "dtype-first":
         model = _build(m, dtype)

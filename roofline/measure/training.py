@@ -5,7 +5,9 @@ a plain PyTorch loop trains it: causal ``scaled_dot_product_attention`` (FlashAt
 kernels where the build has them), the loss on every token (the logits upcast to fp32), AdamW
 (fused or for-each), SGD with momentum or Adafactor, optional activation checkpointing per
 layer (full) or of the attention core (selective), optional LoRA adapters on the chosen
-matrices with the base frozen, and autocast to bf16 (``amp``) or fp32. Memory is measured on
+matrices with the base frozen, and autocast to bf16 (``amp``), fp32, or pure bf16 (``pure-bf16``:
+the model cast with ``model.to(torch.bfloat16)``, AdamW's state allocated in bf16 like the
+parameters, no autocast and no fp32 master copy). Memory is measured on
 the step after a warm-up step (so the optimizer's state exists, as in every step but the first):
 
 - CUDA: ``torch.cuda.max_memory_allocated`` over the step;
@@ -53,7 +55,8 @@ def check_measurable(s: TrainSetup) -> None:
         raise ValueError("method: qlora needs bitsandbytes' NF4 kernels; measure lora or full here")
     if s.precision == "mixed":
         raise ValueError(
-            "precision: mixed (16-bit weights with an fp32 master copy) is a framework's scheme; measure amp or fp32"
+            "precision: mixed (16-bit weights with an fp32 master copy) is a framework's scheme; "
+            "measure amp, fp32 or pure-bf16"
         )
     if s.dp > 1 or s.zero or s.offload_optimizer:
         raise ValueError("dp, zero and offload are not measured on one device")
@@ -137,6 +140,8 @@ class TrainModel(nn.Module):
                     base = getattr(layer, name, None)
                     if isinstance(base, nn.Linear):
                         setattr(layer, name, LoRALinear(base, s.lora_rank))
+        if s.precision == "pure-bf16":  # weights, and so gradients and optimizer state, in bf16
+            self.to(torch.bfloat16)
 
     def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)
@@ -160,6 +165,12 @@ def _optimizer(s: TrainSetup, params, device: torch.device):
     return torch.optim.Adafactor(params, lr=1e-3)
 
 
+def _rope_dtype(s: TrainSetup) -> torch.dtype:
+    """The rotary tables in the activations' dtype under pure bf16 (an fp32 table would promote
+    q and k to fp32), fp32 otherwise."""
+    return torch.bfloat16 if s.precision == "pure-bf16" else torch.float32
+
+
 def _rss_bytes(field: str) -> float:
     with open("/proc/self/status") as fh:
         for line in fh:
@@ -181,7 +192,7 @@ def _warm_up_libraries(s: TrainSetup, dev: torch.device) -> None:
         model = TrainModel(small)
     opt = _optimizer(small, [p for p in model.parameters() if p.requires_grad], dev)
     ids = torch.randint(0, 256, (1, 16), device=dev)
-    cos = torch.ones(16, s.model.head_dim, device=dev)
+    cos = torch.ones(16, s.model.head_dim, device=dev, dtype=_rope_dtype(s))
     with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=s.precision == "amp"):
         loss = model(ids, cos, cos * 0)
     loss.backward()
@@ -208,7 +219,7 @@ def run_step(s: TrainSetup, device: str, steps: int = 1) -> dict:
     freqs = pos[:, None] / (10000.0 ** (torch.arange(0, hd, 2, device=dev) / hd))[None, :]
     angles = torch.cat([freqs, freqs], dim=-1)
     amp = s.precision == "amp"
-    cos, sin = angles.cos(), angles.sin()
+    cos, sin = angles.cos().to(_rope_dtype(s)), angles.sin().to(_rope_dtype(s))
 
     def step() -> float:
         with torch.autocast(

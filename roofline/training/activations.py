@@ -24,11 +24,17 @@ def trains(s: TrainSetup, matrix: str) -> bool:
     return s.method == "full" or matrix in s.lora_targets
 
 
-def _stream_bytes(s: TrainSetup) -> float:
-    """Bytes per element of what the norms keep (their input, the normalised x): fp32 under
-    autocast (it runs norms in fp32, upcasting a 16-bit input) and in fp32; 16-bit in mixed
-    precision."""
+def stream_bytes(s: TrainSetup) -> float:
+    """Bytes per element of the residual stream (each layer's input): fp32 under autocast and in
+    fp32; 16-bit in mixed precision and pure bf16."""
     return 4.0 if s.precision in ("amp", "fp32") else s.act_bytes
+
+
+def _norm_bytes(s: TrainSetup) -> float:
+    """Bytes per element of what an RMSNorm keeps (its input, and the normalised x where it is
+    decomposed): the stream's dtype in a fused kernel; fp32 in PyTorch's decomposed RMSNorm,
+    which upcasts a 16-bit input and keeps the fp32 upcast and the fp32 normalised x."""
+    return 4.0 if not s.fused_norms and s.model.norm == "rmsnorm" else stream_bytes(s)
 
 
 def _casts_per_linear(s: TrainSetup) -> bool:
@@ -44,15 +50,17 @@ def layer_saved_bytes(s: TrainSetup) -> dict[str, np.ndarray]:
     (separate q, k, v and gate, up projections, as Hugging Face models have them), while the
     residual stream and the norms stay fp32; Megatron-style mixed precision runs fused QKV and
     gate-up projections with 16-bit activations throughout. A fused norm kernel (CUDA) keeps its
-    input and statistics; PyTorch's decomposed RMSNorm (a CPU) also keeps the normalised x when
-    the norm's scale is trained. SDPA keeps q, k, v, its output and, FlashAttention-style, an
-    fp32 log-sum-exp per head and row; a naive kernel the s x s probabilities instead."""
+    input and statistics; PyTorch's decomposed RMSNorm (a CPU) keeps an fp32 upcast of its input,
+    and also the fp32 normalised x when the norm's scale is trained. SDPA keeps q, k, v, its
+    output and, FlashAttention-style, an fp32 log-sum-exp per head and row; a naive kernel the
+    s x s probabilities instead."""
     m = s.model
     t = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)  # tokens
     sq = np.asarray(s.seq_len, float)
     h, hd, nh = m.hidden_size, m.head_dim, m.num_heads
     act = s.act_bytes  # 16-bit activations (4 in fp32)
-    stream = _stream_bytes(s)  # the residual stream and the norms
+    stream = stream_bytes(s)  # the residual stream
+    norm = _norm_bytes(s)  # what the norms keep
     if m.mla:
         q, k, v = nh * m.qk_head_dim, nh * m.qk_head_dim, nh * m.v_head_dim
     else:
@@ -69,8 +77,8 @@ def layer_saved_bytes(s: TrainSetup) -> dict[str, np.ndarray]:
     attention_in = "q", "k", "v"
     mlp_in = ("gate", "up") if m.mlp == "gated" else ("up",)
     out = {
-        "layer input and residual": t * h * stream * (1 if m.parallel_attention else 2),
-        "normalised x (decomposed norms)": t * h * stream * norm_extra * (1 if m.parallel_attention else 2),
+        "layer input and residual": t * h * norm * (1 if m.parallel_attention else 2),
+        "normalised x (decomposed norms)": t * h * norm * norm_extra * (1 if m.parallel_attention else 2),
         "inputs of the QKV projections": t * h * (act if _casts_per_linear(s) else stream) * copies(attention_in),
         "q, k, v": t * (q + k + v) * act,
         "attention output": t * nh * m.v_head_dim * act,
@@ -106,21 +114,39 @@ def layer_saved_bytes(s: TrainSetup) -> dict[str, np.ndarray]:
     return out
 
 
+def final_saved_bytes(s: TrainSetup) -> np.ndarray:
+    """What the final norm and the LM head save: the norm's input, the normalised x (decomposed),
+    and the head's input when the head (or the tied embedding) is trained. Backward frees them
+    (the head's, then the norm's) before it reaches the last layer."""
+    m = s.model
+    t = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)
+    head_trained = s.method == "full"
+    final = t * m.hidden_size * _norm_bytes(s) * (1 + (0 if s.fused_norms or not head_trained else 1))
+    if head_trained:
+        final = final + t * m.hidden_size * (s.act_bytes if _casts_per_linear(s) else stream_bytes(s))
+    return final
+
+
+def rebuilt_layer_bytes(s: TrainSetup) -> np.ndarray:
+    """What backward allocates when full recomputation rebuilds one layer: everything the layer
+    saves, less its input, which the checkpoint holds already when the first norm keeps the input
+    itself (a fused kernel, or an input already in fp32) rather than an fp32 upcast of it."""
+    m = s.model
+    t = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)
+    one_layer = sum(layer_saved_bytes(replace(s, recompute="none")).values())
+    shared = t * m.hidden_size * stream_bytes(s) if _norm_bytes(s) == stream_bytes(s) else 0.0
+    return one_layer - shared
+
+
 def activation_bytes(s: TrainSetup) -> tuple[np.ndarray, np.ndarray]:
     """(saved activations of the whole model, one layer's without recomputation) per device."""
     m = s.model
     t = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)
-    stream = _stream_bytes(s)
     one_layer = sum(layer_saved_bytes(replace(s, recompute="none")).values())
-    # The final norm: its input, the normalised x (decomposed), and the LM head's input when
-    # the head (or the tied embedding) is trained.
-    head_trained = s.method == "full"
-    final = t * m.hidden_size * stream * (1 + (0 if s.fused_norms or not head_trained else 1))
-    if head_trained:
-        final = final + t * m.hidden_size * (s.act_bytes if _casts_per_linear(s) else stream)
+    final = final_saved_bytes(s)
     if s.recompute == "full":
         # Only each layer's input is kept; backward rebuilds one layer at a time.
-        return m.num_layers * t * m.hidden_size * stream + final, one_layer
+        return m.num_layers * t * m.hidden_size * stream_bytes(s) + final, one_layer
     return m.num_layers * sum(layer_saved_bytes(s).values()) + final, one_layer
 
 

@@ -3,12 +3,15 @@
 - **weights** as the step holds them: mixed precision (Megatron, DeepSpeed) keeps 16-bit
   weights, 16-bit gradients and an fp32 master copy (2 + 2 + 4 bytes per trainable parameter);
   PyTorch autocast (``amp``) keeps fp32 weights and gradients and saves 16-bit copies of the
-  weights for backward; fp32 keeps fp32 everything. LoRA freezes the base at its dtype and trains
-  adapters of rank r on the chosen matrices; QLoRA stores the frozen linear weights in NF4.
-- **optimizer state** per trainable parameter: AdamW m and v in fp32 (8 B); bitsandbytes 8-bit
-  AdamW 2 B plus one fp32 absmax per 256-element block per state (2 + 8/256 = 2.031 B; tensors
-  under 4,096 elements keep fp32 states); SGD with momentum 4 B; Adafactor without momentum a row
-  and a column factor per matrix, 4(n + m) B (Shazeer and Stern 2018).
+  weights for backward; fp32 keeps fp32 everything; pure bf16 keeps bf16 everything (weights,
+  gradients and optimizer state, no master copy: 2 + 2 + 4 bytes per parameter under AdamW).
+  LoRA freezes the base at its dtype and trains adapters of rank r on the chosen matrices; QLoRA
+  stores the frozen linear weights in NF4.
+- **optimizer state** per trainable parameter: AdamW m and v in fp32 (8 B; in pure bf16 4 B,
+  PyTorch allocating the state like the parameter); bitsandbytes 8-bit AdamW 2 B plus one fp32
+  absmax per 256-element block per state (2 + 8/256 = 2.031 B; tensors under 4,096 elements keep
+  fp32 states); SGD with momentum 4 B (2 in pure bf16); Adafactor without momentum a row and a
+  column factor per matrix, 4(n + m) B (2(n + m) in pure bf16; Shazeer and Stern 2018).
 - **ZeRO / FSDP** over ``dp`` devices (Rajbhandari et al. 2019, §3.1): stage 1 shards the
   optimizer state and master weights, stage 2 the gradients too, stage 3 (FSDP full shard) the
   weights too, with one layer's weights gathered at a time. Offload moves the optimizer state
@@ -17,11 +20,15 @@
 - **logits**: the LM head's output, its fp32 copy for the loss and the log-probabilities the loss
   saves, then their gradient.
 
-The peak is found along the step: the end of forward (every activation and the loss), the
-backward pass (activations freed layer by layer as gradients appear; it peaks at one of its
-ends) and the optimizer step (all gradients; an unfused, for-each optimizer also allocates
-temporaries the size of the trainable parameters). Gradients persist across micro-batches when
-accumulating, and always in mixed precision (its frameworks allocate one gradient buffer).
+The peak is found along the step: the end of forward (every activation and the loss), the start
+of backward (the loss's and the logits' gradients beside every activation), the last layer's
+backward (the logits' gradients and what the final norm and the LM head saved are freed, the
+head's weight gradient exists; full recomputation rebuilds the last layer only now), the
+layers' backward (activations freed layer by layer as gradients appear; it peaks at one of its
+ends, the last layer's or the end of backward) and the optimizer step (all gradients; an
+unfused, for-each optimizer also allocates temporaries the size of the trainable parameters).
+Gradients persist across micro-batches when accumulating, and always in mixed precision (its
+frameworks allocate one gradient buffer).
 """
 
 from __future__ import annotations
@@ -30,7 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.training.activations import activation_bytes, logits_bytes
+from roofline.training.activations import (
+    activation_bytes,
+    final_saved_bytes,
+    logits_bytes,
+    rebuilt_layer_bytes,
+    stream_bytes,
+)
 from roofline.training.setup import (
     ADAM8_BYTES,
     NF4_BITS,
@@ -43,18 +56,19 @@ from roofline.training.setup import (
 
 
 def _optimizer_bytes(s: TrainSetup, p: Params) -> float:
+    state = s.optimizer_dtype_bytes
     if s.optimizer == "adamw":
-        return 8.0 * p.trainable
+        return 2 * state * p.trainable
     if s.optimizer == "sgd-momentum":
-        return 4.0 * p.trainable
+        return state * p.trainable
     if s.optimizer == "adamw-8bit":
         small = small_tensor_params(s.model) if s.method == "full" else 0
-        return ADAM8_BYTES * (p.trainable - small) + 8.0 * small
+        return ADAM8_BYTES * (p.trainable - small) + 8.0 * small  # bitsandbytes: fp32 for small tensors
     # Adafactor without momentum: a row and a column factor per matrix, a full second moment for vectors.
     in_matrices = sum(n * k for n, k in p.optimizer_matrices)
     factors = sum(n + k for n, k in p.optimizer_matrices)
     vectors = max(0, p.trainable - in_matrices) if s.method == "full" else 0
-    return 4.0 * (factors + vectors)
+    return state * (factors + vectors)
 
 
 @dataclass(frozen=True)
@@ -69,7 +83,7 @@ class TrainMemory:
     activations_bytes: np.ndarray  # everything saved for backward, at the end of forward
     logits_bytes: np.ndarray  # at the loss, in forward
     peak_bytes: np.ndarray
-    peak_at: np.ndarray  # "forward end", "backward start", "backward end", "optimizer step"
+    peak_at: np.ndarray  # one of PHASES
     at_peak: dict[str, np.ndarray]  # the live terms at the peak, which add to peak_bytes
     by_phase: dict[str, dict[str, np.ndarray]]  # the live terms at each moment of PHASES
     host_bytes: float  # optimizer state and master weights offloaded to host memory
@@ -96,7 +110,7 @@ class TrainMemory:
         }
 
 
-PHASES = ("forward end", "backward start", "backward end", "optimizer step")
+PHASES = ("forward end", "backward start", "last layer's backward", "backward end", "optimizer step")
 
 
 def _grad_bytes_per_param(s: TrainSetup) -> float:
@@ -106,10 +120,11 @@ def _grad_bytes_per_param(s: TrainSetup) -> float:
     accumulates them in fp32 (Megatron's default for bf16; DeepSpeed's fp32 gradient
     partitions): 4 bytes, plus the reduce-scattered 16-bit partition under ZeRO-2 and nothing
     16-bit under ZeRO-3 (gradients land in their fp32 partition), as DeepSpeed's estimators count.
-    amp and fp32 keep fp32 gradients. ZeRO-2 and 3 shard them over the data-parallel devices."""
+    amp and fp32 keep fp32 gradients, pure bf16 bf16 ones. ZeRO-2 and 3 shard them over the
+    data-parallel devices."""
     n = s.dp
     if s.precision != "mixed":
-        return 4.0 / n if s.zero >= 2 else 4.0
+        return s.weight_bytes / n if s.zero >= 2 else s.weight_bytes
     if not s.fp32_grads:
         return 2.0 / n if s.zero >= 2 else 2.0
     return {0: 4.0, 1: 4.0, 2: (2.0 + 4.0) / n, 3: 4.0 / n}[s.zero]
@@ -121,7 +136,7 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     p = params(s)
     n = s.dp
     compute = s.act_bytes
-    grad_bytes = 2.0 if s.precision == "mixed" else 4.0  # the weights' own dtype
+    grad_bytes = s.weight_bytes  # the weights' own dtype
     # Weights as the step holds them.
     if s.method == "full":
         weights = p.total * grad_bytes
@@ -152,7 +167,7 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     host = 0.0
     if s.offload_optimizer:
         host, optimizer, master = optimizer + master, 0.0, 0.0
-    activations, one_layer = activation_bytes(s)
+    activations, _ = activation_bytes(s)
     loss_fwd, loss_bwd = logits_bytes(s)
     zero = np.zeros(np.broadcast_shapes(np.shape(activations), np.shape(loss_fwd)))
     live_grads = grads if s.persistent_grads else 0.0
@@ -160,9 +175,19 @@ def training_memory(s: TrainSetup) -> TrainMemory:
     # end of backward: two more vocab x hidden tensors for a moment.
     tied_bytes = 4.0 if s.fp32_grads else grad_bytes
     tied = 2 * m.vocab_size * m.hidden_size * tied_bytes if (m.tied_embeddings and s.method == "full") else 0.0
-    rebuild = one_layer if s.recompute == "full" else 0.0
+    # The LM head's backward is done before the last layer's begins: the logits' gradients and
+    # what the final norm and the head saved are gone, the head's weight gradient is there (a tied
+    # embedding's waits in autograd's buffer for its second part), and so is the gradient flowing
+    # into the last layer. Full recomputation rebuilds that layer now, not beside the logits.
+    head = m.vocab_size * m.hidden_size if s.method == "full" else 0
+    head_grad = 0.0 if s.persistent_grads else head * _grad_bytes_per_param(s)
+    head_copy = head * compute if s.precision == "amp" else 0.0  # autocast's copy, saved by the head
+    tokens = np.asarray(s.micro_batch, float) * np.asarray(s.seq_len, float)
+    incoming = tokens * m.hidden_size * stream_bytes(s)
+    rebuild = rebuilt_layer_bytes(s) if s.recompute == "full" else 0.0
     # A for-each (unfused) AdamW allocates one temporary the size of the trainable parameters.
-    temporaries = 0.0 if s.fused_optimizer or s.optimizer != "adamw" else 4.0 * p.trainable / (n if s.zero else 1)
+    unfused = not s.fused_optimizer and s.optimizer == "adamw"
+    temporaries = s.optimizer_dtype_bytes * p.trainable / (n if s.zero else 1) if unfused else 0.0
     static = {
         "weights": weights + zero,
         "master weights (fp32)": master + zero,
@@ -182,7 +207,13 @@ def training_memory(s: TrainSetup) -> TrainMemory:
             "gradients": live_grads + zero,
             "activations": activations + zero,
             "logits and loss": loss_bwd + zero,
-            "transient": rebuild + zero,
+        },
+        "last layer's backward": {
+            **static,
+            "autocast weight copies": autocast - head_copy + zero,
+            "gradients": live_grads + head_grad + zero,
+            "activations": activations - final_saved_bytes(s) + zero,
+            "transient": rebuild + incoming + zero,
         },
         "backward end": {**static, "gradients": grads + zero, "transient": tied + zero},
         "optimizer step": {**static, "gradients": grads + zero, "transient": temporaries + zero},

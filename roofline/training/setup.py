@@ -17,7 +17,7 @@ from roofline.dtypes import bytes_per_element
 from roofline.models import ModelConfig
 from roofline.workload import check_choice, check_positive_int
 
-TRAIN_PRECISIONS: tuple[str, ...] = ("mixed", "amp", "fp32")
+TRAIN_PRECISIONS: tuple[str, ...] = ("mixed", "amp", "fp32", "pure-bf16")
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adamw-8bit", "sgd-momentum", "adafactor")
 RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 METHODS: tuple[str, ...] = ("full", "lora", "qlora")
@@ -38,7 +38,7 @@ class TrainSetup:
     micro_batch: object = 1  # sequences per device per forward/backward
     global_batch: int | None = None  # sequences per optimizer step over all data-parallel devices
     precision: str = "mixed"
-    compute_dtype: str = "bf16"  # the 16-bit dtype of mixed precision and autocast
+    compute_dtype: str = "bf16"  # the 16-bit dtype of mixed precision and autocast (bf16 in pure-bf16)
     optimizer: str = "adamw"
     fused_optimizer: bool = True
     recompute: str = "none"
@@ -60,6 +60,8 @@ class TrainSetup:
     def __post_init__(self) -> None:
         check_choice(self.precision, TRAIN_PRECISIONS, "precision")
         check_choice(self.compute_dtype, ("bf16", "fp16"), "compute dtype")
+        if self.precision == "pure-bf16" and self.compute_dtype != "bf16":
+            raise ValueError("compute dtype: pure-bf16 keeps weights, gradients and optimizer state in bf16")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
         check_choice(self.method, METHODS, "method")
@@ -94,6 +96,19 @@ class TrainSetup:
     @property
     def act_bytes(self) -> float:
         return 4.0 if self.precision == "fp32" else bytes_per_element(self.compute_dtype)
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per element of the trained weights and their gradients as the step holds them:
+        16-bit in mixed precision (beside an fp32 master copy) and in pure bf16, fp32 otherwise."""
+        return 2.0 if self.precision in ("mixed", "pure-bf16") else 4.0
+
+    @property
+    def optimizer_dtype_bytes(self) -> float:
+        """Bytes per element the optimizer's state and its update run in: the dtype of the
+        parameters it updates (PyTorch's optimizers allocate their state like the parameter), the
+        fp32 master copy in mixed precision, bf16 in pure bf16."""
+        return 2.0 if self.precision == "pure-bf16" else 4.0
 
     @property
     def accumulation_steps(self) -> int:

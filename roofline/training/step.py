@@ -23,7 +23,8 @@ DEFAULT_HOST_MEMORY_BYTES_PER_S = 100e9
 ATTENTION_BACKWARD_FLOPS = 2.5
 # Bytes an optimizer update moves per trainable parameter: read the gradient, the weights (or
 # fp32 master) and the state, write the weights and the state. A fused kernel does it in one pass;
-# for-each (unfused) kernels make several passes over the same tensors.
+# for-each (unfused) kernels make several passes over the same tensors. States in fp32 (in bf16
+# under pure bf16: half of these, but 8-bit AdamW's own).
 OPTIMIZER_STATE_BYTES = {"adamw": 8.0, "adamw-8bit": ADAM8_BYTES, "sgd-momentum": 4.0, "adafactor": 0.0}
 UNFUSED_PASSES = (
     2.3  # AdamW for-each: ~64 B/param against the fused kernel's 28 (lerp, mul, addcmul, sqrt, div, addcdiv)
@@ -145,12 +146,14 @@ def optimizer_bytes_moved(s: TrainSetup) -> float:
     """Bytes one optimizer update moves on one device (see ``_optimizer_ops``)."""
     p = params(s)
     n = p.trainable / (s.dp if s.zero >= 1 else 1)
-    grad = 2.0 if s.precision == "mixed" else 4.0
-    state = OPTIMIZER_STATE_BYTES[s.optimizer]
+    grad = s.weight_bytes
+    weight = s.optimizer_dtype_bytes  # the fp32 master in mixed precision, else the weights themselves
+    scale = weight / 4.0  # states are allocated like the weights they update
+    state = OPTIMIZER_STATE_BYTES[s.optimizer] * (scale if s.optimizer != "adamw-8bit" else 1.0)
     if s.optimizer == "adafactor":
-        state = 2 * 4.0 * sum(a + b for a, b in p.optimizer_matrices) / max(p.trainable, 1)
+        state = 2 * weight * sum(a + b for a, b in p.optimizer_matrices) / max(p.trainable, 1)
     extra = 2.0 if s.precision == "mixed" else 0.0  # the 16-bit copy written beside the master
-    return n * (grad + 4.0 + 4.0 + 2 * state + extra)
+    return n * (grad + weight + weight + 2 * state + extra)
 
 
 def offload_time_s(s: TrainSetup, hw, host_memory_bytes_per_s: float = DEFAULT_HOST_MEMORY_BYTES_PER_S) -> float:
@@ -161,7 +164,7 @@ def offload_time_s(s: TrainSetup, hw, host_memory_bytes_per_s: float = DEFAULT_H
     link = recorded * 1e9 if recorded else DEFAULT_HOST_LINK_BYTES_PER_S
     p = params(s)
     n = p.trainable / (s.dp if s.zero >= 1 else 1)
-    grad = 2.0 if s.precision == "mixed" else 4.0
+    grad = s.weight_bytes
     transfers = n * grad / link + n * grad / link  # gradients down, updated weights up
     return transfers + optimizer_bytes_moved(s) / host_memory_bytes_per_s
 
@@ -174,8 +177,8 @@ def _gradient_comm_ops(s: TrainSetup) -> list[Op]:
     if n <= 1:
         return []
     p = params(s)
-    grad = (2.0 if s.precision == "mixed" and not s.fp32_grads else 4.0) * p.trainable
-    weights = (2.0 if s.precision == "mixed" else 4.0) * p.trainable
+    grad = (4.0 if s.precision == "mixed" and s.fp32_grads else s.weight_bytes) * p.trainable
+    weights = s.weight_bytes * p.trainable
     ring = (n - 1) / n
     if s.zero == 0:
         passes = [("gradient all-reduce", 2 * ring * grad, 2)]
