@@ -176,7 +176,7 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
         page = browser.new_page(viewport={"width": 390, "height": 3000})
         page.goto(app_url + path)
         if path == "/measure":
-            page.get_by_text("Open the example: kernel sweeps measured on an H100").click()
+            page.get_by_text("Kernel sweeps and their calibration").click()
         page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
         _wait_until_drawn(page)
         for i, chart in enumerate(page.evaluate(CHART_BOXES)):
