@@ -110,8 +110,9 @@ def ceiling_rows(c: MeasuredCeilings, datasheet: Ceilings | None) -> list[dict[s
         }
         for name, tbps in (
             ("memory bandwidth, copy (read + write)", c.memory_bandwidth_tbps),
-            ("memory bandwidth, read-only", c.read_bandwidth_tbps or 0.0),
+            ("memory bandwidth, read-only", c.read_bandwidth_tbps),
         )
+        if tbps is not None  # a file may not have measured a read-only pass
     ]
     if c.cache_bandwidth_tbps:
         rows.append(

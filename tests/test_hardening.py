@@ -517,3 +517,19 @@ def test_a_custom_name_with_markup_is_refused_where_charts_would_read_it():
     at.text_area(key="cmodel_paste").set_value(json.dumps(LLAMA_CONFIG | {"_name_or_path": "<b>big</b>"})).run()
     at.button(key="cmodel_use").click().run()
     assert not at.exception and any("markup" in e.value for e in at.error)
+
+
+def test_a_results_file_without_a_read_only_pass_is_shown_not_crashed():
+    """``read_bandwidth_tbps`` is optional in a results file: the command line says it was not
+    measured and the Measure page leaves its row out (it showed 0.0 GB/s)."""
+    import json
+
+    from dashboard.measure_view import ceiling_rows
+    from roofline.cli.render import measure
+    from roofline.measure.schema import parse_results
+
+    data = json.loads((ROOT / "examples" / "h100-sxm-quick-run.json").read_text())
+    data["ceilings"].pop("read_bandwidth_tbps", None)
+    results = parse_results(json.dumps(data))
+    assert "read not measured" in measure(results)
+    assert not any("read-only" in row["ceiling"] for row in ceiling_rows(results.ceilings, None))

@@ -245,7 +245,8 @@ def measure(results) -> str:
     lines = [f"{info.name} ({info.kind}, torch {info.torch_version}, {info.date}; {results.mode} run)"]
     if c:
         lines += [
-            f"  copy {c.memory_bandwidth_tbps * 1e3:,.1f} GB/s, read {c.read_bandwidth_tbps * 1e3:,.1f} GB/s"
+            f"  copy {c.memory_bandwidth_tbps * 1e3:,.1f} GB/s, read "
+            + (f"{c.read_bandwidth_tbps * 1e3:,.1f} GB/s" if c.read_bandwidth_tbps else "not measured")
             + (f", in cache {c.cache_bandwidth_tbps * 1e3:,.1f} GB/s" if c.cache_bandwidth_tbps else ""),
             "  peaks: " + ", ".join(f"{d} {v:,.2f} {peak_unit(d)}" for d, v in c.peak_tflops.items()),
             "  host dispatch per eager op: "
