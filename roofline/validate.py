@@ -6,8 +6,9 @@ It is the test set: no value of it enters a fit or a default anywhere in rooflin
 
 What is scored: TPOT of the aggregated runs (``mode == agg``) of models that are in ``model_db/``,
 on devices that are in ``hardware_db/``, with one tensor-parallel group (no pipeline parallelism,
-no attention data parallelism). TTFT under load needs the request-level serving simulation that is
-not built yet, so it is not scored; disaggregated runs wait for the same.
+no attention data parallelism). TTFT under load is scored by ``validate --load``
+(``roofline.validate_load``: each run simulated request by request at its concurrency);
+disaggregated runs are not scored yet.
 
 The prediction is the serving steady state of ``roofline.serving``: one continuous-batching step
 with ``batch`` = the run's concurrency decoding at the mean context (prompt + half the output),
@@ -306,7 +307,7 @@ def validate(path: Path | None = None, tables: bool = True) -> dict[str, object]
             )
     return {
         "metric": "TPOT (mean inter-token latency) of aggregated serving runs",
-        "not_scored": "TTFT under load and disaggregated runs: they need the request-level serving simulation",
+        "not_scored": "TTFT (see validate --load, which simulates each run at its concurrency) and disaggregated runs",
         "overall": overall,
         "groups": summarize(results),
         "skipped": skipped,
