@@ -79,7 +79,8 @@ def test_share_link_encoding_round_trips_and_is_compact():
     device, model = my_device(), load_hf_config(CONFIGS / "gpt-oss-20b.json")
     assert decode_record(encode_record(device), Hardware, "d") == device
     assert decode_record(encode_record(model), ModelConfig, "m") == model
-    assert len(encode_record(device)) < 1200 and len(encode_record(model)) < 800
+    # A device record carries its kernel formats (with their sources) too: still well inside a URL.
+    assert len(encode_record(device)) < 1500 and len(encode_record(model)) < 800
 
 
 @pytest.mark.parametrize(
