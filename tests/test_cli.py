@@ -186,7 +186,8 @@ def test_request_json_and_cuda_graphs():
                 "--hardware",
                 "a100-sxm-80gb",
             ],
-            "a100-sxm-80gb has no kernels for fp8 math (its formats record: weights fp32, bf16, fp16, fp8, int8, int4, mxfp4;",
+            "a100-sxm-80gb has no kernels for fp8 math (its formats record: weights fp32, bf16, fp16, fp8, "
+            "int8, int4, mxfp4;",
         ),
         (
             ["analyze", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1", "--tp", "3"],
