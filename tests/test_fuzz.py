@@ -529,7 +529,8 @@ url_value = st.one_of(st.sampled_from(HOSTILE_NUMBERS + ["h100-sxm", "tpu-v4", "
 def test_page_urls(page):
     from streamlit.testing.v1 import AppTest
 
-    @settings(max_examples=25, **FAST)
+    # 12 links a page here; the hostile run (benchmarks/hostile_run.py) sends hundreds more.
+    @settings(max_examples=12, **FAST)
     @given(picks=st.lists(st.tuples(st.sampled_from(PAGES[page]), st.lists(url_value, min_size=1, max_size=2))))
     def run(picks):
         at = AppTest.from_file(str(ROOT / page), default_timeout=60)
