@@ -30,98 +30,16 @@ from roofline.plots.serving_load import (
 )
 from roofline.report import Metric
 from roofline.serving import Traffic, serving_sweep
-from roofline.serving.simulation.api import simulate_serving, to_json
-from roofline.serving.simulation.capacity import rank_capacity, saturation_rate
-from roofline.serving.simulation.load import Lengths, Load, make_requests
-from roofline.serving.simulation.metrics import Targets, per_request, summary
-from roofline.serving.simulation.steptime import step_times
+from roofline.serving.simulation.capacity import rank_capacity
+from roofline.serving.simulation.load import Lengths, Load
+from roofline.serving.simulation.metrics import PERCENTILES, Targets
+from roofline.serving.simulation.sweep import SWEEP_RATES, SWEEP_REQUESTS, latency_sweep, load_run
 from roofline.settings import Settings
 from roofline.workload import Precision
 
 LOAD_KINDS = ("rate", "concurrency")
 MAX_PAGE_REQUESTS = 5_000
-SWEEP_REQUESTS = 300  # per rate of the sweep and per probe of the capacity search
-SWEEP_RATES = 12
-SWEEP_LOWEST = 1 / 30  # of the saturation rate: a trickle
-SWEEP_HIGHEST = 2.0  # a finite run of a few hundred requests only queues visibly past saturation
-PERCENTILES = (50, 90, 99)
 RESTS_ON = "engine host work not modelled"
-
-
-def latency_sweep(
-    model: ModelConfig,
-    hw: Hardware,
-    traffic: Traffic,
-    precision: Precision,
-    tp: int,
-    settings: Settings,
-    chunked: bool,
-    seed: int,
-) -> dict[str, object]:
-    """p50/p90/p99 TTFT and TPOT, mean running batch and queue at log-spaced Poisson rates from a
-    trickle to twice the saturation rate (a closed loop of ``max_num_seqs`` clients), each a run
-    of SWEEP_REQUESTS requests with the same seed."""
-    times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
-
-    def run_at(load: Load):
-        return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
-
-    prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
-    saturation = saturation_rate(run_at, prompt, output, settings.max_num_seqs, seed)
-    if saturation <= 0:
-        raise ValueError(f"no request completes on {tp} x {hw.name}")
-    rates = np.geomspace(saturation * SWEEP_LOWEST, saturation * SWEEP_HIGHEST, SWEEP_RATES)
-    rows = [
-        summary(run_at(Load("poisson", SWEEP_REQUESTS, prompt, output, rate_per_s=float(r), seed=seed))) for r in rates
-    ]
-
-    def column(metric: str, p: int) -> np.ndarray:
-        return np.array([np.nan if row[metric][f"p{p}"] is None else row[metric][f"p{p}"] for row in rows])
-
-    return {
-        "rate_per_s": rates,
-        "saturation_per_s": saturation,
-        "percentiles": {m: {p: column(m, p) for p in PERCENTILES} for m in ("ttft_s", "tpot_s")},
-        "mean_running": np.array([row["mean_running"] for row in rows]),
-        "mean_waiting": np.array([row["mean_waiting"] for row in rows]),
-        "output_tokens_per_s": np.array([row["output_throughput_tokens_per_s"] or np.nan for row in rows]),
-        "roofs": times.roofs,
-    }
-
-
-def load_run(
-    model: ModelConfig,
-    hw: Hardware,
-    traffic: Traffic,
-    precision: Precision,
-    tp: int,
-    settings: Settings,
-    chunked: bool,
-    load: Load,
-    targets: Targets,
-) -> dict[str, object]:
-    """One simulated benchmark: the summary the command line prints (``serve --rate``), every
-    request's TTFT and TPOT, and the server over time with the decoding requests' mean context."""
-    sim = simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked)
-    data = to_json(sim, targets)
-    data["per_request"] = {k: v for k, v in per_request(sim.run).items() if k in ("ttft_s", "tpot_s")}
-    data["series"]["context"] = decode_context(sim.run, np.asarray(data["series"]["time_s"], float)).tolist()
-    return data
-
-
-def decode_context(run, at_s: np.ndarray) -> np.ndarray:
-    """The mean cached tokens of the requests decoding at each time: the prompt plus the outputs
-    so far, taken as evenly spread between a request's first token and its last. NaN where none
-    decodes."""
-    first, finish = run.first_token_s[None, :], run.finish_s[None, :]
-    t = at_s[:, None]
-    decoding = (first <= t) & (t < finish)
-    span = np.where(finish > first, finish - first, 1.0)
-    generated = 1 + (run.output_tokens[None, :] - 1) * np.clip((t - first) / span, 0, 1)
-    context = np.where(decoding, run.prompt_tokens[None, :] + generated, 0.0)
-    count = decoding.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, context.sum(axis=1) / count, np.nan)
 
 
 def _seconds(value: float | None) -> str:

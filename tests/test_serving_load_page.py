@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.serving_load import decode_context
 from roofline.plots.serving_load import distribution_figure, latency_rate_figure, series_figure
+from roofline.serving.simulation.sweep import decode_context
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "views/serving_page.py")

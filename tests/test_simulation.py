@@ -353,3 +353,13 @@ def test_a_device_without_a_published_peak_simulates_lower_bounds(capsys):
     assert code == 0, err
     rests_on = json.loads(out)["engine"]["what_the_times_rest_on"]
     assert "lower bounds" in rests_on and "L20" in rests_on
+
+
+def test_serve_sweep_prints_latency_against_rate(capsys):
+    code, out, err = _cli(SERVE + ["--sweep", "--prompt-len", "256", "--output-len", "32", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    rates = [p["rate_per_s"] for p in data["points"]]
+    assert len(rates) == 12 and rates == sorted(rates) and rates[-1] == pytest.approx(2 * data["saturation_rate_per_s"])
+    ttft = [p["p50_ttft_s"] for p in data["points"]]
+    assert ttft[-1] > ttft[0] > 0  # past saturation the first token waits in the queue

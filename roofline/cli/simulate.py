@@ -35,6 +35,11 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rank devices (and --tp degrees) by the largest rate whose --percentile TTFT and TPOT meet the targets",
     )
+    group.add_argument(
+        "--sweep",
+        action="store_true",
+        help="latency against request rate: p50/p90/p99 TTFT and TPOT at 12 Poisson rates up to twice saturation",
+    )
     group.add_argument("--percentile", type=int, choices=(50, 90, 99), default=90, help="the targets' percentile")
     group.add_argument("--target-rate", type=non_negative_float, default=None, help="requests/s to plan replicas for")
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
@@ -42,7 +47,11 @@ def add_load(parser: argparse.ArgumentParser) -> None:
 
 
 def wants_simulation(args: argparse.Namespace) -> bool:
-    return args.capacity or any(getattr(args, k) is not None for k in ("rate", "concurrency", "trace", "measured"))
+    return (
+        args.capacity
+        or args.sweep
+        or any(getattr(args, k) is not None for k in ("rate", "concurrency", "trace", "measured"))
+    )
 
 
 def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, float]) -> None:
@@ -112,6 +121,8 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
         prices = {k: v.usd_per_hour for k, v in load_prices().items()}
         return cmd_capacity(args, emit, devices, prices)
+    if args.sweep:
+        return cmd_sweep(args, emit)
     if not args.hardware or len(args.hardware) != 1:
         raise CliError(
             "--rate, --concurrency, --trace and --measured simulate one device setup: give exactly one --hardware"
@@ -248,3 +259,59 @@ def render_measured(d: dict, model_name: str, hw_name: str) -> str:
         for note in m["notes"]:
             lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def cmd_sweep(args: argparse.Namespace, emit) -> None:
+    from roofline.serving import Traffic
+    from roofline.serving.simulation.sweep import latency_sweep
+
+    if not args.hardware or len(args.hardware) != 1:
+        raise CliError("--sweep simulates one device setup: give exactly one --hardware")
+    model = get_model(args.model, args.model_dir)
+    hw = get_hardware(args.hardware[0], args.hardware_dir)
+    tp = args.tp[0] if args.tp else 1
+    sweep = latency_sweep(
+        model,
+        hw,
+        Traffic(args.prompt_len, args.output_len),
+        precision_from_args(args),
+        tp,
+        settings_from_args(args),
+        not args.no_chunked_prefill,
+        args.seed,
+    )
+    data = {
+        "model": model.id,
+        "hardware": hw.id,
+        "tp": tp,
+        "roofs": sweep["roofs"],
+        "saturation_rate_per_s": sweep["saturation_per_s"],
+        "points": [
+            {
+                "rate_per_s": float(rate),
+                **{
+                    f"p{p}_{metric}": float(sweep["percentiles"][metric][p][i])
+                    for metric in ("ttft_s", "tpot_s")
+                    for p in sweep["percentiles"][metric]
+                },
+                "mean_running": float(sweep["mean_running"][i]),
+                "mean_waiting": float(sweep["mean_waiting"][i]),
+            }
+            for i, rate in enumerate(sweep["rate_per_s"])
+        ],
+    }
+
+    def text() -> str:
+        lines = [
+            f"{model.name} on {tp} x {hw.name}, saturation {data['saturation_rate_per_s']:.2f} requests/s "
+            f"({data['roofs']})",
+            "   req/s   TTFT p50   TTFT p99   TPOT p50   TPOT p99  waiting",
+        ]
+        for pt in data["points"]:
+            lines.append(
+                f"  {pt['rate_per_s']:>6.2f} {fmt_seconds(pt['p50_ttft_s']):>10} {fmt_seconds(pt['p99_ttft_s']):>10} "
+                f"{fmt_seconds(pt['p50_tpot_s']):>10} {fmt_seconds(pt['p99_tpot_s']):>10} {pt['mean_waiting']:>8.1f}"
+            )
+        return "\n".join(lines)
+
+    emit(args, data, text)
