@@ -83,3 +83,13 @@ def test_a_hf_config_through_transformers(capsys):
     modules = {op["name"] for op in report["ops"]}
     assert "model.layers.0.mlp" in modules
     assert report["flop_counter_flops"] > 0
+
+
+def test_a_model_this_machine_cannot_hold_is_refused_before_it_is_built(capsys):
+    """Llama 3.1 405B's fp32 training step needs terabytes: refused with the figure, nothing built."""
+    pytest.importorskip("torch")
+    from roofline.cli import main
+
+    assert main(["profile", "--model", "llama-3.1-405b", "--train"]) == 2
+    err = capsys.readouterr().err
+    assert "needs about" in err and "GB is free" in err and "not even one layer fits" in err

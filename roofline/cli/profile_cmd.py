@@ -79,7 +79,13 @@ def _profile_here(args: argparse.Namespace):
             from roofline.models import get_model
 
             model = get_model(args.model, args.model_dir)
-        step = project_step(model, args.batch, args.seq, args.train, args.layers, args.device)
+        _check_it_fits(model, args)
+        try:
+            step = project_step(model, args.batch, args.seq, args.train, args.layers, args.device)
+        except (MemoryError, RuntimeError) as exc:  # the allocator refused part way (a limit set on the process)
+            if not isinstance(exc, MemoryError) and "allocate" not in str(exc):
+                raise
+            raise CliError(f"model: {model.id} could not be built in this process's memory; try --layers") from None
     return profile(step.run, module=step.module, steps=args.steps, label=step.label, trace_path=args.save_trace)
 
 
@@ -148,3 +154,36 @@ def render(report: dict) -> str:
     lines += ["", "what would move it:", *(f"- {tip}" for tip in report["what_would_move_it"])]
     lines += [f"note: {note}" for note in report["notes"]]
     return "\n".join(lines)
+
+
+def _build_bytes(model, layers: int, args: argparse.Namespace) -> float:
+    """What building and running the step takes, from the memory model: fp32 weights, and for a
+    training step their gradients, AdamW's two states and the saved activations."""
+    from roofline.training import TrainSetup, training_memory
+
+    trimmed = model.model_copy(update={"num_layers": layers})
+    setup = TrainSetup(model=trimmed, seq_len=args.seq, micro_batch=args.batch, precision="fp32", fused_optimizer=False)
+    if args.train:
+        return float(training_memory(setup).peak_bytes)
+    logits = 2 * args.batch * args.seq * model.vocab_size * 4  # the logits and their fp32 loss
+    return 4.0 * trimmed.param_counts()["total"] + logits
+
+
+def _check_it_fits(model, args: argparse.Namespace) -> None:
+    """Refuse, before anything is allocated, a model this machine cannot hold (with the most
+    layers that would fit), rather than fail inside the allocator."""
+    import torch
+
+    from roofline.measure.local_device import free_memory_bytes
+
+    layers = min(args.layers or model.num_layers, model.num_layers)
+    free = 0.8 * free_memory_bytes(torch.device(args.device))
+    need = _build_bytes(model, layers, args)
+    if need <= free:
+        return
+    fits = [k for k in range(layers - 1, 0, -1) if _build_bytes(model, k, args) <= free]
+    hint = f"; --layers {fits[0]} fits" if fits else "; not even one layer fits: profile a smaller model"
+    raise CliError(
+        f"model: {model.id} with {layers} layers needs about {need / 1e9:,.1f} GB to profile here "
+        f"({'a training step' if args.train else 'a forward pass'}, fp32), and {free / 1e9:,.1f} GB is free{hint}"
+    )
