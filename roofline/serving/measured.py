@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from roofline.datafiles import MAX_NESTING, _depth, read_regular_file, shown_path
+from roofline.datafiles import MAX_NESTING, depth, read_regular_file, shown_path
 
 MAX_MEASURED_BYTES = 16 * 2**20
 MAX_POINTS = 1000
@@ -451,7 +451,7 @@ def _refuse_constant(name: str) -> None:
 
 def _loads(text: str) -> object:
     data = json.loads(text, parse_constant=_refuse_constant)
-    if _depth(data) > MAX_NESTING:
+    if depth(data) > MAX_NESTING:
         raise RecursionError
     return data
 
