@@ -95,16 +95,16 @@ def _report(problem: str) -> None:
         PROBLEMS.append(problem)
 
 
-def _depth(value: object, limit: int = MAX_NESTING) -> int:
+def depth(value: object, limit: int = MAX_NESTING) -> int:
     """Nesting depth of parsed TOML, stopping once past ``limit``."""
     stack, deepest = [(value, 1)], 0
     while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
+        item, level = stack.pop()
+        deepest = max(deepest, level)
         if deepest > limit:
             return deepest
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return deepest
 
 
@@ -157,7 +157,7 @@ def read_data_file(path: Path, folder: Path | None = None) -> dict:
         raise DataError(f"{path}: malformed TOML: {exc}") from None
     except RecursionError:
         raise DataError(f"{path}: nested deeper than {MAX_NESTING} levels") from None
-    if _depth(data) > MAX_NESTING:
+    if depth(data) > MAX_NESTING:
         raise DataError(f"{path}: nested deeper than {MAX_NESTING} levels")
     return data
 
