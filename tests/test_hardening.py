@@ -533,3 +533,21 @@ def test_a_results_file_without_a_read_only_pass_is_shown_not_crashed():
     results = parse_results(json.dumps(data))
     assert "read not measured" in measure(results)
     assert not any("read-only" in row["ceiling"] for row in ceiling_rows(results.ceilings, None))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["profile", "--hf-config", ""], "--hf-config: expected a value"),
+        (["profile", "--model", ""], "--model: expected a value"),
+        (["profile", "--trace", ""], "--trace: expected trace files"),
+        (["profile", "--trace", "t.json", "--max-trace-mib", "1000000000"], "--max-trace-mib: at most 1,024 MiB"),
+    ],
+)
+def test_profile_refuses_empty_and_huge_options(argv, message, capsys):
+    """Cases the hostile run found: an empty --hf-config fell through to a model id of None."""
+    from roofline.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

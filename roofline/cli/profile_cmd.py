@@ -12,6 +12,9 @@ from roofline.format import dumps_strict, fmt_bytes, fmt_flops, fmt_seconds, tab
 LEVELS = ("aten", "kernel", "module")
 
 
+MAX_TRACE_MIB = 1024
+
+
 def add_profile_parser(sub) -> None:
     p = sub.add_parser(
         "profile",
@@ -92,6 +95,15 @@ def _profile_here(args: argparse.Namespace):
 def cmd_profile(args: argparse.Namespace) -> None:
     from roofline.profile import import_trace_files, roofs_for, summarize
 
+    for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--save-trace", args.save_trace)):
+        if value == "":
+            raise CliError(f"{option}: expected a value, got an empty one")
+    if args.trace and any(not path for path in args.trace):
+        raise CliError("--trace: expected trace files, got an empty path")
+    if args.max_trace_mib > MAX_TRACE_MIB:
+        raise CliError(
+            f"--max-trace-mib: at most {MAX_TRACE_MIB:,} MiB (traces are read whole), got {args.max_trace_mib:,}"
+        )
     if args.trace:
         prof = import_trace_files(args.trace, max_bytes=args.max_trace_mib * 2**20)
     else:
