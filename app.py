@@ -33,7 +33,17 @@ plotly_warmup = st.empty()
 if not st.session_state.get("_plotly_loaded"):
     st.session_state["_plotly_loaded"] = True
     plotly_warmup.plotly_chart(
-        go.Figure(layout={"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0}}),
+        go.Figure(
+            layout={
+                "height": 10,
+                "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+                # Nothing to see: a page that stops early (no results yet) may keep it a moment.
+                "xaxis": {"visible": False},
+                "yaxis": {"visible": False},
+                "paper_bgcolor": "rgba(0,0,0,0)",
+                "plot_bgcolor": "rgba(0,0,0,0)",
+            }
+        ),
         height=10,
         config={"staticPlot": True},
         theme=None,

@@ -580,3 +580,16 @@ def test_measure_page_says_in_words_what_an_imported_file_does_not_record():
     assert "· not recorded ·" not in caption
     assert "does not record the date it was measured, the driver or the CUDA version" in caption
     assert "converted from measurements taken outside this suite" in caption
+
+
+def test_llm_headline_on_a_device_without_a_published_peak_is_a_bound():
+    """The L20 publishes no compute peak: the headline times are lower bounds and say so."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "views" / "llm_page.py"), default_timeout=60)
+    at.query_params["hw"] = "l20"
+    at.run()
+    assert not at.exception
+    values = {m.label: m.value for m in at.metric}
+    assert values["TTFT"].startswith("≥ ") and values["TPOT"].startswith("≥ ")
+    assert values["Tokens/s (total)"].startswith("≤ ")

@@ -72,7 +72,8 @@ def capacity_figure(
             yref="paper",
             xanchor="right" if near_end else "left",
             showarrow=False,
-            text=" not one sequence fits on any device" if len(starts) > 1 else " not one sequence fits",
+            # Says where the shade starts: near the model's maximum the words run left of the shade.
+            text=f" past {start:,.0f} tokens not one sequence fits" + (" on any device" if len(starts) > 1 else ""),
             font=dict(color=REGIME_COLORS["compute"], size=11),
         )
     fig.add_shape(

@@ -128,12 +128,15 @@ def label_log_ticks(fig: go.Figure) -> go.Figure:
         if not name.startswith(("xaxis", "yaxis")):
             continue
         axis = fig.layout[name]
-        if axis.type != "log" or axis.tickformat:
-            continue
+        if axis.type != "log" or axis.tickformat or axis.tickvals is not None:
+            continue  # an axis whose ticks a chart set itself keeps them (minor ticks among them crowd)
         span = _log_span(fig, name)
         axis.tickformat = LOG_TICKFORMAT
-        axis.dtick = "D2" if span is not None and span <= LOG_125_MAX_DECADES else 1
-        axis.minor = dict(ticks="outside", ticklen=3, showgrid=True, gridcolor="#F3F3F3")
+        short = span is not None and span <= LOG_125_MAX_DECADES
+        axis.dtick = "D2" if short else 1
+        # Minor gridlines between decades help over a few decades; over many they merge into a band.
+        many = span is None or span > 2 * LOG_125_MAX_DECADES
+        axis.minor = dict(ticks="outside", ticklen=3, showgrid=not many, gridcolor="#F3F3F3")
     return fig
 
 
