@@ -8,6 +8,7 @@ them on stderr, the Hardware page shows them).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tomllib
@@ -106,6 +107,16 @@ def depth(value: object, limit: int = MAX_NESTING) -> int:
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
         stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return deepest
+
+
+def strict_json(text: str | bytes) -> object:
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python's json takes them, JSON
+    does not), with a ValueError naming the constant; callers wrap it with where the text came from."""
+
+    def reject(constant: str) -> None:
+        raise ValueError(f"{constant} is not allowed (strict JSON)")
+
+    return json.loads(text, parse_constant=reject)
 
 
 def shown_path(path: str | Path) -> str:

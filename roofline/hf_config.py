@@ -9,13 +9,12 @@ is an error that says so, as is an unknown ``model_type`` or a missing field.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from roofline.datafiles import DataError, format_validation_error, read_regular_file
+from roofline.datafiles import DataError, format_validation_error, read_regular_file, strict_json
 from roofline.hf_checks import (  # noqa: F401 (the field checks are importable from here too)
     FLAG_FIELDS,
     INT_RANGES,
@@ -305,11 +304,8 @@ def parse_hf_config(
     if len(text) > MAX_CONFIG_BYTES:
         raise DataError(f"{origin}: {len(text):,} bytes is more than a config.json holds (limit {MAX_CONFIG_BYTES:,})")
 
-    def reject(constant: str) -> None:
-        raise ValueError(f"{constant} is not JSON")
-
     try:
-        data = json.loads(text, parse_constant=reject)
+        data = strict_json(text)
     except (ValueError, RecursionError) as exc:
         raise DataError(f"{origin}: not valid JSON ({str(exc)[:120]})") from None
     return model_from_hf_config(data, model_id=model_id, name=name, origin=origin)

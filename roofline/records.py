@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from roofline.datafiles import DataError, format_validation_error
+from roofline.datafiles import DataError, format_validation_error, strict_json
 
 Record = TypeVar("Record", bound=BaseModel)
 MAX_ENCODED_CHARS = 8192
@@ -70,10 +70,7 @@ def decode_record(text: str, schema: type[Record], what: str) -> Record:
         if inflater.unconsumed_tail:
             raise DataError(f"{what}: the record inflates past {MAX_JSON_BYTES:,} bytes")
 
-        def reject(constant: str) -> None:
-            raise ValueError(f"{constant} is not JSON")
-
-        data = json.loads(raw, parse_constant=reject)
+        data = strict_json(raw)
     except (ValueError, zlib.error, RecursionError) as exc:
         raise DataError(f"{what}: not a record this dashboard wrote ({str(exc)[:80]})") from None
     try:

@@ -90,7 +90,7 @@ def test_share_link_encoding_round_trips_and_is_compact():
         ("x" * 9000, "longer than a record's encoding"),
         (base64.urlsafe_b64encode(zlib.compress(b"[" * 50_000)).decode(), "not a record this dashboard wrote"),
         (base64.urlsafe_b64encode(zlib.compress(b" " * 1_000_000)).decode(), "inflates past"),
-        (base64.urlsafe_b64encode(zlib.compress(b'{"id": "x", "memory_gb": NaN}')).decode(), "NaN is not JSON"),
+        (base64.urlsafe_b64encode(zlib.compress(b'{"id": "x", "memory_gb": NaN}')).decode(), "NaN is not allowed"),
         (base64.urlsafe_b64encode(zlib.compress(b'{"id": "x"}')).decode(), "missing required field"),
     ],
     ids=["not-base64", "too-long", "deep-nesting", "zip-bomb", "nan", "incomplete"],

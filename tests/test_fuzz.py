@@ -421,7 +421,7 @@ def test_a_mutated_config_on_the_command_line_is_a_result_or_a_one_line_error(tm
     if code == 2:
         assert err.startswith(f"error: {path}") and "Traceback" not in err, (case, err[-500:])
         if isinstance(value, float) and math.isnan(value):
-            assert "NaN is not JSON" in err
+            assert "NaN is not allowed" in err
     else:
         _strict_json(out)
 

@@ -234,7 +234,7 @@ def test_config_errors_name_the_problem(config, message):
 
 
 def test_config_parsing_is_strict_and_bounded():
-    with pytest.raises(DataError, match="NaN is not JSON"):
+    with pytest.raises(DataError, match="NaN is not allowed"):
         parse_hf_config('{"model_type": "llama", "hidden_size": NaN}')
     with pytest.raises(DataError, match="more than a config.json holds"):
         parse_hf_config(" " * (2 << 20))

@@ -8,14 +8,20 @@ this module does not import torch, so the dashboard reads uploads where torch is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from roofline.calibration import Calibration, KernelPoint
-from roofline.datafiles import DataError, DataRecord, format_validation_error, read_regular_file, shown_path
+from roofline.datafiles import (
+    DataError,
+    DataRecord,
+    format_validation_error,
+    read_regular_file,
+    shown_path,
+    strict_json,
+)
 from roofline.engine import Ceilings
 
 SCHEMA_NAME = "roofline.measure"
@@ -248,11 +254,8 @@ def parse_results(text: str | bytes, origin: str = "results file") -> Results:
     if _depth(text) > MAX_NESTING:
         raise ResultsError(f"{origin}: nested deeper than {MAX_NESTING} levels: not a results file")
 
-    def reject(constant: str) -> None:
-        raise ValueError(f"{constant} is not allowed (strict JSON)")
-
     try:
-        data = json.loads(text, parse_constant=reject)
+        data = strict_json(text)
     except ValueError as exc:
         raise ResultsError(f"{origin}: not JSON ({str(exc)[:120]})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:

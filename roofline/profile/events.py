@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from roofline.datafiles import strict_json
 from roofline.measure.schema import _depth
 from roofline.profile.counting import is_communication
 
@@ -79,11 +79,8 @@ def parse_trace(text: str | bytes, origin: str = "trace", max_bytes: int = MAX_T
     if text.count("{") > 4 * MAX_EVENTS:
         raise TraceError(f"{origin}: more than {MAX_EVENTS:,} events; a trace holds at most {MAX_EVENTS:,}")
 
-    def reject(constant: str) -> None:
-        raise ValueError(f"{constant} is not allowed (strict JSON)")
-
     try:
-        data = json.loads(text, parse_constant=reject)
+        data = strict_json(text)
     except ValueError as exc:
         raise TraceError(f"{origin}: not JSON ({str(exc)[:120]})") from None
     if isinstance(data, list):  # the bare-array form of the Chrome trace format

@@ -7,19 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from roofline.datafiles import MAX_NESTING, depth, read_regular_file, shown_path
+from roofline.datafiles import MAX_NESTING, depth, read_regular_file, shown_path, strict_json
 from roofline.serving.measured.aiperf import _aiperf_point, _is_aiperf
 from roofline.serving.measured.guidellm import _guidellm_point, _is_guidellm
 from roofline.serving.measured.record import FORMATS, MAX_MEASURED_BYTES, MAX_POINTS, MeasuredError, MeasuredRun
 from roofline.serving.measured.vllm import _is_vllm, _vllm_point
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not allowed (strict JSON)")
-
-
 def _loads(text: str) -> object:
-    data = json.loads(text, parse_constant=_refuse_constant)
+    data = strict_json(text)
     if depth(data) > MAX_NESTING:
         raise RecursionError
     return data

@@ -12,12 +12,13 @@ Prompt and output lengths are fixed, uniform within a range, or drawn from a lis
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from roofline.datafiles import strict_json
 
 MAX_REQUESTS = 1_000_000
 MAX_TRACE_BYTES = 64 * 2**20
@@ -149,7 +150,7 @@ def read_trace(path: str | Path, limit: int = MAX_REQUESTS) -> Requests:
                 raise ValueError(f"trace: more than {limit:,} requests")
             where = f"trace line {number}"
             try:
-                row = json.loads(raw, parse_constant=_refuse_constant)
+                row = strict_json(raw)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
             if not isinstance(row, dict):
@@ -164,10 +165,6 @@ def read_trace(path: str | Path, limit: int = MAX_REQUESTS) -> Requests:
         t = t / 1e3  # milliseconds
     order = np.argsort(t, kind="stable")
     return Requests(t[order] - t[order][0], np.asarray(prompts, np.int64)[order], np.asarray(outputs, np.int64)[order])
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
 
 
 def _field(row: dict, keys: tuple[str, ...], where: str, number: bool = False):
