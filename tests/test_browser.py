@@ -7,24 +7,33 @@ import re
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 
 
+# The first chart that holds data: app.py sends an empty chart first (so a new session loads
+# Plotly while the page computes), and on a slow machine it is still there when a test looks.
+FIRST_PLOT = "[...document.querySelectorAll('.js-plotly-plot')].find(p => p.data && p.data.length)"
+
+
+def _wait_for_plot(page, timeout: int = 60_000) -> None:
+    page.wait_for_function(
+        f"() => {{ const p = {FIRST_PLOT}; return !!(p && p.querySelector('.main-svg')); }}", timeout=timeout
+    )
+
+
 def _chart_state(page) -> str:
     # The plotted data of every trace, as Plotly holds it in the page.
-    return page.evaluate(
-        "() => JSON.stringify(document.querySelector('.js-plotly-plot').data.map(t => [t.name, t.x, t.y]))"
-    )
+    return page.evaluate(f"() => JSON.stringify(({FIRST_PLOT}).data.map(t => [t.name, t.x, t.y]))")
 
 
 def _wait_for_chart_titled(page, text: str) -> None:
     # A chart's title is shown above it as text (it wraps on a phone, where a Plotly title would run
     # off the chart); a fresh session reruns once while the URL settles, so wait for it to appear.
     page.get_by_text(text).first.wait_for(timeout=60_000)
-    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(page)
 
 
 def test_roofline_page_in_a_browser(app_url, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url + "/")
-    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(page)
     before = _chart_state(page)
     assert "GEMM 4096×4096×4096" in before
 
@@ -32,7 +41,7 @@ def test_roofline_page_in_a_browser(app_url, browser):
     m_input.fill("1")
     m_input.press("Enter")
     page.wait_for_function(
-        "() => JSON.stringify(document.querySelector('.js-plotly-plot').data.map(t => t.name)).includes('GEMM 1×4096')",
+        f"() => JSON.stringify(({FIRST_PLOT}).data.map(t => t.name)).includes('GEMM 1×4096')",
         timeout=30_000,
     )
     assert re.search(r"[?&]m=1(&|$)", page.url), page.url
@@ -41,7 +50,7 @@ def test_roofline_page_in_a_browser(app_url, browser):
     # The URL reproduces the view in a fresh tab.
     fresh = browser.new_page()
     fresh.goto(page.url)
-    fresh.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(fresh)
     assert "GEMM 1×4096×4096" in _chart_state(fresh)
     fresh.close()
     page.close()
@@ -50,7 +59,7 @@ def test_roofline_page_in_a_browser(app_url, browser):
 def test_shared_url_with_several_devices(app_url, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url + "/?hw=h100-sxm&hw=mi300x&dtypes=bf16&dtypes=fp8")
-    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(page)
     names = _chart_state(page)
     assert "AMD Instinct MI300X · fp8" in names and "NVIDIA H100 SXM5 80GB · bf16" in names
     page.close()
@@ -106,10 +115,10 @@ def test_a_results_file_uploaded_on_measure_calibrates_the_llm_page(app_url, bro
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url + "/measure")
     _upload_the_example_results(page)
-    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(page)
     # Same session: navigate with the sidebar, not a fresh load.
     page.get_by_role("link", name="LLM inference").click()
-    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(page)
     page.get_by_text("Measured roofs (calibration, all-reduce)").click()
     page.get_by_text("the Measure page's results").click()
     page.get_by_text("Roofs: calibrated roofs").wait_for(timeout=60_000)
@@ -133,7 +142,8 @@ def test_removing_an_uploaded_results_file_removes_its_results(app_url, browser)
 PAGES_390 = ["/", "/llm", "/advisor", "/kv", "/training", "/serving", "/hardware", "/measure"]
 
 # For every chart: its legend, axis titles and (were one drawn) its Plotly title, as boxes, with the chart's.
-CHART_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(plot => {
+CHART_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter(p => p.data && p.data.length).map(plot => {
     const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     const all = sel => [...plot.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().width > 0).map(box);
     return {chart: box(plot.querySelector('.main-svg')), legend: all('.legend'), title: all('.gtitle'),
@@ -159,7 +169,9 @@ def _wait_until_drawn(page, timeout_ms: int = 60_000) -> None:
     three looks 250 ms apart (a fixed sleep is too long on an idle machine, too short on a busy one)."""
     last, still = -1, 0
     for _ in range(timeout_ms // 250):
-        drawn = page.locator(CHART + " .main-svg").count()
+        drawn = page.evaluate(
+            "() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.data && p.data.length).length"
+        )
         running = page.locator('[data-testid="stStatusWidgetRunningIcon"]').count()
         still = still + 1 if drawn == last and not running else 0
         if still >= 3:
@@ -177,7 +189,7 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
         page.goto(app_url + path)
         if path == "/measure":
             page.get_by_text("Kernel sweeps and their calibration").click()
-        page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+        _wait_for_plot(page)
         _wait_until_drawn(page)
         for i, chart in enumerate(page.evaluate(CHART_BOXES)):
             where = f"{path} chart {i}"
@@ -196,7 +208,7 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
 def test_the_offline_report_opens_without_a_network_and_has_the_headline_numbers(app_url, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url + "/llm?batch=8")
-    page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+    _wait_for_plot(page)
     page.wait_for_timeout(1500)
     shown = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     assert len(shown) == 6
@@ -224,7 +236,7 @@ def test_each_tab_is_titled_by_its_page_and_roofline_has_its_own_address(app_url
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     for path, title in (("/roofline", "Roofline · roofline"), ("/llm", "LLM inference · roofline")):
         page.goto(app_url + path)
-        page.wait_for_selector(CHART + " .main-svg", timeout=60_000)
+        _wait_for_plot(page)
         page.wait_for_function("(t) => document.title === t", arg=title, timeout=30_000)
         assert page.get_by_text("Page not found").count() == 0
     page.close()
