@@ -403,7 +403,9 @@ def test_every_key_of_every_shipped_config_mutated_is_a_model_or_a_named_error()
             assert all(math.isfinite(n) and abs(n) <= 2**53 for n in numbers), (name, where, value)
             assert model.num_layers <= 1024 and model.max_context <= 2**24
         slowest = max(slowest, time.perf_counter() - start)
-    assert slowest < 0.5, slowest
+    # A guard against the old behaviour (10^8 layers took 41 s), loose enough for a busy machine;
+    # how fast each case really is, the hostile run (benchmarks/hostile_run.py) reports.
+    assert slowest < 5, slowest
 
 
 @settings(max_examples=120, **FAST)
@@ -416,7 +418,7 @@ def test_a_mutated_config_on_the_command_line_is_a_result_or_a_one_line_error(tm
     path.write_text(json.dumps(_mutated(SHIPPED_CONFIGS[name], where, value)))  # a NaN as the bare constant
     start = time.perf_counter()
     code, out, err = _run_cli(["kv", "--model", str(path), "--hardware", "h100-sxm", "--context", "4096", "--json"])
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 20  # a hang guard, not a speed test
     assert code in (0, 2), (case, err[-500:])
     if code == 2:
         assert err.startswith(f"error: {path}") and "Traceback" not in err, (case, err[-500:])

@@ -262,7 +262,7 @@ def test_a_config_with_a_huge_layer_count_is_refused_at_once(tmp_path, layers):
     path.write_text(json.dumps(LLAMA_CONFIG | {"num_hidden_layers": layers}))
     start = time.monotonic()
     code, out, err = _cli("kv", "--model", str(path), "--hardware", "h100-sxm", "--json")
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # it took 41 s; a guard, loose enough for a busy machine
     assert code == 2 and out == "" and "Traceback" not in err
     assert f"field 'num_hidden_layers' must be an integer from 1 to 1,024 (or null), got {layers}" in err
 
@@ -487,7 +487,7 @@ def test_a_huge_config_pasted_into_the_panel_is_an_error_at_once():
         at.text_area(key="cmodel_paste").set_value(json.dumps(config)).run()
         start = time.monotonic()
         at.button(key="cmodel_use").click().run()
-        assert time.monotonic() - start < 10 and not at.exception
+        assert time.monotonic() - start < 15 and not at.exception  # it held the server 21 s
         errors = [e.value for e in at.error]
         assert len(errors) == 1 and "](http" not in errors[0], errors
         assert "config.json: field" in errors[0].replace("\\", "")  # escaped: shown as text
