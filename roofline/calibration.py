@@ -22,7 +22,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -234,12 +234,19 @@ class Calibration(DataRecord):
     hardware_id: str | None = None  # the database device it was measured on (it applies to that one)
     memory_bytes: float | None = Field(default=None, gt=0, le=1e18)  # the memory the runtime exposed there
 
-    def device_terms(self, ops, flops: np.ndarray, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """(compute, memory) device-time terms for ``ops`` (the engine's arrays of shape
-        (ops, *sweep)): the calibrated time of each op goes to the term its fit says binds;
-        classes with no fit keep the datasheet roofs (NaN here, filled by the caller)."""
+    kind: ClassVar[str] = "calibrated"
+
+    @property
+    def label(self) -> str:
+        return f"calibrated on {self.source}"
+
+    def device_terms(self, ops, flops: np.ndarray, moved: np.ndarray, ideal: np.ndarray):
+        """A roof source (``roofline.roofs``): replacement time terms for ``ops`` (shape (4, ops,
+        *sweep), like ``ideal``, the datasheet's) and a label per op. The calibrated time of each op
+        goes to the term its fit says binds; classes with no fit keep the datasheet roofs (NaN)."""
         compute = np.full(np.shape(flops), np.nan)
         memory = np.full(np.shape(flops), np.nan)
+        labels = []
         for i, op in enumerate(ops):
             # The sweeps time one call of each kernel: an op occurrence is one call.
             per_call_f, per_call_b = flops[i], moved[i]
@@ -250,6 +257,10 @@ class Calibration(DataRecord):
             else:
                 name = op.op_class if op.op_class in self.fits else _FALLBACK.get(op.op_class, "")
                 buckets = [(name, np.ones(np.shape(per_call_f), bool))]
+            fitted = [name for name, mask in buckets if name in self.fits and np.any(mask)]
+            labels.append(
+                f"calibrated {', '.join(fitted)} ({self.source})" if fitted else f"datasheet (no {op.op_class} fit)"
+            )
             for name, mask in buckets:
                 fit = self.fits.get(name)
                 if fit is None or not np.any(mask):
@@ -261,9 +272,12 @@ class Calibration(DataRecord):
                 compute_binds = np.asarray(cmp) >= np.asarray(mem)
                 compute[i] = np.where(mask, np.where(compute_binds, time, 0.0), compute[i])
                 memory[i] = np.where(mask, np.where(compute_binds, 0.0, time), memory[i])
-        if np.all(np.isnan(compute)):
-            return None
-        return compute, memory
+        terms = np.full(ideal.shape, np.nan)
+        terms[0], terms[1] = compute, memory
+        # The link and the kernel floor stay: a calibrated op is never faster than its floor.
+        terms[2] = np.where(np.isnan(compute), np.nan, ideal[2])
+        terms[3] = np.where(np.isnan(compute), np.nan, ideal[3])
+        return terms, labels
 
     def _linear_masks(self, rows: np.ndarray):
         """Each linear bucket with the sweep points it covers; a bucket with no fit borrows the

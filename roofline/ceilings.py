@@ -15,6 +15,13 @@ from roofline.defaults import (
 from roofline.hardware import Hardware
 
 REGIMES: tuple[str, ...] = ("compute", "memory", "communication", "overhead")
+# What a figure rests on, by the ceilings' source: the product's four words.
+RESTS_ON: dict[str, str] = {
+    "datasheet": "ideal",
+    "engine-measured": "engine-measured",
+    "calibrated": "calibrated",
+    "measured": "measured",
+}
 REGIME_LABELS: dict[str, str] = {
     "compute": "compute-bound",
     "memory": "memory-bandwidth-bound",
@@ -39,8 +46,12 @@ def regime_label(bound: str, lower_bound: bool = False) -> str:
 class Ceilings:
     """The roofs one device offers: peak per dtype, memory bandwidth, link, overheads.
 
-    Built from the datasheet (``from_hardware``), from measurements, or with a calibration of
-    achievable roofs per op class; ``source`` says which, and the plots print it.
+    Built from the datasheet (``from_hardware``) or from measurements; ``roof_source`` replaces
+    the datasheet time of the ops it can answer (``roofline.roofs``: a calibration of achievable
+    roofs per op class, or an engine's measured kernel tables). ``source`` says which ("datasheet",
+    "measured", "calibrated", "engine-measured"), and the plots print it. ``engine_step_s`` is a
+    serving engine's host work per step (scheduling, input preparation, sampling), which the
+    device waits for between steps.
     ``launch_overhead_s`` is the host's dispatch cost of one eager kernel launch (0 when replayed
     from a CUDA graph); ``kernel_floor_s`` the least device time of one kernel.
     """
@@ -58,7 +69,9 @@ class Ceilings:
     link_note: str = ""  # how the link figure was derived (topology, group size)
     kernel_floor_s: float = DEFAULT_GRAPH_LAUNCH_OVERHEAD_S
     graph_replay_s: float = 0.0  # host cost of one CUDA-graph replay, paid once per step
-    calibration: object | None = None  # roofline.calibration.Calibration
+    roof_source: object | None = None  # roofline.roofs.RoofSource
+    engine_step_s: float = 0.0
+    engine_step_note: str = ""  # which engine's host work, and where its figure comes from
     # Measured host dispatch per launch by op class (linear, attention, norm, elementwise);
     # None: launch_overhead_s times the default relative costs.
     host_cost_s: Mapping[str, float] | None = None
@@ -139,5 +152,5 @@ class Ceilings:
             link_bandwidth_bytes_per_s=(
                 None if self.link_bandwidth_bytes_per_s is None else self.link_bandwidth_bytes_per_s * link
             ),
-            calibration=None if self.calibration is None else self.calibration.scaled(compute, memory),
+            roof_source=None if self.roof_source is None else self.roof_source.scaled(compute, memory),
         )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.ceilings import REGIMES, Ceilings, dtype_words
+from roofline.ceilings import REGIMES, RESTS_ON, Ceilings, dtype_words
 from roofline.op_record import Op
 
 
@@ -64,6 +64,10 @@ class OpTable:
     device_regime: np.ndarray  # index into REGIMES of the largest known term of each op
     # Ops with FLOPs whose dtype has no published peak: compute term NaN, time a lower bound.
     compute_unknown: np.ndarray | None = None
+    # The same ops on the datasheet roofs alone (the ideal bound), and what each op's time rests
+    # on (the roof source's label, or the datasheet where it has no answer).
+    ideal_device_s: np.ndarray | None = None
+    sources: tuple[str, ...] = ()
 
     @property
     def unknown_peaks(self) -> tuple[str, ...]:
@@ -81,13 +85,38 @@ class OpTable:
     def rests_on(self) -> str:
         """What the times are built from, in words (``--json``'s ``time_rests_on``)."""
         c = self.ceilings
-        if not self.is_lower_bound:
-            return f"{c.source} roofs: compute peaks, memory bandwidth, link and kernel floor"
-        missing = dtype_words(self.unknown_peaks)
-        return (
-            f"{c.source} roofs without compute: {c.name} publishes no peak for {missing}, so compute time is "
-            "unknown and every time is a lower bound from memory bandwidth, link and kernel floor"
+        if c.roof_source is not None:
+            text = (
+                f"{RESTS_ON.get(c.source, c.source)}: {c.roof_source.label}, for {self.source_share:.0%} of the "
+                "device time; datasheet roofs for the ops it does not cover"
+            )
+        elif not self.is_lower_bound:
+            text = f"{c.source} roofs: compute peaks, memory bandwidth, link and kernel floor"
+        else:
+            missing = dtype_words(self.unknown_peaks)
+            text = (
+                f"{c.source} roofs without compute: {c.name} publishes no peak for {missing}, so compute time is "
+                "unknown and every time is a lower bound from memory bandwidth, link and kernel floor"
+            )
+        if c.engine_step_s:
+            text += f"; plus {c.engine_step_note or 'the engine host work per step'}"
+        return text
+
+    @property
+    def from_source(self) -> np.ndarray:
+        """Per op: whether the roof source (not the datasheet) set its time."""
+        return np.array(
+            [bool(s) and not s.startswith(("datasheet", f"{self.ceilings.source} roofs")) for s in self.sources]
         )
+
+    @property
+    def source_share(self) -> float:
+        """The part of the device time (over the whole sweep) that the roof source set."""
+        per_op = np.asarray(self.device_s, float).reshape(len(self.ops), -1).sum(axis=1)
+        total = float(np.nansum(per_op))
+        if not self.sources or total <= 0:
+            return 0.0
+        return float(np.nansum(per_op[self.from_source]) / total)
 
     @property
     def bytes(self) -> np.ndarray:
@@ -142,8 +171,22 @@ class OpTable:
 
     @property
     def step_time_s(self) -> np.ndarray:
-        """The step at every sweep point: the longer of the device's work and the host's."""
-        return np.maximum(self.device_time_s, self.host_time_s)
+        """The step at every sweep point: the longer of the device's work and the host's dispatch,
+        then the serving engine's host work between steps (0 outside an engine)."""
+        return np.maximum(self.device_time_s, self.host_time_s) + self.ceilings.engine_step_s
+
+    @property
+    def ideal_step_time_s(self) -> np.ndarray:
+        """The step on the datasheet roofs alone, with no engine work between steps: the ideal
+        bound the expected step is shown beside."""
+        ideal = self.device_s if self.ideal_device_s is None else self.ideal_device_s
+        return np.maximum(ideal.sum(axis=0), self.host_time_s)
+
+    @property
+    def expected_source(self) -> str:
+        """What the step's expected time rests on, in the product's words: "ideal" (datasheet),
+        "calibrated", "engine-measured" or "measured"."""
+        return RESTS_ON.get(self.ceilings.source, self.ceilings.source)
 
     @property
     def total_time_s(self) -> float:
@@ -151,8 +194,9 @@ class OpTable:
 
     @property
     def exposed_host_s(self) -> np.ndarray:
-        """Host time the device waits for: the step's overhead beyond its ops' device time."""
-        return np.maximum(0.0, self.host_time_s - self.device_time_s)
+        """Host time the device waits for: the step's dispatch beyond its ops' device time, and the
+        serving engine's work between steps."""
+        return np.maximum(0.0, self.host_time_s - self.device_time_s) + self.ceilings.engine_step_s
 
     def time_by_regime_s(self) -> dict[str, np.ndarray]:
         """Device time of the ops in each regime, at every sweep point; the host time the device
@@ -183,6 +227,7 @@ class OpTable:
         intensity = self.intensity
         achieved = self.achieved_flops_per_s
         time, effective, regime = self.time_s, self.effective_s, self.regime_index
+        ideal = self.device_s if self.ideal_device_s is None else self.ideal_device_s
         unknown = (
             np.zeros(len(self.ops), bool)
             if self.compute_unknown is None
@@ -205,6 +250,8 @@ class OpTable:
                     "comm_bytes": float(self.comm_bytes[i]),
                     "intensity": _finite_or_none(intensity[i]),
                     "time_s": float(time[i]),
+                    "ideal_time_s": float(ideal[i]),
+                    "rests_on": self.sources[i] if self.sources else f"{self.ceilings.source} roofs",
                     "host_s": float(self.host_s[i]),
                     "effective_s": float(effective[i]),
                     "compute_s": None if unknown[i] else float(self.terms_s[0, i]),
@@ -266,19 +313,23 @@ def _device_axis(ops: tuple[Op, ...], ceilings: Sequence[Ceilings]) -> dict[str,
         launches=stacked["launches"],
         kernel_floor_s=column([c.kernel_floor_s for c in ceilings]),
     )
+    ideal = terms.copy()
+    sources: list[tuple[str, ...]] = []
     for d, c in enumerate(ceilings):
-        if c.calibration is not None:
-            # Fitted achievable roofs per op class replace the compute and memory terms.
-            calibrated = c.calibration.device_terms(ops, stacked["flops"][0], moved[0])
-            if calibrated is not None:
-                uncalibrated = np.isnan(calibrated[0])  # classes without a fit keep the datasheet roofs
-                terms[0, d] = np.where(uncalibrated, terms[0, d], calibrated[0])
-                terms[1, d] = np.where(uncalibrated, terms[1, d], calibrated[1])
+        labels = (f"{c.source} roofs",) * len(ops)
+        if c.roof_source is not None:
+            # A roof source (a calibration, an engine's kernel tables) replaces the terms of the ops
+            # it answers; the rest keep the datasheet.
+            replacement, labels = c.roof_source.device_terms(ops, stacked["flops"][0], moved[0], terms[:, d])
+            terms[:, d] = np.where(np.isnan(replacement), terms[:, d], replacement)
+        sources.append(tuple(labels))
     known = np.where(np.isnan(terms), -np.inf, terms)
     # An unknown compute term leaves the largest known one, a lower bound; a missing link is NaN:
     # the op cannot run there.
     device = np.where(np.isnan(terms[REGIMES.index("communication")]), np.nan, known.max(axis=0))
     regime = known.argmax(axis=0)
+    ideal_known = np.where(np.isnan(ideal), -np.inf, ideal)
+    ideal_device = np.where(np.isnan(ideal[REGIMES.index("communication")]), np.nan, ideal_known.max(axis=0))
     host_per_launch = np.array(
         [[c.launch_overhead_s and _host_cost(c, op) for op in ops] for c in ceilings], float
     ).reshape(len(ceilings), len(ops), *extra)
@@ -288,6 +339,8 @@ def _device_axis(ops: tuple[Op, ...], ceilings: Sequence[Ceilings]) -> dict[str,
         "count": count,
         "terms": terms * count,
         "device": device * count,
+        "ideal_device": ideal_device * count,
+        "sources": sources,
         "host": stacked["launches"] * host_per_launch * count,
         "regime": regime,
         "compute_unknown": np.isnan(terms[0]),
@@ -328,17 +381,20 @@ def evaluate(ops: Sequence[Op] | Iterable[Op], ceilings: Ceilings) -> OpTable:
         comm_bytes=a["comm_bytes"][0],
         terms_s=a["terms"][:, 0],
         device_s=a["device"][0],
+        ideal_device_s=a["ideal_device"][0],
+        sources=a["sources"][0],
         host_s=a["host"][0],
         device_regime=a["regime"][0],
         compute_unknown=a["compute_unknown"][0],
     )
 
 
-def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> tuple[np.ndarray, np.ndarray]:
+def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings], with_ideal: bool = False) -> tuple:
     """One step's time on many devices at once.
 
     Returns (step time with shape (devices, *sweep shape), the time each regime decides with
-    shape (4, devices, *sweep shape): see ``OpTable.bound_shares_s``). A device that lacks an
+    shape (4, devices, *sweep shape): see ``OpTable.bound_shares_s``), and with ``with_ideal`` the
+    step on the datasheet roofs alone (``OpTable.ideal_step_time_s``) third. A device that lacks an
     op's dtype, or has no link figure for a communication op, gets NaN: the step cannot run
     there as configured. Where a device publishes no peak for an op's dtype the time is a lower
     bound (``unpublished_peaks`` says which devices and dtypes).
@@ -348,9 +404,12 @@ def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> tuple[n
     device, host = a["device"].sum(axis=1), a["host"].sum(axis=1)
     replay = np.array([c.graph_replay_s for c in ceilings]).reshape((len(ceilings),) + (1,) * (device.ndim - 1))
     host = host + replay
-    step = np.maximum(device, host)
+    engine = np.array([c.engine_step_s for c in ceilings]).reshape(replay.shape)
+    step = np.maximum(device, host) + engine
     by_regime = np.stack([np.where(a["regime"] == i, a["device"], 0.0).sum(axis=1) for i in range(len(REGIMES))])
-    by_regime[REGIMES.index("overhead")] += np.maximum(0.0, host - device)
+    by_regime[REGIMES.index("overhead")] += np.maximum(0.0, host - device) + engine
+    if with_ideal:
+        return step, by_regime, np.maximum(a["ideal_device"].sum(axis=1), host)
     return step, by_regime
 
 

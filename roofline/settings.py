@@ -21,6 +21,7 @@ from roofline.defaults import (
 )
 from roofline.engine import Ceilings
 from roofline.hardware import Hardware
+from roofline.roofs import check_engine, kernel_tables, resolved_engine
 
 # (field, lowest allowed, highest allowed, whether the lowest is allowed itself)
 _RANGES = {
@@ -64,6 +65,11 @@ class Settings:
     # Achievable roofs fitted on kernels measured on one device (roofline.calibration); used
     # for that device only, every other one keeps its datasheet.
     calibration: object | None = None
+    # Whose measured kernels the ops are read from (roofline.roofs): "ideal" is the datasheet
+    # alone; "auto" the newest vLLM tables where the device has them. A calibration of a device
+    # (the user's own measurement) comes before the engine's tables there.
+    engine: str = "ideal"
+    engine_version: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -78,6 +84,11 @@ class Settings:
             elif f.name in _INTEGERS:
                 if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INTEGERS[f.name]:
                     raise ValueError(f"{f.name} must be an integer in [1, {_INTEGERS[f.name]}], got {value!r}")
+        check_engine(self.engine)
+        if self.engine_version is not None and not (
+            isinstance(self.engine_version, str) and 0 < len(self.engine_version) <= 40
+        ):
+            raise ValueError(f"engine_version must be a version string, got {self.engine_version!r}")
         link = self.link_bandwidth_bytes_per_s
         if link is not None and not (isinstance(link, int | float) and math.isfinite(link) and 0 < link <= 1e15):
             raise ValueError(f"link_bandwidth_bytes_per_s must be a positive number, got {link!r}")
@@ -98,8 +109,11 @@ class Settings:
         if cuda_graphs:
             ceilings = replace(ceilings, graph_replay_s=DEFAULT_GRAPH_REPLAY_S)
         cal = self.calibration
+        tables = kernel_tables(resolved_engine(self.engine, hw.id), hw.id, self.engine_version)
         if cal is not None and cal.hardware_id == hw.id:
-            ceilings = replace(ceilings, calibration=cal, source="calibrated")
+            ceilings = replace(ceilings, roof_source=cal, source="calibrated")
+        elif tables is not None:
+            ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
         if self.link_bandwidth_bytes_per_s and measured_here:
             ceilings = replace(
                 ceilings, link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s, link_note="measured all-reduce"

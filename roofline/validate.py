@@ -39,7 +39,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +51,7 @@ from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
 from roofline.tables import TablePredictor, store
 from roofline.tables.convert import SYSTEM_TO_HARDWARE
-from roofline.tables.ops_times import table_step
+from roofline.tables.source import KernelTables
 from roofline.workload import Precision, Workload
 
 MODEL_IDS = {
@@ -73,6 +73,10 @@ DEVICE_IDS = {system: hw for system, hw in SYSTEM_TO_HARDWARE.items() if hw}
 # quant mode -> (weight dtype, math dtype)
 QUANT = {"": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("nvfp4", "fp4")}
 QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}
+# Checkpoints released with block-scaled fp8 weights (their config.json's quantization_config has
+# weight_block_size [128, 128]): the engines run their block-fp8 kernels whatever a run's column
+# says ("fp8" in some of the sample's rows for the same checkpoint).
+BLOCK_FP8_CHECKPOINTS = {"Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"}
 RESULT_FIELDS = (
     "id",
     "model",
@@ -127,6 +131,35 @@ def precision_for(row: dict[str, str], model: ModelConfig) -> Precision:
     return Precision(weight, math_dtype, "bf16", expert_weight_dtype=expert if expert != weight else None)
 
 
+def fp8_tables(row: dict[str, str]) -> tuple[str | None, str | None]:
+    """The kernel tables of a run's fp8 GEMMs and experts where they are block-scaled
+    ("fp8_block"), else None (the plain fp8 tables): the column says so, or the checkpoint is
+    block-scaled whatever the column says (``BLOCK_FP8_CHECKPOINTS``)."""
+    block = row.get("model_path") in BLOCK_FP8_CHECKPOINTS
+    gemm, moe = row.get("gemm_quant_mode") or "", row.get("moe_quant_mode") or ""
+    gemm_dtype = "fp8_block" if gemm == "fp8_block" or (block and gemm == "fp8") else None
+    moe_dtype = "fp8_block" if moe == "fp8_block" or (block and moe == "fp8") else None
+    return gemm_dtype, moe_dtype
+
+
+def run_tables(row: dict[str, str], predictors: dict | None = None) -> KernelTables | None:
+    """The kernel tables of the run's engine (its version, or the nearest converted) on its device,
+    read the way the run's checkpoint runs (block-fp8, the experts' TP x EP split); None where
+    none are installed."""
+    device = DEVICE_IDS[row["system"]]
+    key = (device, row["backend"], row.get("backend_version") or "")
+    predictors = {} if predictors is None else predictors
+    if key not in predictors:
+        predictors[key] = TablePredictor.open(device, row["backend"], row.get("backend_version") or None)
+    predictor = predictors[key]
+    if predictor is None:
+        return None
+    gemm_dtype, moe_dtype = fp8_tables(row)
+    moe_tp, moe_ep = int(_number(row, "moe_tp_size", 0)), int(_number(row, "moe_ep_size", 0))
+    moe_parallel = (moe_tp, moe_ep) if moe_tp >= 1 and moe_ep >= 1 else None
+    return KernelTables(predictor, gemm_dtype=gemm_dtype, moe_parallel=moe_parallel, moe_dtype=moe_dtype)
+
+
 def why_not_scored(row: dict[str, str]) -> str | None:
     if row.get("mode") != "agg":
         return "disaggregated run (needs the serving simulation)"
@@ -160,13 +193,11 @@ def predict_tpot(
     isl: int,
     osl: int,
     concurrency: int,
-    predictor: TablePredictor | None = None,
-    gemm_dtype: str | None = None,
+    tables: KernelTables | None = None,
     settings: Settings | None = None,
-    moe_parallel: tuple[int, int] | None = None,
-    moe_dtype: str | None = None,
 ) -> StepPrediction:
-    """The steady-state step of a run (see the module notes), on the datasheet and with the tables."""
+    """The steady-state step of a run (see the module notes), on the datasheet and with the
+    engine's kernel ``tables``."""
     settings = settings or Settings()
     hw = get_hardware(hardware_id)
     context = int(round(isl + osl / 2))
@@ -176,25 +207,15 @@ def predict_tpot(
     chunk = max(1, round(concurrency * isl / osl))
     ops = mixed_step_ops(run, concurrency, chunk, isl)
     ceilings = settings.ceilings(hw, tp, cuda_graphs=True)
-    if predictor is None:
+    if tables is None:
         return StepPrediction(float(evaluate(ops, ceilings).step_time_s), None, 0.0, ())
-    step = table_step(
-        ops,
-        run,
-        ceilings,
-        predictor,
-        prompt_len=isl,
-        chunk=chunk,
-        gemm_dtype=gemm_dtype,
-        moe_parallel=moe_parallel,
-        moe_dtype=moe_dtype,
-    )
+    step = evaluate(ops, replace(ceilings, roof_source=tables, source="engine-measured"))
     breakdown = tuple(
         {"name": op.name, "count": op.count, "datasheet_s": d, "tables_s": t, "source": src}
-        for op, d, t, src in zip(ops, step.datasheet_s.tolist(), step.device_s.tolist(), step.sources)
+        for op, d, t, src in zip(ops, step.ideal_device_s.tolist(), step.device_s.tolist(), step.sources)
     )
-    labels = tuple(sorted({src for src, used in zip(step.sources, step.from_tables) if used}))
-    return StepPrediction(step.datasheet_step_s, step.step_s, step.table_share, labels, breakdown)
+    labels = tuple(sorted({src for src, used in zip(step.sources, step.from_source) if used}))
+    return StepPrediction(float(step.ideal_step_time_s), float(step.step_time_s), step.source_share, labels, breakdown)
 
 
 def score_rows(
@@ -212,33 +233,12 @@ def score_rows(
         model = get_model(MODEL_IDS[row["model_path"]])
         device = DEVICE_IDS[row["system"]]
         engine, version = row["backend"], row.get("backend_version") or None
-        predictor = None
-        if tables:
-            key = (device, engine, version or "")
-            if key not in predictors:
-                predictors[key] = TablePredictor.open(device, engine, version)
-            predictor = predictors[key]
+        source = run_tables(row, predictors) if tables else None
         try:
             precision = precision_for(row, model)
             tp = int(_number(row, "tp_size", 1))
             concurrency = int(_number(row, "batch_size"))
-            gemm_dtype = "fp8_block" if row.get("gemm_quant_mode") == "fp8_block" else None
-            moe_tp, moe_ep = int(_number(row, "moe_tp_size", 0)), int(_number(row, "moe_ep_size", 0))
-            moe_parallel = (moe_tp, moe_ep) if moe_tp >= 1 and moe_ep >= 1 else None
-            moe_dtype = "fp8_block" if row.get("moe_quant_mode") == "fp8_block" else None
-            pred = predict_tpot(
-                model,
-                device,
-                precision,
-                tp,
-                int(row["isl"]),
-                int(row["osl"]),
-                concurrency,
-                predictor,
-                gemm_dtype,
-                moe_parallel=moe_parallel,
-                moe_dtype=moe_dtype,
-            )
+            pred = predict_tpot(model, device, precision, tp, int(row["isl"]), int(row["osl"]), concurrency, source)
         except ValueError as exc:
             reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -259,7 +259,7 @@ def score_rows(
                 "datasheet_tpot_ms": pred.datasheet_s * 1e3,
                 "tables_tpot_ms": None if pred.tables_s is None else pred.tables_s * 1e3,
                 "table_share": pred.table_share,
-                "tables_label": predictor.label if predictor else "",
+                "tables_label": source.label if source else "",
             }
         )
         if with_ops:

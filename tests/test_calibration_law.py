@@ -157,7 +157,7 @@ def test_a_held_out_step_is_predicted_from_the_fitted_roofs(phase, batch, seq_le
         memory_bandwidth_bytes_per_s=50e9,
         launch_overhead_s=0.0,
         kernel_floor_s=0.0,
-        calibration=calibration,
+        roof_source=calibration,
         source="calibrated",
     )
     w = Workload(m, phase, batch, seq_len, precision=Precision(weight_dtype="fp32", act_dtype="fp32", kv_dtype="fp32"))

@@ -154,24 +154,6 @@ def test_tables_import_from_a_wheel(tmp_path, capsys):
 
 
 @shipped
-def test_step_table_times_of_a_prefill_step():
-    from roofline.models import get_model
-    from roofline.ops import step_ops
-    from roofline.tables.ops_times import step_table_times
-    from roofline.workload import Workload
-
-    w = Workload(get_model("llama-3.1-8b"), "prefill", 2, 1024)
-    ops = step_ops(w)
-    p = TablePredictor.open("h100-sxm", "vllm")
-    times = {op.name: pred for op, pred in zip(ops, step_table_times(ops, w, p))}
-    assert times["attention (FlashAttention)"].time_s == p.attention("prefill", 2, 1024, 32, 8, 128).time_s
-    down = times["MLP down projection"].time_s
-    both = p.gemm(2048, 4096, 14336).time_s * p.gemm(2048, 14336, 4096).time_s
-    assert down == pytest.approx(both**0.5)
-    assert times["input norm"].time_s is None and "datasheet" in times["input norm"].label
-
-
-@shipped
 def test_shipped_moe_reads_back_a_measured_point():
     p = TablePredictor.open("h100-sxm", "trtllm")
     t = p.tables["moe"]
@@ -186,31 +168,6 @@ def test_shipped_moe_reads_back_a_measured_point():
 
 
 @shipped
-def test_mla_decode_of_a_deepseek_step():
-    from roofline.models import get_model
-    from roofline.ops import step_ops
-    from roofline.tables.ops_times import step_table_times
-    from roofline.workload import Precision, Workload
-
-    p = TablePredictor.open("h200-sxm", "sglang")
-    t = p.tables["generation_mla"]
-    mask = (t["kv_cache_dtype"] == "bfloat16") & (t["num_heads"] == 16) & (t["batch_size"] == 64)
-    i = np.flatnonzero(mask & (t["isl"] + t["step"] == 4096))[0]
-    assert p.mla_decode(64, 4096, 16).time_s == pytest.approx(float(t["latency_ms"][i]) * 1e-3, rel=1e-6)
-    w = Workload(get_model("deepseek-r1"), "decode", 64, 4096, precision=Precision("fp8", "fp8", "bf16"), tp=8)
-    ops = step_ops(w)
-    times = {op.name: pred for op, pred in zip(ops, step_table_times(ops, w, p, moe_dtype="fp8_block"))}
-    assert times["attention (MLA latent, decode)"].time_s == p.mla_decode(64, 4096, 16).time_s
-    fused = times["MoE experts gate+up"]
-    assert fused.time_s == p.moe(64, 7168, 2048, 8, 256, 8, 1, "fp8_block").time_s
-    assert (
-        times["MoE experts down + combine"].time_s == 0.0
-        and "inside the fused MoE" in times["MoE experts down + combine"].label
-    )
-    assert TablePredictor.open("h200-sxm", "vllm").mla_decode(64, 4096, 16).time_s is None  # vLLM: no such table
-
-
-@shipped
 def test_mxfp4_experts_take_the_fastest_measured_kernel():
     p = TablePredictor.open("b200", "trtllm")
     shape = (64, 2880, 2880, 4, 128, 1, 1)
@@ -222,24 +179,3 @@ def test_mxfp4_experts_take_the_fastest_measured_kernel():
         h100.moe(64, 2880, 2880, 4, 128, 1, 1, "mxfp4").time_s
         == h100.moe(64, 2880, 2880, 4, 128, 1, 1, "w4a16_mxfp4").time_s
     )
-
-
-@shipped
-def test_table_step_replaces_only_what_the_tables_answer():
-    from roofline.engine import evaluate
-    from roofline.hardware import get_hardware
-    from roofline.models import get_model
-    from roofline.ops import step_ops
-    from roofline.settings import Settings
-    from roofline.tables.ops_times import table_step
-    from roofline.workload import Workload
-
-    w = Workload(get_model("llama-3.1-8b"), "decode", 32, 2048, cuda_graphs=True)
-    ops = step_ops(w)
-    ceilings = Settings().ceilings(get_hardware("h100-sxm"), 1, cuda_graphs=True)
-    step = table_step(ops, w, ceilings, TablePredictor.open("h100-sxm", "vllm"))
-    assert step.datasheet_step_s == pytest.approx(float(evaluate(ops, ceilings).step_time_s))
-    kept = ~step.from_tables
-    assert np.array_equal(step.device_s[kept], step.datasheet_s[kept])
-    assert all(s.startswith("datasheet") for s, k in zip(step.sources, kept) if k)
-    assert step.table_share > 0.8 and step.step_s > step.datasheet_step_s

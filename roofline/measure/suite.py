@@ -161,7 +161,7 @@ def _roofs(results: Results, device_kind: str, graphs: bool) -> dict[str, Ceilin
             measured = replace(measured, graph_replay_s=results.ceilings.launch_overhead_s)
         roofs["measured"] = measured
         if results.calibration is not None:
-            roofs["calibrated"] = replace(measured, calibration=results.calibration, source="calibrated")
+            roofs["calibrated"] = replace(measured, roof_source=results.calibration, source="calibrated")
     return roofs
 
 

@@ -81,6 +81,19 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
     adt = p.attention_dtype
     suffix = f" ({label})" if label else ""
     group = "attention"
+    # The shape a measured attention kernel table is read at (``roofline.tables.source``): seq is
+    # the prompt in prefill and the tokens cached in decode; work_share scales a part of that kernel.
+    shape = {
+        "kind": "attention",
+        "phase": w.phase,
+        "batch": b,
+        "seq": s,
+        "heads": nh,
+        "kv_dtype": p.kv_dtype,
+        "local": local[0] if local else "",
+        "window": local[1] if local else 0,
+        "work_share": 1.0,
+    }
 
     if m.mla and w.phase == "decode":
         r, rope = m.mla.kv_lora_rank, m.mla.qk_rope_head_dim
@@ -107,7 +120,7 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
                 count=count,
                 launches=2,
                 group=group,
-                meta={"kind": "attention"},
+                meta={**shape, "mla": (r, rope)},
             ),
             linear(
                 "MLA output absorb (W_UV)" + suffix, b * nh, r, m.mla.v_head_dim, p, count, PROJECTIONS, matrices=nh
@@ -164,7 +177,7 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
                 count=count,
                 launches=2,
                 group=group,
-                meta={"kind": "attention", "parallel": parallel},
+                meta={**shape, "kv_heads": nkv, "head_dim": qk, "parallel": parallel, "mla_prefill": bool(m.mla)},
             )
         )
         return ops
@@ -182,7 +195,7 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
             count=count,
             launches=2,
             group=group,
-            meta={"kind": "attention"},
+            meta={**shape, "naive": True},
         ),
         elementwise(
             "attention softmax + mask (naive)" + suffix,
@@ -204,7 +217,7 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
             count=count,
             launches=1,
             group=group,
-            meta={"kind": "attention"},
+            meta={**shape, "naive": True},
         ),
     ]
     return ops

@@ -72,7 +72,8 @@ def linear(
         count=count,
         launches=launches,
         group=group,
-        meta={"kind": "matmul", "m": rows / matrices},
+        # n (output) and k (reduction) name the GEMM a kernel table is read at.
+        meta={"kind": "matmul", "m": rows / matrices, "n": out_features, "k": in_features, "matrices": matrices},
     )
 
 
@@ -88,5 +89,5 @@ def all_reduce(name: str, tokens, hidden: int, p: Precision, tp: int, count: int
         count=count,
         launches=1,
         group="communication",
-        meta={"kind": "communication"},
+        meta={"kind": "communication", "collective": "all_reduce", "message_bytes": message, "tp": tp},
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from roofline.engine import Op
@@ -45,6 +47,16 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
     loaded = expected_experts_loaded(e, k, tokens)
     gated = 2 if m.mlp == "gated" else 1
     ab, wb = p.act_bytes, p.expert_weight_bytes  # routed experts may have a format of their own
+    # The shape a fused-MoE kernel table is read at (one fused layer: gate+up, activation, down).
+    shape = {
+        "moe_tokens": tokens,
+        "hidden": h,
+        "expert_inter": moe.expert_intermediate_size,
+        "topk": k,
+        "experts": e,
+        "tp": tp,
+        "expert_dtype": p.expert_weight_dtype or p.weight_dtype,
+    }
     ops = [
         linear("MoE router", tokens, h, e, p, count, "moe", weight_dtype_bytes=ab, launches=3),
         Op(
@@ -56,10 +68,13 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
             count=count,
             launches=2,
             group="moe",
-            meta={"kind": "matmul", "experts_loaded": loaded, "m": routed / loaded},
+            meta={"kind": "matmul", "experts_loaded": loaded, "m": routed / loaded, "moe": "fused", **shape},
         ),
-        elementwise(
-            "MoE experts activation", routed * i, ACTIVATION_FLOPS_PER_ELEMENT[m.mlp], gated, 1, ab, count, "moe"
+        replace(
+            elementwise(
+                "MoE experts activation", routed * i, ACTIVATION_FLOPS_PER_ELEMENT[m.mlp], gated, 1, ab, count, "moe"
+            ),
+            meta={"kind": "elementwise", "moe": "inside"},
         ),
         Op(
             name="MoE experts down + combine",
@@ -70,7 +85,7 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
             count=count,
             launches=2,
             group="moe",
-            meta={"kind": "matmul", "experts_loaded": loaded, "m": routed / loaded},
+            meta={"kind": "matmul", "experts_loaded": loaded, "m": routed / loaded, "moe": "inside"},
         ),
     ]
     if moe.shared_experts:

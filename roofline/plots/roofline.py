@@ -55,7 +55,7 @@ IDEAL_RATE = "attainable (ideal bound)"
 def rate_label(ceilings: Ceilings) -> str:
     """What a predicted rate on these roofs is: an ideal bound on the datasheet's, an expectation
     on measured or calibrated roofs."""
-    if ceilings.source == "datasheet" and ceilings.calibration is None:
+    if ceilings.source == "datasheet" and ceilings.roof_source is None:
         return IDEAL_RATE
     return f"expected ({ceilings.source})"
 

@@ -68,7 +68,7 @@ def _results_roofs(results, hardware: str | None):
             raise ValueError("this results file has neither measured ceilings nor a database device: name --hardware")
         roofs = Ceilings.from_hardware(get_hardware(device))
     if results.calibration is not None:
-        roofs = replace(roofs, calibration=results.calibration, source="calibrated")
+        roofs = replace(roofs, roof_source=results.calibration, source="calibrated")
     return roofs
 
 

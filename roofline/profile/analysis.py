@@ -34,8 +34,8 @@ def op_regime(op: ProfiledOp, ceilings: Ceilings) -> str:
 def calibrated_s(op: ProfiledOp, ceilings: Ceilings) -> float | None:
     """The op's time on the calibration's achievable roofs (fitted on kernels measured on the
     device), where the calibration has a fit for its class; None otherwise."""
-    cal = ceilings.calibration
-    if cal is None or op.count <= 0:
+    cal = ceilings.roof_source
+    if getattr(cal, "kind", None) != "calibrated" or op.count <= 0:
         return None
     op_class, shape = calibration_class(op)
     if op_class == "linear":
@@ -59,7 +59,7 @@ def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int
             bound_s = op.comm_bytes / link + op.count * ceilings.collective_latency_s
         calibrated = calibrated_s(op, ceilings) if level == "aten" else None
         bound_s = calibrated if calibrated is not None else bound_s
-        source = ceilings.source if ceilings.calibration is None else "peak and bandwidth"
+        source = ceilings.source if ceilings.roof_source is None else "peak and bandwidth"
         intensity = op.intensity
         roof = min(peak, bw * intensity) if intensity is not None else peak
         rows.append(

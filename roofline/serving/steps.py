@@ -60,6 +60,8 @@ def _chunk_attention(w: Workload, chunk: np.ndarray, prompt_len: int) -> list[Op
             act_bytes=op.act_bytes * share,
             kv_bytes=op.kv_bytes * share + (prompt_len / 2) * per_layer_kv * (chunk > 0),
             weight_bytes=op.weight_bytes * share,
+            # A measured kernel of the whole prompt, scaled to the chunk's share of its work.
+            meta={**op.meta, "work_share": share},
         )
         out.append(scaled)
     return out

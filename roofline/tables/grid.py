@@ -33,66 +33,68 @@ class LogGrid:
         grid[index] = np.log(np.asarray(latency, float))
         return cls(tuple(np.log(v) for v in values), grid)
 
-    def __call__(self, point: Sequence[float]) -> tuple[float, bool]:
-        """log(latency) at ``point`` and whether any axis was extrapolated; NaN where the corners
-        around the point were not measured."""
-        x = np.log(np.asarray(point, float))
-        corners, extrapolated = [], False
+    def many(self, points: Sequence[np.ndarray | float]) -> tuple[np.ndarray, np.ndarray]:
+        """``__call__`` at every point of broadcast arrays (one per axis) in one pass: log(latency)
+        and whether any axis was extrapolated, each of the broadcast shape."""
+        arrays = np.broadcast_arrays(*(np.log(np.asarray(p, float)) for p in points))
+        shape = arrays[0].shape
+        x = [a.reshape(-1) for a in arrays]
+        n = x[0].size
+        missing = np.zeros(n, bool)  # a single-valued axis asked elsewhere: no answer
+        extrapolated = np.zeros(n, bool)
+        lows, weights, steps = [], [], []  # per axis: lower corner, its two weights, and dx past the edge
         for axis, xi in zip(self.axes, x):
             if len(axis) == 1:
-                if not np.isclose(xi, axis[0]):
-                    return float("nan"), True
-                corners.append(((0, 1.0),))
+                off = ~np.isclose(xi, axis[0])
+                missing |= off
+                extrapolated |= off
+                lows.append(np.zeros(n, int))
+                weights.append((np.ones(n), np.zeros(n)))
+                steps.append(None)
                 continue
-            i = int(np.clip(np.searchsorted(axis, xi) - 1, 0, len(axis) - 2))
+            i = np.clip(np.searchsorted(axis, xi) - 1, 0, len(axis) - 2)
             t = (xi - axis[i]) / (axis[i + 1] - axis[i])
-            if t < 0 or t > 1:
-                extrapolated = True
-            corners.append(((i, 1.0 - t), (i + 1, t)))
-        value = self._extrapolate(corners, x) if extrapolated else self._combine(corners)
-        return value, extrapolated
+            below, above = t < 0, t > 1
+            extrapolated |= below | above
+            # Past an edge the base value is the edge's, continued by the slope (below).
+            w1 = np.where(above, 1.0, np.where(below, 0.0, t))
+            lows.append(i)
+            weights.append((1.0 - w1, w1))
+            dx = np.where(above, xi - axis[i + 1], np.where(below, xi - axis[i], 0.0))
+            steps.append(dx)
+        base = self._combine_many(lows, weights)
+        value = base.copy()
+        for a, dx in enumerate(steps):
+            if dx is None or not np.any(dx != 0):
+                continue
+            lo = self._combine_many(lows, [w if j != a else (np.ones(n), np.zeros(n)) for j, w in enumerate(weights)])
+            hi = self._combine_many(lows, [w if j != a else (np.zeros(n), np.ones(n)) for j, w in enumerate(weights)])
+            span = self.axes[a][lows[a] + 1] - self.axes[a][lows[a]]
+            slope = np.where(np.isfinite(hi - lo), (hi - lo) / span, 1.0)
+            value = value + np.where(dx != 0, np.clip(slope, 0.0, MAX_SLOPE) * dx, 0.0)
+        value = np.where(missing | np.isnan(base), np.nan, value)
+        return value.reshape(shape), extrapolated.reshape(shape)
 
-    def _combine(self, corners) -> float:
-        """Weighted mean of the measured corners (weights renormalised over those measured)."""
-        total, weight = 0.0, 0.0
-        for combo in product(*corners):
-            idx = tuple(c[0] for c in combo)
+    def _combine_many(self, lows: list[np.ndarray], weights: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Weighted mean of the measured corners around every point (weights renormalised over the
+        corners measured, zero-weight corners left out): ``_combine`` over arrays."""
+        total = np.zeros(lows[0].size)
+        weight = np.zeros(lows[0].size)
+        for combo in product((0, 1), repeat=len(lows)):
+            idx = tuple(np.minimum(low + c, len(axis) - 1) for low, c, axis in zip(lows, combo, self.axes))
+            w = np.prod([ws[c] for ws, c in zip(weights, combo)], axis=0)
             value = self.log_latency[idx]
-            if np.isnan(value):
-                continue
-            w = float(np.prod([c[1] for c in combo]))
-            if w == 0.0:
-                continue
-            total += w * value
-            weight += w
-        return total / weight if weight > 0.0 else float("nan")
+            use = (w != 0) & ~np.isnan(value)
+            total += np.where(use, w * np.where(use, value, 0.0), 0.0)
+            weight += np.where(use, w, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), np.nan)
 
-    def _extrapolate(self, corners, x) -> float:
-        """Outside an axis' range: the value at the nearest edge, continued with the edge
-        segment's log-log slope (clamped), axis by axis."""
-        edge_corners, slopes_from = [], []
-        for axis_i, (axis, pair) in enumerate(zip(self.axes, corners)):
-            if len(pair) == 1:
-                edge_corners.append(pair)
-                continue
-            (i0, w0), (i1, w1) = pair
-            if w0 >= 0 and w1 >= 0:
-                edge_corners.append(pair)
-                continue
-            edge = i1 if w1 > 1 else i0
-            edge_corners.append(((edge, 1.0),))
-            slopes_from.append((axis_i, i0, i1, x[axis_i] - axis[edge]))
-        base = self._combine(edge_corners)
-        if np.isnan(base):
-            return base
-        for axis_i, i0, i1, dx in slopes_from:
-            sub = [c if j != axis_i else ((i0, 1.0),) for j, c in enumerate(edge_corners)]
-            lo = self._combine(sub)
-            sub = [c if j != axis_i else ((i1, 1.0),) for j, c in enumerate(edge_corners)]
-            hi = self._combine(sub)
-            slope = (hi - lo) / (self.axes[axis_i][i1] - self.axes[axis_i][i0]) if np.isfinite(hi - lo) else 1.0
-            base += float(np.clip(slope, 0.0, MAX_SLOPE)) * dx
-        return base
+    def __call__(self, point: Sequence[float]) -> tuple[float, bool]:
+        """log(latency) at one point and whether any axis was extrapolated; NaN where the corners
+        around the point were not measured."""
+        value, extrapolated = self.many(tuple(np.asarray([p], float) for p in point))
+        return float(value[0]), bool(extrapolated[0])
 
 
 def leave_one_out_log_errors(grid: LogGrid) -> dict[int, np.ndarray]:

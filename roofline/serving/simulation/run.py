@@ -54,6 +54,7 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
         running=[],
         waiting=deque(),
         preemptions=np.zeros(n, np.int64),
+        final=prompt + output,
     )
     generated = np.zeros(n, np.int64)
     first = np.full(n, np.nan)

@@ -1,14 +1,25 @@
-"""One scheduling decision of a continuous-batching engine, in the shape of vLLM's V1 scheduler.
+"""One scheduling decision of a continuous-batching engine: vLLM V1's policy, and what SGLang
+and TensorRT-LLM do differently.
 
 Every request has ``tokens`` (its prompt and the outputs sampled so far) of which ``computed``
 are in the KV cache; a step gives it ``tokens - computed`` new tokens (a prompt chunk, or the one
-token of a decode), capped by the step's token budget. Running requests are served first, in the
-order they were admitted; then waiting requests are admitted first come, first served while the
-budget lasts, fewer than ``max_num_seqs`` run, and their blocks fit. When the cache cannot hold
-a running request's new tokens, the request admitted last is preempted: its blocks are freed and
-it waits at the head of the queue to be recomputed (prompt and outputs so far), as vLLM's
-recompute preemption does; a step that preempted admits no waiting request. A request that
-reaches ``computed == tokens`` samples one token.
+token of a decode), capped by the step's token budget. A request that reaches
+``computed == tokens`` samples one token.
+
+- ``vllm`` (V1's scheduler): running requests are served first, in the order they were admitted;
+  then waiting requests are admitted first come, first served while the budget lasts, fewer than
+  ``max_num_seqs`` run, and their blocks fit. Prompt chunks and decodes share a step. When the
+  cache cannot hold a running request's new tokens, the request admitted last is preempted: its
+  blocks are freed and it waits at the head of the queue to be recomputed (prompt and outputs so
+  far); a step that preempted admits no waiting request.
+- ``trtllm`` (in-flight batching, the ``GUARANTEED_NO_EVICT`` capacity scheduler, its default):
+  prompts and decodes share a step as in vLLM, but a request is admitted only when the blocks of
+  its whole prompt and output fit, so nothing is ever preempted.
+- ``sglang`` (its scheduler without ``--enable-mixed-chunk``, the default): prefill first. While a
+  request waits (or a chunked prompt is unfinished) and one can be admitted, the step is a
+  prefill batch of up to ``max_num_batched_tokens`` prompt tokens (SGLang's
+  ``chunked_prefill_size``) and no decode; otherwise every running request decodes. A decode that
+  runs out of cache retracts the request admitted last, as vLLM preempts.
 """
 
 from __future__ import annotations
@@ -18,18 +29,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+POLICIES = ("vllm", "sglang", "trtllm")
+
 
 @dataclass(frozen=True)
 class EngineKnobs:
-    """The scheduler's settings, named as vLLM names them."""
+    """The scheduler's settings, named as vLLM names them; ``policy`` is whose scheduler runs."""
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
     block_size: int = 16
     chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0  # 0: a prompt chunk may take the whole budget
+    policy: str = "vllm"
 
     def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 24:
@@ -50,6 +66,7 @@ class Pool:
     running: list[int]
     waiting: deque[int]
     preemptions: np.ndarray
+    final: np.ndarray | None = None  # prompt + output of each request (what a no-evict admission reserves)
 
 
 def _blocks_for(tokens: np.ndarray | int, block_size: int) -> np.ndarray:
@@ -59,6 +76,76 @@ def _blocks_for(tokens: np.ndarray | int, block_size: int) -> np.ndarray:
 def schedule(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     """Choose this step's requests and their new tokens (arrays in admission order), taking
     and freeing KV blocks and preempting as needed; updates ``pool`` in place."""
+    if knobs.policy == "sglang":
+        return _prefill_first(pool, knobs)
+    return _mixed(pool, knobs)
+
+
+def _admit(pool: Pool, knobs: EngineKnobs, budget: int, cap: int, chosen: list[int], taken: list[int]) -> int:
+    """Admit waiting requests first come, first served while the budget, ``max_num_seqs`` and the
+    cache allow (a no-evict policy reserves the whole prompt and output); returns the budget left."""
+    reserve = knobs.policy == "trtllm" and pool.final is not None
+    while budget > 0 and pool.waiting and len(pool.running) < knobs.max_num_seqs:
+        i = pool.waiting[0]
+        want = int(pool.tokens[i] - pool.computed[i])
+        if not knobs.chunked_prefill and want > budget:
+            break
+        take = min(want, budget, cap)
+        upto = int(pool.final[i]) if reserve else int(pool.computed[i] + take)
+        need = int(_blocks_for(upto, knobs.block_size)) - int(pool.blocks[i])
+        if need > pool.free_blocks:
+            break
+        pool.waiting.popleft()
+        pool.running.append(i)
+        pool.blocks[i] += need
+        pool.free_blocks -= need
+        budget -= take
+        chosen.append(i)
+        taken.append(take)
+    return budget
+
+
+def _prefill_first(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
+    """SGLang: a prefill batch (unfinished prompt chunks, then new requests) whenever one can run,
+    else one decode step of every running request."""
+    budget = knobs.max_num_batched_tokens
+    run = np.asarray(pool.running, np.int64)
+    left = pool.tokens[run] - pool.computed[run] if run.size else np.zeros(0, np.int64)
+    prefilling = run[left > 1] if run.size else run
+    chosen: list[int] = []
+    taken: list[int] = []
+    for i in prefilling.tolist():  # an unfinished prompt goes on first (SGLang's chunked request)
+        if budget <= 0:
+            break
+        take = int(min(pool.tokens[i] - pool.computed[i], budget))
+        need = max(int(_blocks_for(pool.computed[i] + take, knobs.block_size)) - int(pool.blocks[i]), 0)
+        if need > pool.free_blocks:
+            break
+        pool.blocks[i] += need
+        pool.free_blocks -= need
+        budget -= take
+        chosen.append(i)
+        taken.append(take)
+    _admit(pool, knobs, budget, budget, chosen, taken)
+    if chosen:
+        return np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
+    # A decode step: every running request's one token, retracting the last admitted where the
+    # cache is short.
+    run = np.asarray([i for i in pool.running if pool.tokens[i] - pool.computed[i] >= 1], np.int64)
+    take = pool.tokens[run] - pool.computed[run]
+    need = np.maximum(_blocks_for(pool.computed[run] + take, knobs.block_size) - pool.blocks[run], 0)
+    while need.sum() > pool.free_blocks and run.size:
+        victim = pool.running.pop()
+        _preempt(pool, victim)
+        keep = run != victim
+        run, take, need = run[keep], take[keep], need[keep]
+    pool.blocks[run] += need
+    pool.free_blocks -= int(need.sum())
+    return run, take
+
+
+def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
+    """vLLM V1 and TensorRT-LLM: running requests first, then admissions, in one step."""
     budget = knobs.max_num_batched_tokens
     cap = knobs.long_prefill_token_threshold or budget
     chosen: list[int] = []
@@ -83,22 +170,8 @@ def schedule(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
         budget -= int(take.sum())
         chosen, taken = run.tolist(), take.tolist()
     # A step that had to preempt admits nobody: the cache is short already (vLLM V1 does the same).
-    while not preempted and budget > 0 and pool.waiting and len(pool.running) < knobs.max_num_seqs:
-        i = pool.waiting[0]
-        want = int(pool.tokens[i] - pool.computed[i])
-        if not knobs.chunked_prefill and want > budget:
-            break
-        take = min(want, budget, cap)
-        need = int(_blocks_for(pool.computed[i] + take, knobs.block_size)) - int(pool.blocks[i])
-        if need > pool.free_blocks:
-            break
-        pool.waiting.popleft()
-        pool.running.append(i)
-        pool.blocks[i] += need
-        pool.free_blocks -= need
-        budget -= take
-        chosen.append(i)
-        taken.append(take)
+    if not preempted:
+        _admit(pool, knobs, budget, cap, chosen, taken)
     return np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from roofline.engine import Op, evaluate
+from roofline.engine import Ceilings, Op, evaluate
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
@@ -125,10 +125,9 @@ class StepTimes:
         return t + self.step_overhead_s
 
 
-def _sum_time(ops: list[Op], hw_settings: tuple[Hardware, Settings, int], keep) -> np.ndarray:
-    hw, settings, tp = hw_settings
+def _sum_time(ops: list[Op], ceilings: Ceilings, keep) -> np.ndarray:
     chosen = [op for op in ops if keep(op)]
-    table = evaluate(chosen, settings.ceilings(hw, tp, cuda_graphs=True))
+    table = evaluate(chosen, ceilings)
     return np.asarray(table.time_s, float).sum(axis=0)
 
 
@@ -140,10 +139,12 @@ def step_times(
     settings: Settings,
     max_tokens: int,
     max_seqs: int,
+    ceilings: Ceilings | None = None,
 ) -> StepTimes:
     """Tabulate every part of a step on ``hw`` for steps of up to ``max_tokens`` new tokens and
-    ``max_seqs`` sequences, contexts up to the model's maximum."""
-    where = (hw, settings, tp)
+    ``max_seqs`` sequences, contexts up to the model's maximum, on ``settings``' roofs for the
+    device (``ceilings`` replaces them: a roof source of the caller's own)."""
+    where = settings.ceilings(hw, tp, cuda_graphs=True) if ceilings is None else ceilings
     rows = _grid(max(max_tokens, max_seqs))
     w = Workload(model, "decode", rows, 1, precision=precision, tp=tp, cuda_graphs=True)
     ops = step_ops(w)
@@ -156,8 +157,9 @@ def step_times(
 
     chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
     chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
-    roofs = f"{settings.ceilings(hw, tp, cuda_graphs=True).source} roofs"
-    unknown = evaluate(ops, settings.ceilings(hw, tp, cuda_graphs=True)).unknown_peaks
+    whole = evaluate(ops, where)
+    roofs = f"{where.source} roofs" + (f" ({where.roof_source.label})" if where.roof_source else "")
+    unknown = whole.unknown_peaks
     if unknown:
         # No published peak for the math: the step times leave compute out, and are lower bounds.
         roofs += f", lower bounds: {hw.name} publishes no {' or '.join(unknown)} peak"
@@ -167,6 +169,7 @@ def step_times(
         logits=Table1(rows, logits_s),
         decode_attention=Table2(batches, contexts, decode_s),
         chunk_attention=Table2(chunks, np.concatenate([[1.0], prefixes + 1]), chunk_s),
+        step_overhead_s=where.engine_step_s,
     )
 
 
@@ -188,13 +191,18 @@ def _chunk_table(model, precision, tp, where, chunks, prefixes) -> np.ndarray:
     for whole, head in zip(full, before):
         if not is_attention(whole):
             continue
+        flops = np.maximum(np.asarray(whole.flops) - np.asarray(head.flops) * had_prefix, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(np.asarray(whole.flops) > 0, flops / np.asarray(whole.flops), c / total)
         ops.append(
             replace(
                 whole,
-                flops=np.maximum(np.asarray(whole.flops) - np.asarray(head.flops) * had_prefix, 0.0),
+                flops=flops,
                 act_bytes=np.asarray(whole.act_bytes) * c / total,
                 kv_bytes=np.asarray(whole.kv_bytes),
                 weight_bytes=np.asarray(whole.weight_bytes) * c / total,
+                # A measured kernel over all p + c tokens, scaled to the chunk's share of its work.
+                meta={**whole.meta, "work_share": share},
             )
         )
     return _sum_time(ops, where, lambda op: True) * np.ones(total.shape)

@@ -1,0 +1,210 @@
+"""Engine-measured kernel roofs: a roof source that reads each op's device time off the kernel
+tables one serving engine measured on one device (``roofline.roofs``).
+
+An op is asked of the table its kind names, at the shape its ``meta`` records:
+- a linear layer: a GEMM at (m, n, k) in the table of its math (bf16, fp8, fp8 block, nvfp4); a
+  bf16-weight layer (the LM head) in the bf16 table; weight-only formats (int4 weights, bf16
+  math) and MLA's absorbed per-head products have no table;
+- the routed experts of a MoE layer: one fused layer (gate+up, activation, down) at the step's
+  tokens, timed on the gate+up op, the other two inside it;
+- attention: context (prefill) or generation (decode) attention at (batch, tokens, heads, KV
+  heads) of its head dim, KV dtype and window; a part of a kernel (a prompt chunk) at its share
+  of the whole kernel's work; MLA decode in the MLA table (a 512 + 64 latent only);
+- a tensor-parallel all-reduce: the engine's all-reduce at the message's elements and GPUs.
+Everything else (elementwise kernels, gathers, naive attention) and every shape outside the
+measured grid keeps its datasheet time, and the op's label says why. Sweeps (arrays) are read
+in one vectorised pass per op.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from roofline.tables.predict import GEMM_DTYPES, KV_DTYPES, MOE_DTYPES, SAME_WEIGHTS, TablePredictor
+
+# Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
+TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "nvfp4": 0.5625}
+# The MoE table's element size for a message (all-reduce tables count elements of bf16).
+ALLREDUCE_ELEMENT_BYTES = 2.0
+
+
+@dataclass(frozen=True)
+class OpAnswer:
+    """Seconds per occurrence (NaN where the table has no answer) and what they rest on."""
+
+    seconds: np.ndarray | None
+    label: str
+    extrapolated: bool = False
+
+
+@dataclass(frozen=True)
+class KernelTables:
+    """The kernel tables of one engine on one device as a roof source.
+
+    ``gemm_dtype`` names the table of the linear layers' fp8 math where it is not the plain one
+    (``fp8_block``: DeepSeek-style block scales); ``moe_parallel`` the (TP, EP) split of the
+    experts (default: TP over the experts); ``moe_dtype`` the experts' table where it is not their
+    weight format's. ``speed`` is a what-if: (compute, memory) multipliers applied to each op's
+    measured time by the term that binds it on the datasheet."""
+
+    predictor: TablePredictor
+    gemm_dtype: str | None = None
+    moe_parallel: tuple[int, int] | None = None
+    moe_dtype: str | None = None
+    speed: tuple[float, float] = (1.0, 1.0)
+    kind: str = field(default="engine-measured", init=False)
+
+    @property
+    def hardware_id(self) -> str:
+        return self.predictor.device
+
+    @property
+    def label(self) -> str:
+        return self.predictor.label
+
+    @property
+    def engine(self) -> str:
+        return self.predictor.engine
+
+    def scaled(self, compute: float, memory: float) -> KernelTables:
+        return replace(self, speed=(self.speed[0] * compute, self.speed[1] * memory))
+
+    def device_terms(self, ops, flops: np.ndarray, moved: np.ndarray, ideal: np.ndarray):
+        """Replacement time terms for ``ops`` (shape (4, ops, *sweep), NaN where the datasheet
+        stays) and one label per op. Each measured time goes to the term that binds the op on the
+        datasheet (``ideal``, the same shape), so the regime is the datasheet's and the time the
+        engine's."""
+        terms = np.full(ideal.shape, np.nan)
+        labels: list[str] = []
+        fused: OpAnswer | None = None
+        sweep = ideal.shape[2:]
+        for i, op in enumerate(ops):
+            meta = op.meta
+            if meta.get("moe") == "inside" and fused is not None and fused.seconds is not None:
+                answer = OpAnswer(
+                    np.where(np.isnan(fused.seconds), np.nan, 0.0), "inside the fused MoE layer: " + fused.label
+                )
+            else:
+                answer = self.op_seconds(op)
+                if meta.get("moe") == "fused":
+                    fused = answer
+            if answer.seconds is None or np.all(np.isnan(answer.seconds)):
+                labels.append(f"datasheet ({answer.label})")
+                continue
+            seconds = np.broadcast_to(np.asarray(answer.seconds, float), sweep)
+            binding = ideal[:, i].argmax(axis=0)
+            factor = np.where(binding == 0, self.speed[0], self.speed[1])
+            for term in range(ideal.shape[0]):
+                terms[term, i] = np.where(np.isnan(seconds), np.nan, np.where(binding == term, seconds / factor, 0.0))
+            partial = bool(np.any(np.isnan(seconds)))
+            labels.append(answer.label + (" where measured, datasheet elsewhere" if partial else ""))
+        return terms, labels
+
+    def op_seconds(self, op) -> OpAnswer:
+        """One op's measured seconds per occurrence (an array over the sweep), or why none."""
+        kind = op.meta.get("kind")
+        if kind == "matmul" and op.meta.get("moe") == "fused":
+            return self._moe(op)
+        if kind == "matmul" and op.meta.get("moe") == "inside":
+            return OpAnswer(None, "MoE experts: timed with the gate+up op")
+        if kind == "matmul":
+            return self._gemm(op)
+        if kind == "attention":
+            return self._attention(op)
+        if kind == "communication":
+            if op.meta.get("collective") != "all_reduce":
+                return OpAnswer(None, f"{op.name}: only all-reduce tables converted")
+            elements = np.maximum(np.asarray(op.meta["message_bytes"], float) / ALLREDUCE_ELEMENT_BYTES, 1.0)
+            keys = {"allreduce_dtype": "bfloat16", "num_gpus": int(op.meta["tp"])}
+            return self._read("custom_allreduce", keys, (elements,), f"{op.meta['tp']}-GPU all-reduce")
+        return OpAnswer(None, "elementwise kernels: no table")
+
+    def _read(self, table: str, keys: dict, point: tuple, what: str, share=1.0) -> OpAnswer:
+        grid = self.predictor.grid(table, keys)
+        if grid is None:
+            return OpAnswer(None, f"no {what} in {self.label}")
+        log_t, extrapolated = grid.many(point)
+        if np.all(np.isnan(log_t)):
+            return OpAnswer(None, f"{what} outside the measured grid of {self.label}")
+        seconds = np.exp(log_t) * np.asarray(share, float)
+        out = bool(np.any(extrapolated & np.isfinite(log_t)))
+        return OpAnswer(seconds, self.label + (" (extrapolated)" if out else ""), out)
+
+    def _gemm(self, op) -> OpAnswer:
+        meta = op.meta
+        if "n" not in meta or "k" not in meta or float(meta.get("matrices", 1)) != 1:
+            return OpAnswer(None, "fused or per-head projections (MLA): no table")
+        m = np.maximum(np.asarray(meta["m"], float), 1.0)
+        n, k = float(meta["n"]), float(meta["k"])
+        weight_bytes = float(np.asarray(op.weight_bytes, float).reshape(-1)[0]) / (n * k)
+        dtype = op.dtype
+        if math.isclose(weight_bytes, 2.0, rel_tol=0.05):  # bf16 weights (the LM head): the bf16 table
+            dtype = "bf16"
+        elif dtype == "fp8" and self.gemm_dtype:
+            dtype = self.gemm_dtype
+        if not math.isclose(weight_bytes, TABLE_WEIGHT_BYTES.get(dtype, -1.0), rel_tol=0.15):
+            return OpAnswer(None, f"{weight_bytes:g}-byte weights with {op.dtype} math: no table")
+        keys = {"gemm_dtype": GEMM_DTYPES.get(dtype, dtype)}
+        answer = self._read("gemm", keys, (m, n, k), f"{dtype} GEMM", meta.get("work_share", 1.0))
+        return answer
+
+    def _moe(self, op) -> OpAnswer:
+        meta = op.meta
+        moe_tp, moe_ep = self.moe_parallel or (int(meta["tp"]), 1)
+        shape = {
+            "hidden_size": int(meta["hidden"]),
+            "inter_size": int(meta["expert_inter"]),
+            "topk": int(meta["topk"]),
+            "num_experts": int(meta["experts"]),
+            "moe_tp_size": int(moe_tp),
+            "moe_ep_size": int(moe_ep),
+        }
+        weight_dtype = self.moe_dtype or str(meta["expert_dtype"])
+        what = (
+            f"{weight_dtype} MoE {meta['experts']}x{meta['hidden']}x{meta['expert_inter']} top-{meta['topk']} "
+            f"(TP {moe_tp}, EP {moe_ep})"
+        )
+        tokens = np.maximum(np.asarray(meta["moe_tokens"], float), 1.0)
+        answers = []
+        for table_dtype in MOE_DTYPES.get(weight_dtype, (weight_dtype,)):
+            answer = self._read("moe", {"moe_dtype": table_dtype, **shape}, (tokens,), what)
+            if answer.seconds is not None:
+                answers.append(answer)
+                if weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
+                    break
+        if not answers:
+            return OpAnswer(None, f"no {what} in {self.label}")
+        # Several kernels for the same weights: the fastest measured at each point.
+        seconds = np.fmin.reduce([a.seconds for a in answers]) if len(answers) > 1 else answers[0].seconds
+        return OpAnswer(seconds, answers[0].label, any(a.extrapolated for a in answers))
+
+    def _attention(self, op) -> OpAnswer:
+        meta = op.meta
+        if meta.get("naive"):
+            return OpAnswer(None, "naive attention: engines run a fused kernel, no table")
+        share = meta.get("work_share", 1.0)
+        kv = KV_DTYPES.get(str(meta["kv_dtype"]), str(meta["kv_dtype"]))
+        if meta.get("mla"):
+            if meta["phase"] != "decode":
+                return OpAnswer(None, "MLA prefill attention: no table converted")
+            if tuple(meta["mla"]) != (512, 64):
+                return OpAnswer(None, "MLA decode tables are measured for a 512 + 64 latent only")
+            keys = {"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": int(round(float(meta["heads"])))}
+            return self._read("generation_mla", keys, (meta["batch"], meta["seq"]), "MLA decode attention", share)
+        if meta.get("mla_prefill"):
+            return OpAnswer(None, "MLA prefill attention: no table converted")
+        if meta.get("local") == "chunk":
+            return OpAnswer(None, "chunked attention: no table")
+        table = "context_attention" if meta["phase"] == "prefill" else "generation_attention"
+        keys = {
+            "attn_dtype": "bfloat16",
+            "kv_cache_dtype": kv,
+            "head_dim": int(meta["head_dim"]),
+            "window_size": int(meta.get("window") or 0),
+        }
+        point = (meta["batch"], meta["seq"], meta["heads"], meta["kv_heads"])
+        what = f"{meta['phase']} attention (head dim {meta['head_dim']})"
+        return self._read(table, keys, point, what, share)

@@ -1,0 +1,143 @@
+"""Roof sources: the engine's kernel tables read op by op from each op's own shape, the ideal bound
+kept beside the expected time, and the engine a prediction names (``--engine``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from roofline.engine import evaluate
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.ops import step_ops
+from roofline.roofs import engine_note, kernel_tables, resolved_engine
+from roofline.settings import Settings
+from roofline.tables import TablePredictor, store
+from roofline.tables.grid import LogGrid
+from roofline.tables.source import KernelTables
+from roofline.workload import Precision, Workload
+
+shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
+H100 = get_hardware("h100-sxm")
+
+
+def test_a_sweep_reads_the_grid_as_each_point_alone():
+    # t = m x k^2 ns on a 3 x 3 grid with one corner unmeasured: inside, outside (both sides) and
+    # on the missing corner, the vectorised read gives what one-point reads give.
+    m, k = np.meshgrid([1.0, 4.0, 16.0], [2.0, 8.0, 32.0], indexing="ij")
+    t = 1e-9 * m * k**2
+    keep = ~((m == 16) & (k == 32))
+    grid = LogGrid.from_rows([m[keep], k[keep]], t[keep])
+    xs = np.array([0.5, 1.0, 3.0, 16.0, 40.0])
+    ys = np.array([1.0, 2.0, 10.0, 32.0, 64.0])
+    values, extrapolated = grid.many((xs[:, None], ys[None, :]))
+    for i, x in enumerate(xs):
+        for j, y in enumerate(ys):
+            one, out = grid((x, y))
+            assert (np.isnan(one) and np.isnan(values[i, j])) or one == pytest.approx(values[i, j], rel=1e-12)
+            assert out == extrapolated[i, j]
+    # Between measured points the power law is exact: at (2, 4) it is 2 x 16 ns.
+    assert np.exp(grid.many((np.array([2.0]), np.array([4.0])))[0][0]) == pytest.approx(32e-9)
+
+
+@shipped
+def test_each_op_is_read_at_its_own_shape():
+    w = Workload(get_model("llama-3.1-8b"), "prefill", 2, 1024)
+    ops = step_ops(w)
+    p = TablePredictor.open("h100-sxm", "vllm")
+    source = KernelTables(p)
+    by_name = {op.name: source.op_seconds(op) for op in ops}
+    attention = by_name["attention (FlashAttention)"]
+    assert float(attention.seconds) == pytest.approx(p.attention("prefill", 2, 1024, 32, 8, 128).time_s, rel=1e-9)
+    # The down projection: 2048 tokens, 14336 in (k), 4096 out (n).
+    down = by_name["MLP down projection"]
+    assert float(down.seconds) == pytest.approx(p.gemm(2048, 4096, 14336).time_s, rel=1e-9)
+    assert by_name["input norm"].seconds is None and "elementwise" in by_name["input norm"].label
+
+
+@shipped
+def test_the_tables_replace_only_what_they_answer_and_the_ideal_bound_stays():
+    w = Workload(get_model("llama-3.1-8b"), "decode", 32, 2048, cuda_graphs=True)
+    ops = step_ops(w)
+    ideal = Settings().ceilings(H100, 1, cuda_graphs=True)
+    step = evaluate(
+        ops, replace(ideal, roof_source=KernelTables(TablePredictor.open("h100-sxm", "vllm")), source="engine-measured")
+    )
+    plain = evaluate(ops, ideal)
+    assert np.allclose(step.ideal_device_s, plain.device_s)
+    assert float(step.ideal_step_time_s) == pytest.approx(float(plain.step_time_s))
+    kept = ~step.from_source
+    assert np.array_equal(step.device_s[kept], plain.device_s[kept])
+    assert all(s.startswith("datasheet") for s, k in zip(step.sources, kept) if k)
+    assert step.source_share > 0.8 and float(step.step_time_s) > float(plain.step_time_s)
+    # The regime is the datasheet's: a decode GEMM stays memory-bound at its measured time.
+    rows = {r["name"]: r for r in step.rows()}
+    qkv = rows["QKV projection"]
+    assert qkv["bound"] == "memory" and qkv["time_s"] > qkv["ideal_time_s"]
+    assert "vLLM 0.24.0 kernels" in qkv["rests_on"]
+    assert "engine-measured: vLLM 0.24.0 kernels" in step.rests_on()
+
+
+@shipped
+def test_a_sweep_is_read_in_one_pass():
+    batches = np.array([1.0, 8.0, 64.0])
+    w = Workload(get_model("llama-3.1-8b"), "decode", batches[:, None], np.array([[512.0, 4096.0]]), cuda_graphs=True)
+    c = Settings(engine="vllm").ceilings(H100, 1, cuda_graphs=True)
+    sweep = evaluate(step_ops(w), c)
+    for i, b in enumerate(batches):
+        for j, s in enumerate((512.0, 4096.0)):
+            one = evaluate(step_ops(Workload(w.model, "decode", b, s, cuda_graphs=True)), c)
+            assert float(sweep.step_time_s[i, j]) == pytest.approx(float(one.step_time_s), rel=1e-9)
+
+
+@shipped
+def test_mla_decode_and_the_fused_moe_layer_of_a_deepseek_step():
+    p = TablePredictor.open("h200-sxm", "sglang")
+    w = Workload(get_model("deepseek-r1"), "decode", 64, 4096, precision=Precision("fp8", "fp8", "bf16"), tp=8)
+    ops = step_ops(w)
+    source = KernelTables(p, moe_dtype="fp8_block")
+    c = replace(Settings().ceilings(get_hardware("h200-sxm"), 8, True), roof_source=source, source="engine-measured")
+    table = evaluate(ops, c)
+    per_op = {op.name: (t / op.count, src) for op, t, src in zip(ops, table.device_s, table.sources)}
+    assert per_op["attention (MLA latent, decode)"][0] == pytest.approx(p.mla_decode(64, 4096, 16).time_s, rel=1e-9)
+    assert per_op["MoE experts gate+up"][0] == pytest.approx(
+        p.moe(64, 7168, 2048, 8, 256, 8, 1, "fp8_block").time_s, rel=1e-9
+    )
+    down, label = per_op["MoE experts down + combine"]
+    assert down == 0.0 and "inside the fused MoE" in label
+    # vLLM converted no MLA table: the datasheet keeps that op, and says why.
+    vllm = KernelTables(TablePredictor.open("h200-sxm", "vllm"))
+    mla = next(op for op in ops if op.name == "attention (MLA latent, decode)")
+    assert vllm.op_seconds(mla).seconds is None
+
+
+@shipped
+def test_the_engine_a_prediction_names():
+    assert resolved_engine("auto", "h100-sxm") == "vllm"
+    assert resolved_engine("auto", "a100-sxm-80gb") == "ideal"
+    assert kernel_tables("sglang", "h200-sxm").engine == "sglang"
+    assert kernel_tables("vllm", "mi300x") is None
+    assert Settings(engine="auto").ceilings(H100).source == "engine-measured"
+    assert Settings(engine="ideal").ceilings(H100).source == "datasheet"
+    assert Settings(engine="trtllm").ceilings(get_hardware("a100-sxm-80gb")).source == "datasheet"
+    assert "no TensorRT-LLM kernel tables" in engine_note("trtllm", "mi300x", "MI300X")
+    assert "engine-measured roofs, vLLM" in engine_note("auto", "h100-sxm", "H100")
+
+
+def test_a_bad_engine_names_the_allowed_ones():
+    with pytest.raises(ValueError, match="engine must be one of auto, vllm, sglang, trtllm, ideal"):
+        Settings(engine="tgi")
+    with pytest.raises(ValueError, match="engine_version"):
+        Settings(engine="vllm", engine_version="x" * 100)
+
+
+@shipped
+def test_what_if_scales_a_measured_op_by_the_term_that_binds_it():
+    w = Workload(get_model("llama-3.1-8b"), "decode", 1, 1024, cuda_graphs=True)
+    c = Settings(engine="vllm").ceilings(H100, 1, cuda_graphs=True)
+    base = evaluate(step_ops(w), c)
+    faster = evaluate(step_ops(w), c.scaled(memory=2.0))
+    qkv = [i for i, op in enumerate(base.ops) if op.name == "QKV projection"][0]
+    assert float(faster.device_s[qkv]) == pytest.approx(float(base.device_s[qkv]) / 2)
