@@ -71,6 +71,8 @@ class Ceilings:
     graph_replay_s: float = 0.0  # host cost of one CUDA-graph replay, paid once per step
     roof_source: object | None = None  # roofline.roofs.RoofSource
     engine_step_s: float = 0.0
+    engine_per_seq_s: float = 0.0  # and per sequence the step samples
+    engine_overlap: bool = False  # the engine's host work runs while the device works (else between steps)
     engine_step_note: str = ""  # which engine's host work, and where its figure comes from
     # Measured host dispatch per launch by op class (linear, attention, norm, elementwise);
     # None: launch_overhead_s times the default relative costs.

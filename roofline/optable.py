@@ -172,8 +172,8 @@ class OpTable:
     @property
     def step_time_s(self) -> np.ndarray:
         """The step at every sweep point: the longer of the device's work and the host's dispatch,
-        then the serving engine's host work between steps (0 outside an engine)."""
-        return np.maximum(self.device_time_s, self.host_time_s) + self.ceilings.engine_step_s
+        and the serving engine's host work per step (0 outside an engine)."""
+        return step_with_engine(self.device_time_s, self.host_time_s, self.ceilings, sampled_rows(self.ops))
 
     @property
     def ideal_step_time_s(self) -> np.ndarray:
@@ -195,8 +195,8 @@ class OpTable:
     @property
     def exposed_host_s(self) -> np.ndarray:
         """Host time the device waits for: the step's dispatch beyond its ops' device time, and the
-        serving engine's work between steps."""
-        return np.maximum(0.0, self.host_time_s - self.device_time_s) + self.ceilings.engine_step_s
+        serving engine's host work the device waits for."""
+        return self.step_time_s - self.device_time_s
 
     def time_by_regime_s(self) -> dict[str, np.ndarray]:
         """Device time of the ops in each regime, at every sweep point; the host time the device
@@ -404,13 +404,29 @@ def evaluate_devices(ops: Sequence[Op], ceilings: Sequence[Ceilings], with_ideal
     device, host = a["device"].sum(axis=1), a["host"].sum(axis=1)
     replay = np.array([c.graph_replay_s for c in ceilings]).reshape((len(ceilings),) + (1,) * (device.ndim - 1))
     host = host + replay
-    engine = np.array([c.engine_step_s for c in ceilings]).reshape(replay.shape)
-    step = np.maximum(device, host) + engine
+    rows = sampled_rows(ops)
+    step = np.stack([step_with_engine(device[d], host[d], c, rows) for d, c in enumerate(ceilings)])
     by_regime = np.stack([np.where(a["regime"] == i, a["device"], 0.0).sum(axis=1) for i in range(len(REGIMES))])
-    by_regime[REGIMES.index("overhead")] += np.maximum(0.0, host - device) + engine
+    by_regime[REGIMES.index("overhead")] += step - device
     if with_ideal:
         return step, by_regime, np.maximum(a["ideal_device"].sum(axis=1), host)
     return step, by_regime
+
+
+def sampled_rows(ops: Sequence[Op]) -> np.ndarray | float:
+    """The sequences a step samples: the rows of its LM head (0 for a step without one)."""
+    return sum((np.asarray(op.meta.get("m", 0.0), float) for op in ops if op.group == "logits"), 0.0)
+
+
+def step_with_engine(device_s, host_s, ceilings: Ceilings, sampled=0.0):
+    """A step's time from its device time and its host dispatch time: the longer of the two, since
+    launches are asynchronous; then a serving engine's host work per step (a fixed part and a part
+    per sampled sequence), added where the engine runs it between steps and overlapped (the
+    longest of the three) where it runs it beside them."""
+    engine = ceilings.engine_step_s + ceilings.engine_per_seq_s * np.asarray(sampled, float)
+    if ceilings.engine_overlap:
+        return np.maximum(np.maximum(device_s, host_s), engine)
+    return np.maximum(device_s, host_s) + engine
 
 
 def unpublished_peaks(ops: Sequence[Op], ceilings: Sequence[Ceilings]) -> list[tuple[str, ...]]:

@@ -20,6 +20,7 @@ from roofline.defaults import (
     DEFAULT_NON_TORCH_BYTES,
 )
 from roofline.engine import Ceilings
+from roofline.engines import engine_profile
 from roofline.hardware import Hardware
 from roofline.roofs import check_engine, kernel_tables, resolved_engine
 
@@ -93,11 +94,12 @@ class Settings:
         if link is not None and not (isinstance(link, int | float) and math.isfinite(link) and 0 < link <= 1e15):
             raise ValueError(f"link_bandwidth_bytes_per_s must be a positive number, got {link!r}")
 
-    def ceilings(self, hw: Hardware, tp: int = 1, cuda_graphs: bool = False) -> Ceilings:
+    def ceilings(self, hw: Hardware, tp: int = 1, cuda_graphs: bool = False, serving: bool = True) -> Ceilings:
         """The roofs a step runs against on ``hw`` in a ``tp``-wide group. In eager mode every
         kernel launch costs the host ``launch_overhead_s``; replayed from a CUDA graph the host
         pays one replay per step. Every kernel takes at least ``graph_launch_overhead_s`` on the
-        device either way."""
+        device either way. A serving engine (``engine``) adds its host work per step to a
+        ``serving`` step (``roofline.engines``); a training step has none."""
         measured_here = self.link_hardware_id in (None, hw.id)  # the measured link is this device's
         ceilings = Ceilings.from_hardware(
             hw,
@@ -114,6 +116,15 @@ class Settings:
             ceilings = replace(ceilings, roof_source=cal, source="calibrated")
         elif tables is not None:
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
+        profile = engine_profile(resolved_engine(self.engine, hw.id)) if serving else None
+        if profile is not None:
+            ceilings = replace(
+                ceilings,
+                engine_step_s=profile.host_step_s,
+                engine_per_seq_s=profile.host_per_seq_s,
+                engine_overlap=profile.overlaps(self.engine_version),
+                engine_step_note=profile.host_note(self.engine_version),
+            )
         if self.link_bandwidth_bytes_per_s and measured_here:
             ceilings = replace(
                 ceilings, link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s, link_note="measured all-reduce"

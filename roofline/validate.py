@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from roofline.engine import evaluate
+from roofline.engines import engine_profile
 from roofline.hardware import get_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.serving import mixed_step_ops
@@ -195,9 +196,10 @@ def predict_tpot(
     concurrency: int,
     tables: KernelTables | None = None,
     settings: Settings | None = None,
+    version: str | None = None,
 ) -> StepPrediction:
     """The steady-state step of a run (see the module notes), on the datasheet and with the
-    engine's kernel ``tables``."""
+    engine's kernel ``tables`` and its host work per step (its ``version``'s way)."""
     settings = settings or Settings()
     hw = get_hardware(hardware_id)
     context = int(round(isl + osl / 2))
@@ -209,7 +211,17 @@ def predict_tpot(
     ceilings = settings.ceilings(hw, tp, cuda_graphs=True)
     if tables is None:
         return StepPrediction(float(evaluate(ops, ceilings).step_time_s), None, 0.0, ())
-    step = evaluate(ops, replace(ceilings, roof_source=tables, source="engine-measured"))
+    profile = engine_profile(tables.engine)
+    expected = replace(ceilings, roof_source=tables, source="engine-measured")
+    if profile is not None:
+        expected = replace(
+            expected,
+            engine_step_s=profile.host_step_s,
+            engine_per_seq_s=profile.host_per_seq_s,
+            engine_overlap=profile.overlaps(version),
+            engine_step_note=profile.host_note(version),
+        )
+    step = evaluate(ops, expected)
     breakdown = tuple(
         {"name": op.name, "count": op.count, "datasheet_s": d, "tables_s": t, "source": src}
         for op, d, t, src in zip(ops, step.ideal_device_s.tolist(), step.device_s.tolist(), step.sources)
@@ -238,7 +250,9 @@ def score_rows(
             precision = precision_for(row, model)
             tp = int(_number(row, "tp_size", 1))
             concurrency = int(_number(row, "batch_size"))
-            pred = predict_tpot(model, device, precision, tp, int(row["isl"]), int(row["osl"]), concurrency, source)
+            pred = predict_tpot(
+                model, device, precision, tp, int(row["isl"]), int(row["osl"]), concurrency, source, version=version
+            )
         except ValueError as exc:
             reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])
             skipped[reason] = skipped.get(reason, 0) + 1

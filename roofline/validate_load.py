@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
 from roofline.serving.simulation.api import knobs_from
@@ -53,10 +54,15 @@ MAX_REQUESTS = 2000
 
 
 def simulate_row(
-    row: dict[str, str], cache: dict, settings: Settings | None = None, tables: bool = True
+    row: dict[str, str],
+    cache: dict,
+    settings: Settings | None = None,
+    tables: bool = True,
+    profile: EngineProfile | None = None,
 ) -> dict[str, object]:
     """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency, on the
-    datasheet roofs and (``tables``) on its engine's kernel tables."""
+    datasheet roofs and (``tables``) on its engine's kernel tables with its host work per step
+    (``profile`` replaces the engine's own: the fit of ``benchmarks.fit_engine_host``)."""
     settings = settings or Settings()
     model = get_model(MODEL_IDS[row["model_path"]])
     hw = get_hardware(DEVICE_IDS[row["system"]])
@@ -66,9 +72,14 @@ def simulate_row(
     precision = precision_for(row, model)
     run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
     precision = run.precision
-    # The engine's budget must hold at least the concurrency's decodes.
-    settings = Settings(
-        max_num_seqs=max(settings.max_num_seqs, concurrency), max_batched_tokens=settings.max_batched_tokens
+    # The run's engine: its scheduler and its default token budget on the device; its sequence cap
+    # holds at least the run's concurrency.
+    profile = profile or engine_profile(row["backend"])
+    settings = replace(
+        settings,
+        engine=row["backend"],
+        max_num_seqs=max(settings.max_num_seqs, concurrency),
+        max_batched_tokens=profile.token_budget(hw),
     )
     if ("kv", model.id, hw.id, precision, tp) not in cache:
         cache["kv", model.id, hw.id, precision, tp] = kv_blocks(model, hw, precision, tp, settings)
@@ -76,12 +87,22 @@ def simulate_row(
     if blocks < 1:
         raise ValueError(f"{model.name} leaves no KV cache on {tp} x {hw.name}")
     n = min(MAX_REQUESTS, REQUESTS_PER_CLIENT * concurrency)
+    # Every client starts at once, as the sample's runs record it (C clients, fixed lengths).
     requests = make_requests(Load("concurrency", n, Lengths(isl), Lengths(osl), concurrency=concurrency))
-    ideal = settings.ceilings(hw, tp, cuda_graphs=True)
+    ideal = replace(settings, engine="ideal").ceilings(hw, tp, cuda_graphs=True)
     roofs = {"datasheet": ideal}
     source = run_tables(row, cache.setdefault("predictors", {})) if tables else None
     if source is not None:
-        roofs["tables"] = replace(ideal, roof_source=source, source="engine-measured")
+        # What the engine is expected to do: its measured kernels and its host work per step.
+        roofs["tables"] = replace(
+            ideal,
+            roof_source=source,
+            source="engine-measured",
+            engine_step_s=profile.host_step_s,
+            engine_per_seq_s=profile.host_per_seq_s,
+            engine_overlap=profile.overlaps(row.get("backend_version") or None),
+            engine_step_note=profile.host_note(row.get("backend_version") or None),
+        )
     out = {
         "id": row["id"],
         "model": model.id,
@@ -94,14 +115,20 @@ def simulate_row(
         "requests": n,
         "measured_ttft_ms": _number(row, "silicon_ttft_ms"),
         "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
+        "host_fit_split": in_host_fit_split(row),
     }
     for column, ceilings in roofs.items():
-        key = (column, model.id, hw.id, precision, tp, settings.max_num_seqs, source if column == "tables" else None)
+        key = (column, model.id, hw.id, precision, tp, settings.max_batched_tokens, settings.max_num_seqs)
+        key += (
+            (source, profile.host_step_us, profile.host_per_seq_us, roofs[column].engine_overlap)
+            if column == "tables"
+            else ()
+        )
         if key not in cache:
             cache[key] = step_times(
                 model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs, ceilings
             )
-        sim = simulate(requests, cache[key], blocks, knobs_from(settings))
+        sim = simulate(requests, cache[key], blocks, knobs_from(settings, True, hw.id))
         r = per_request(sim)
         out[f"{column}_ttft_ms"] = float(np.nanmean(r["ttft_s"])) * 1e3
         out[f"{column}_tpot_ms"] = float(np.nanmean(r["tpot_s"])) * 1e3 if osl > 1 else None
@@ -123,6 +150,8 @@ def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((r["model"], r["device"], r["engine"]), []).append(r)
+    split = [r for r in results if r["host_fit_split"]]
+    test = [r for r in results if not r["host_fit_split"]]
 
     def scores(rs: list[dict]) -> dict[str, object]:
         out: dict[str, object] = {"runs": len(rs)}
@@ -139,11 +168,15 @@ def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
         "metric": "mean TTFT and mean TPOT of a closed loop at the run's concurrency (simulated)",
         "columns": {
             "datasheet": "every op on the datasheet roofs (the ideal bound)",
-            "tables": "the run's engine's measured kernel tables on its device, the datasheet where they do not answer",
+            "tables": "the run's engine's measured kernel tables on its device (the datasheet where they do not answer) and its host work per step",
         },
         "requests_per_client": REQUESTS_PER_CLIENT,
         "every": every,
         "overall": scores(results) if results else {"runs": 0},
+        # The engines' host work per step was fitted on these runs (roofline.engines): the rest is
+        # the test set, scored apart.
+        "host_fit_split": scores(split) if split else {"runs": 0},
+        "test_set": scores(test) if test else {"runs": 0},
         "groups": [{"model": m, "device": d, "engine": e, **scores(rs)} for (m, d, e), rs in sorted(groups.items())],
         "skipped": skipped,
         "results": results,
@@ -163,7 +196,9 @@ def render_load(report: dict[str, object]) -> str:
 
     head = "".join(f"{c + ' ' + m.upper():>18}" for m in ("ttft", "tpot") for c in COLUMNS)
     lines.append(f"  {'':<44}{head}")
-    for name, scores in [("all runs", o)] + [
+    split = (f"host-work fit split ({report['host_fit_split']['runs']})", report["host_fit_split"])
+    test = (f"test set: every other run ({report['test_set']['runs']})", report["test_set"])
+    for name, scores in [("all runs", o), split, test] + [
         (f"{g['model']} {g['device']} {g['engine']} ({g['runs']})", g) for g in report["groups"]
     ]:
         cells = "".join(f" {cell(scores, f'{c}_{m}')}" for m in ("ttft", "tpot") for c in COLUMNS)

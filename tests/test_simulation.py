@@ -175,7 +175,12 @@ def test_loads_are_drawn_as_the_benchmarks_define_them():
     bursty = make_requests(Load("gamma", 20_000, Lengths(10), Lengths(5), rate_per_s=4.0, burstiness=0.25, seed=1))
     assert np.diff(bursty.arrival_s).std() == pytest.approx(0.25 / np.sqrt(0.25), rel=0.1)  # gamma: mean / sqrt(k)
     closed = make_requests(Load("concurrency", 10, Lengths(10), Lengths(5), concurrency=3))
-    assert closed.concurrency == 3 and np.all(np.isnan(closed.arrival_s))
+    # The clients' first requests at t = 0, the rest sent as requests finish (NaN until then).
+    assert closed.concurrency == 3 and list(closed.arrival_s[:3]) == [0.0, 0.0, 0.0]
+    assert np.all(np.isnan(closed.arrival_s[3:]))
+    # Spread over a 3 s window: one client a second.
+    ramped = make_requests(Load("concurrency", 10, Lengths(10), Lengths(5), concurrency=3, ramp_s=3.0))
+    assert list(ramped.arrival_s[:3]) == [0.0, 1.0, 2.0]
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,7 @@ def analyze_training(s: TrainSetup, hw, settings=None, with_largest: bool = True
         raise ValueError(f"dp: {s.dp} devices cannot communicate on {hw.id} ({hw.group_link(s.dp)[1]})")
     memory = training_memory(s)
     capacity = capacity_bytes(hw, settings)
-    ceilings = settings.ceilings(hw, tp=max(s.dp, 1) if s.dp > 1 else 1, cuda_graphs=False)
+    ceilings = settings.ceilings(hw, tp=max(s.dp, 1) if s.dp > 1 else 1, cuda_graphs=False, serving=False)
     ops = training_ops(s)
     if s.offload_optimizer:
         notes.append(

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.engines import engine_profile
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
+from roofline.roofs import resolved_engine
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.metrics import Targets, summary
 from roofline.serving.simulation.run import Run, kv_blocks, simulate
@@ -17,7 +19,14 @@ from roofline.serving.simulation.steptime import StepTimes, step_times
 from roofline.settings import Settings
 from roofline.workload import Precision
 
-SERIES_POINTS = 400  # rows of the time series a result carries (the run is sampled evenly)
+SERIES_POINTS = 400
+SCHEDULER_WORDS = {
+    "vllm": "continuous batching, vLLM V1's policy (running first, then FCFS admission; recompute preemption)",
+    "sglang": "SGLang's policy (a prefill batch whenever one can run, else every running request decodes; "
+    "retraction when the cache is short)",
+    "trtllm": "TensorRT-LLM's in-flight batching (GUARANTEED_NO_EVICT: a request is admitted with the blocks of its "
+    "whole output, never evicted)",
+}  # rows of the time series a result carries (the run is sampled evenly)
 
 
 @dataclass(frozen=True)
@@ -28,12 +37,16 @@ class Simulated:
     kv_blocks: int
 
 
-def knobs_from(settings: Settings, chunked_prefill: bool = True) -> EngineKnobs:
+def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
+    """The scheduler of ``settings.engine`` on the device (vLLM's where the prediction is ideal)
+    with the settings' token budget, sequence cap and block size."""
+    profile = engine_profile(resolved_engine(settings.engine, hardware_id)) if hardware_id else None
     return EngineKnobs(
         max_num_batched_tokens=settings.max_batched_tokens,
         max_num_seqs=settings.max_num_seqs,
         block_size=settings.block_size,
         chunked_prefill=chunked_prefill,
+        policy=profile.scheduler if profile else "vllm",
     )
 
 
@@ -50,7 +63,7 @@ def simulate_serving(
     """Run ``requests`` through one replica of ``model`` on ``tp`` devices of ``hw``."""
     settings = settings or Settings()
     precision = precision or Precision()
-    knobs = knobs_from(settings, chunked_prefill)
+    knobs = knobs_from(settings, chunked_prefill, hw.id)
     blocks = kv_blocks(model, hw, precision, tp, settings)
     if blocks < 1:
         raise ValueError(f"{model.name} leaves no memory for a KV cache on {tp} x {hw.name}")
@@ -69,7 +82,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
     run = sim.run
     data = summary(run, targets)
     data["engine"] = {
-        "scheduler": "continuous batching, vLLM V1's policy (running first, then FCFS admission; recompute preemption)",
+        "scheduler": SCHEDULER_WORDS[sim.knobs.policy],
         "max_num_batched_tokens": sim.knobs.max_num_batched_tokens,
         "max_num_seqs": sim.knobs.max_num_seqs,
         "block_size": sim.knobs.block_size,
@@ -78,7 +91,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
         "steps": run.steps,
         "step_overhead_s": sim.times.step_overhead_s,
-        "what_the_times_rest_on": f"{run.roofs} (the engine's per-step host work is not modelled)",
+        "what_the_times_rest_on": run.roofs,
     }
     if targets is not None:
         data["targets"] = {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s, "e2e_s": targets.e2e_s}

@@ -1,7 +1,9 @@
 """The load a benchmark puts on a server, as the serving benchmarks define it.
 
 - Closed loop (``vllm bench serve --max-concurrency``, GuideLLM's concurrent profile, aiperf's
-  concurrency): C clients, each sending its next request as soon as its last one finishes.
+  concurrency): C clients, each sending its next request as soon as its last one finishes. They
+  start together, or (``ramp_s``) evenly spread over a window: a long benchmark's clients drift
+  out of step, which a simulation of identical requests would never do by itself.
 - Open loop at a rate (``--request-rate``, GuideLLM's poisson / constant profiles): arrivals
   with exponential gaps (Poisson), gamma gaps with a burstiness factor (vLLM's ``--burstiness``:
   shape = burstiness, mean gap = 1 / rate; 1 is Poisson, lower is burstier), or evenly spaced.
@@ -80,6 +82,7 @@ class Load:
     concurrency: int | None = None
     burstiness: float = 1.0
     seed: int = 0
+    ramp_s: float = 0.0  # closed loop: the clients' first requests spread evenly over this window
 
     def __post_init__(self) -> None:
         if self.kind not in LOAD_KINDS:
@@ -90,6 +93,8 @@ class Load:
         elif self.kind in ("poisson", "gamma", "constant"):
             _check_number(self.rate_per_s, "rate", 0.0, 1e9)
         _check_number(self.burstiness, "burstiness", 0.0, 1e3)
+        if self.ramp_s:
+            _check_number(self.ramp_s, "ramp_s", 0.0, 1e7)
         _check_int(self.seed + 1, "seed + 1", 2**62)
 
 
@@ -101,7 +106,7 @@ class Requests:
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
-    concurrency: int | None = None  # closed loop: this many clients
+    concurrency: int | None = None  # closed loop: this many clients (their first requests' arrivals given)
 
     @property
     def count(self) -> int:
@@ -114,7 +119,10 @@ def make_requests(load: Load) -> Requests:
     n = load.requests
     prompt, output = load.prompt.draw(n, rng), load.output.draw(n, rng)
     if load.kind == "concurrency":
-        return Requests(np.full(n, np.nan), prompt, output, concurrency=load.concurrency)
+        arrival = np.full(n, np.nan)
+        starting = min(load.concurrency, n)
+        arrival[:starting] = np.arange(starting) * (load.ramp_s / load.concurrency)
+        return Requests(arrival, prompt, output, concurrency=load.concurrency)
     mean_gap = 1.0 / load.rate_per_s
     if load.kind == "constant":
         gaps = np.full(n, mean_gap)

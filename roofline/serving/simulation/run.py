@@ -70,7 +70,7 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
     sent = 0  # requests handed to the server so far (in order)
     if closed:
         starting = min(requests.concurrency, n)
-        arrival[:starting] = 0.0
+        arrival[:starting] = np.nan_to_num(arrival[:starting], nan=0.0)
     now = 0.0
     remaining = int(n - rejected.sum())
 
@@ -187,6 +187,8 @@ def _decode_stretch(pool, chosen, generated, output, times, mean_context, first_
         return 1, first_s
     d = float(chosen.size)
     slope = times.decode_attention_s(d, mean_context + 1) - times.decode_attention_s(d, mean_context)
+    if times.overhead_overlaps and first_s <= times.host_s(d):
+        slope = 0.0  # the host's work sets these steps, not the growing cache read
     k = np.arange(1, left + 1)
     elapsed = k * first_s + slope * k * (k - 1) / 2
     if np.isfinite(until_arrival_s):

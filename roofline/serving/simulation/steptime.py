@@ -100,7 +100,9 @@ class StepTimes:
     logits: Table1  # the LM head at that many sampled sequences
     decode_attention: Table2  # (decoding sequences, their mean context)
     chunk_attention: Table2  # (chunk tokens, cached tokens before it + 1)
-    step_overhead_s: float = 0.0  # host or device cost paid once per step
+    step_overhead_s: float = 0.0  # the engine's host work per step ...
+    overhead_per_seq_s: float = 0.0  # ... and per sequence it samples
+    overhead_overlaps: bool = False  # the host work runs beside the device's (the step is the longer)
 
     def decode_attention_s(self, decodes: float, mean_context: float) -> float:
         if decodes <= 0:
@@ -122,7 +124,12 @@ class StepTimes:
         t += self.decode_attention_s(decodes, mean_context)
         for c, p in zip(chunks, prefixes):
             t += self.chunk_attention_s(c, p)
-        return t + self.step_overhead_s
+        host = self.step_overhead_s + self.overhead_per_seq_s * sampled
+        return max(t, host) if self.overhead_overlaps else t + host
+
+    def host_s(self, sampled: float) -> float:
+        """The engine's host work in a step that samples ``sampled`` sequences."""
+        return self.step_overhead_s + self.overhead_per_seq_s * sampled
 
 
 def _sum_time(ops: list[Op], ceilings: Ceilings, keep) -> np.ndarray:
@@ -170,6 +177,8 @@ def step_times(
         decode_attention=Table2(batches, contexts, decode_s),
         chunk_attention=Table2(chunks, np.concatenate([[1.0], prefixes + 1]), chunk_s),
         step_overhead_s=where.engine_step_s,
+        overhead_per_seq_s=where.engine_per_seq_s,
+        overhead_overlaps=where.engine_overlap,
     )
 
 

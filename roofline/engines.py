@@ -1,0 +1,135 @@
+"""The serving engines a prediction can name: their scheduler, their default token budget per
+step, and the host work each does per step (scheduling, input preparation, sampling, output
+processing), which no kernel table holds.
+
+The scheduler policies are ``roofline.serving.simulation.scheduler``'s. The token budgets are the
+engines' own defaults, each cited below. The host work per step is fitted end to end, since only a
+whole serving run shows it: on a declared split of the silicon sample (``engine_db/engines.toml``
+names it and the command that fits it), and the error on the rest of the sample is reported apart
+(``python -m roofline validate --load``). An engine that runs its host work between steps adds it
+to the step (vLLM before 0.14); one that overlaps it with the device's work (vLLM's async
+scheduling, default since 0.14; SGLang's and TensorRT-LLM's overlap schedulers, on by default)
+takes the longer of the two.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from roofline.datafiles import DataRecord
+from roofline.hardware import Hardware
+
+ENGINE_DB = Path(__file__).resolve().parents[1] / "engine_db" / "engines.toml"
+# The runs of the silicon sample the host work is fitted on: (model_path, system). Every other
+# run is the test set.
+HOST_FIT_SPLIT = ("Qwen/Qwen3-32B", "h100_sxm")
+
+
+def in_host_fit_split(row: dict[str, str]) -> bool:
+    return (row.get("model_path"), row.get("system")) == HOST_FIT_SPLIT
+
+
+GIB = 2**30
+
+
+class HostFit(DataRecord):
+    """Where an engine's host work per step comes from."""
+
+    split: str = Field(min_length=1)  # the runs it was fitted on
+    runs: int = Field(ge=1)
+    command: str = Field(min_length=1)
+    split_median_abs_error: float = Field(ge=0)  # TPOT on the split, after the fit
+
+
+class EngineProfile(DataRecord):
+    """One serving engine as the simulation and the step model run it."""
+
+    id: str
+    name: str
+    scheduler: str  # roofline.serving.simulation.scheduler policy
+    host_overlaps: bool  # the host's per-step work runs while the device works (in its current versions)
+    host_overlaps_from: str | None = None  # the first version that does; older ones run it between steps
+    host_overlap_source: str = Field(min_length=1)
+    host_step_us: float = Field(ge=0, le=1e5)  # host work per step, microseconds ...
+    host_per_seq_us: float = Field(ge=0, le=1e4)  # ... and per sequence the step samples
+    host_fit: HostFit
+    budget_source: str = Field(min_length=1)
+
+    def overlaps(self, version: str | None = None) -> bool:
+        """Whether ``version`` (None: the current one) overlaps its host work with the device's."""
+        if not self.host_overlaps:
+            return False
+        if version and self.host_overlaps_from:
+            from roofline.tables.convert import _version_key
+
+            return _version_key(version) >= _version_key(self.host_overlaps_from)
+        return True
+
+    @property
+    def host_step_s(self) -> float:
+        return self.host_step_us * 1e-6
+
+    @property
+    def host_per_seq_s(self) -> float:
+        return self.host_per_seq_us * 1e-6
+
+    def host_note(self, version: str | None = None) -> str:
+        how = "overlapped with the device's work" if self.overlaps(version) else "between steps, added to each"
+        return (
+            f"{self.name}'s host work, {self.host_step_us:,.0f} us per step and {self.host_per_seq_us:,.1f} us per "
+            f"sequence, {how} (fitted on {self.host_fit.split}, {self.host_fit.runs} runs; the rest of the sample "
+            "is the test set)"
+        )
+
+    def token_budget(self, hw: Hardware) -> int:
+        """The engine's default tokens per step on ``hw`` (its ``budget_source``)."""
+        memory_gib = hw.memory_bytes / GIB
+        if self.id == "vllm":
+            # vLLM's arg_utils: 8192 for the OpenAI server on GPUs of 70 GiB or more (not A100), else 2048.
+            return 8192 if memory_gib >= 70 and "a100" not in hw.id else 2048
+        if self.id == "sglang":
+            # SGLang's server_args: chunked_prefill_size 2048 under 35 GiB, 8192 under 160 GiB, else 16384.
+            return 2048 if memory_gib < 35 else 8192 if memory_gib < 160 else 16384
+        return 8192  # TensorRT-LLM: max_num_tokens 8192
+
+
+STEP_GRID_US = np.arange(0.0, 20000.0 + 1, 100.0)  # host work per step searched, us
+SEQ_GRID_US = np.arange(0.0, 200.0 + 0.1, 1.0)  # and per sampled sequence
+TIE = 0.002  # a median |log error| within this of the best fits as well
+
+
+def fit_host_work(
+    device_tpot_s: np.ndarray, measured_tpot_s: np.ndarray, sequences: np.ndarray, overlaps: np.ndarray
+) -> tuple[float, float]:
+    """(seconds per step, seconds per sequence) of host work that best turn simulated TPOTs
+    without host work into measured ones: a run's TPOT becomes its device TPOT plus a + b x C
+    where its engine runs the work between steps, the longer of the two where it overlaps it (C:
+    the sequences its decode steps sample). The median |log(predicted / measured)| is minimised
+    over a grid; among fits within ``TIE`` of the best, the least host work is taken (an overlapped
+    engine whose host work hides under the device's fits as well with any smaller figure)."""
+    sim = np.asarray(device_tpot_s, float)[None, None, :]
+    measured = np.asarray(measured_tpot_s, float)[None, None, :]
+    c = np.asarray(sequences, float)[None, None, :]
+    host = STEP_GRID_US[:, None, None] * 1e-6 + SEQ_GRID_US[None, :, None] * 1e-6 * c
+    pred = np.where(np.asarray(overlaps, bool)[None, None, :], np.maximum(sim, host), sim + host)
+    loss = np.median(np.abs(np.log(pred / measured)), axis=-1)
+    near = loss <= loss.min() + TIE
+    i, j = np.unravel_index(np.argmin(np.where(near, host.mean(axis=-1), np.inf)), loss.shape)
+    return float(STEP_GRID_US[i]) * 1e-6, float(SEQ_GRID_US[j]) * 1e-6
+
+
+@lru_cache(maxsize=4)
+def load_engines(path: str = str(ENGINE_DB)) -> dict[str, EngineProfile]:
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    return {key: EngineProfile(id=key, **value) for key, value in data["engines"].items()}
+
+
+def engine_profile(engine: str) -> EngineProfile | None:
+    """The profile of a serving engine (vllm, sglang, trtllm); None for the ideal datasheet."""
+    return load_engines().get(engine)

@@ -1,0 +1,134 @@
+"""The serving engines: their host work per step (added between steps, or overlapped), the fit of
+that work on a declared split, their schedulers worked by hand, and their token budgets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from roofline.engine import Ceilings, evaluate
+from roofline.engines import engine_profile, fit_host_work, in_host_fit_split, load_engines
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.ops import step_ops
+from roofline.optable import step_with_engine
+from roofline.serving.simulation.load import Requests
+from roofline.serving.simulation.run import simulate
+from roofline.serving.simulation.scheduler import EngineKnobs
+from roofline.settings import Settings
+from roofline.workload import Workload
+from tests.test_simulation import MS, flat_times
+
+H100 = get_hardware("h100-sxm")
+
+
+def _ceilings(**kw) -> Ceilings:
+    return Ceilings(name="t", peak_flops_per_s={"bf16": 1e15}, memory_bandwidth_bytes_per_s=1e12, **kw)
+
+
+def test_host_work_adds_between_steps_and_hides_under_the_device_when_overlapped():
+    # 1 ms per step and 10 us per sequence; 64 sequences: 1.64 ms of host work.
+    serial = _ceilings(engine_step_s=1e-3, engine_per_seq_s=10e-6)
+    overlapped = replace(serial, engine_overlap=True)
+    # A 5 ms device step with 0.2 ms of dispatch: 5 + 1.64 between steps, max(5, 0.2, 1.64) overlapped.
+    assert step_with_engine(5e-3, 0.2e-3, serial, 64) == pytest.approx(6.64e-3)
+    assert step_with_engine(5e-3, 0.2e-3, overlapped, 64) == pytest.approx(5e-3)
+    # A 1 ms step: the host's 1.64 ms sets it.
+    assert step_with_engine(1e-3, 0.2e-3, overlapped, 64) == pytest.approx(1.64e-3)
+
+
+def test_a_step_counts_its_sampled_sequences_from_the_lm_head():
+    w = Workload(get_model("llama-3.1-8b"), "decode", 32, 1024, cuda_graphs=True)
+    c = replace(Settings().ceilings(H100, 1, True), engine_step_s=1e-3, engine_per_seq_s=10e-6)
+    table = evaluate(step_ops(w), c)
+    device = float(table.device_time_s)
+    assert float(table.step_time_s) == pytest.approx(max(device, float(table.host_time_s)) + 1e-3 + 32 * 10e-6)
+    assert float(table.ideal_step_time_s) == pytest.approx(max(device, float(table.host_time_s)))
+
+
+def test_which_versions_overlap_their_host_work():
+    vllm = engine_profile("vllm")
+    assert not vllm.overlaps("0.12.0") and vllm.overlaps("0.14.0") and vllm.overlaps("0.18.0") and vllm.overlaps(None)
+    assert engine_profile("sglang").overlaps("0.5.9") and engine_profile("trtllm").overlaps(None)
+    assert engine_profile("ideal") is None
+    assert set(load_engines()) == {"vllm", "sglang", "trtllm"}
+
+
+def test_the_engine_sets_the_serving_step_not_the_training_step():
+    c = Settings(engine="vllm").ceilings(H100, 1, True)
+    profile = engine_profile("vllm")
+    assert (c.engine_step_s, c.engine_per_seq_s, c.engine_overlap) == (
+        profile.host_step_s,
+        profile.host_per_seq_s,
+        True,
+    )
+    assert "vLLM's host work" in c.engine_step_note
+    assert Settings(engine="vllm").ceilings(H100, 1, True, serving=False).engine_step_s == 0.0
+    assert Settings(engine="ideal").ceilings(H100, 1, True).engine_step_s == 0.0
+    old = Settings(engine="vllm", engine_version="0.12.0").ceilings(H100, 1, True)
+    assert not old.engine_overlap and "between steps" in old.engine_step_note
+
+
+def test_the_fit_recovers_a_known_host_work():
+    # Device TPOTs of 5-40 ms at 8-256 sequences; the "measured" ones add 2 ms + 30 us per sequence.
+    rng = np.random.default_rng(0)
+    device = rng.uniform(5e-3, 40e-3, 60)
+    c = rng.choice([8, 16, 32, 64, 128, 256], 60).astype(float)
+    measured = device + 2e-3 + 30e-6 * c
+    step_s, seq_s = fit_host_work(device, measured, c, np.zeros(60, bool))
+    # Within a grid step (100 us, 1 us) and the tie rule's pull toward less host work.
+    assert step_s == pytest.approx(2e-3, abs=1e-4) and seq_s == pytest.approx(30e-6, abs=1.5e-6)
+
+
+def test_an_overlapped_host_work_the_device_hides_fits_as_none():
+    # Every device step is longer than any host work the data could show: the least, 0, is taken.
+    device = np.linspace(20e-3, 40e-3, 30)
+    step_s, seq_s = fit_host_work(device, device, np.full(30, 8.0), np.ones(30, bool))
+    assert (step_s, seq_s) == (0.0, 0.0)
+
+
+def test_the_declared_split():
+    assert in_host_fit_split({"model_path": "Qwen/Qwen3-32B", "system": "h100_sxm"})
+    assert not in_host_fit_split({"model_path": "Qwen/Qwen3-32B", "system": "h200_sxm"})
+
+
+def test_sglang_runs_a_prefill_batch_before_any_decode():
+    """Budget 8, blocks of 4. A: prompt 4, 3 outputs at t = 0; B: prompt 6, 1 output at 1.5 ms.
+    step 1 (0-1 ms): prefill A -> A's 1st token.  step 2 (1-2 ms): A decodes -> 2nd token.
+    step 3 (2-3 ms): B waits, so a prefill batch of B alone runs; A does not decode -> B's token, B done.
+    step 4 (3-4 ms): A decodes its 3rd and last token.
+    vLLM's policy would put B's prompt beside A's decode in step 3 (A done at 3 ms)."""
+    requests = Requests(np.array([0.0, 1.5 * MS]), np.array([4, 6]), np.array([3, 1]))
+    sglang = simulate(requests, flat_times(), 100, EngineKnobs(8, 4, 4, policy="sglang"))
+    assert sglang.first_token_s == pytest.approx([1 * MS, 3 * MS])
+    assert sglang.finish_s == pytest.approx([4 * MS, 3 * MS])
+    vllm = simulate(requests, flat_times(), 100, EngineKnobs(8, 4, 4, policy="vllm"))
+    assert vllm.finish_s == pytest.approx([3 * MS, 3 * MS])
+
+
+def test_trtllm_admits_a_request_only_with_room_for_its_whole_output():
+    """Blocks of 4 tokens, 4 blocks in all. A and B: prompt 4, 8 outputs (12 tokens: 3 blocks each).
+    TensorRT-LLM reserves A's 3 blocks at admission; B's 3 do not fit beside them, so B waits for A
+    (never preempted). vLLM admits both (1 block each) and preempts B when the cache runs out."""
+    requests = Requests(np.zeros(2), np.array([4, 4]), np.array([8, 8]))
+    trt = simulate(requests, flat_times(), 4, EngineKnobs(16, 4, 4, policy="trtllm"))
+    assert int(trt.preemptions.sum()) == 0
+    assert trt.first_token_s[1] >= trt.finish_s[0]
+    vllm = simulate(requests, flat_times(), 4, EngineKnobs(16, 4, 4, policy="vllm"))
+    assert int(vllm.preemptions.sum()) >= 1
+
+
+def test_each_engines_default_token_budget():
+    vllm, sglang, trt = (engine_profile(e) for e in ("vllm", "sglang", "trtllm"))
+    assert vllm.token_budget(H100) == 8192 and vllm.token_budget(get_hardware("a100-sxm-80gb")) == 2048
+    assert vllm.token_budget(get_hardware("l4")) == 2048
+    assert sglang.token_budget(get_hardware("l4")) == 2048  # 24 GB
+    assert sglang.token_budget(get_hardware("h200-sxm")) == 8192 and sglang.token_budget(get_hardware("b200")) == 16384
+    assert trt.token_budget(get_hardware("b200")) == 8192
+
+
+def test_a_bad_scheduler_policy_names_the_allowed_ones():
+    with pytest.raises(ValueError, match="policy must be one of vllm, sglang, trtllm"):
+        EngineKnobs(policy="tgi")
