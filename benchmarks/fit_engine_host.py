@@ -68,8 +68,9 @@ def main() -> None:
     for engine in ("vllm", "sglang", "trtllm"):
         r = fit(engine)
         print(
-            f"{engine:<7} {r['runs']:>4} runs of {SPLIT_MODEL} on {SPLIT_SYSTEM}: host_step_us = {r['host_step_us']:g}, "
-            f"host_per_seq_us = {r['host_per_seq_us']:g}; TPOT median |error| on the split "
+            f"{engine:<7} {r['runs']:>4} runs of {SPLIT_MODEL} on {SPLIT_SYSTEM}: "
+            f"host_step_us = {r['host_step_us']:g}, host_per_seq_us = {r['host_per_seq_us']:g}; "
+            "TPOT median |error| on the split "
             f"{r['without_host_median_abs_error']:.1%} without host work -> {r['split_median_abs_error']:.1%} "
             f"(bias {r['split_bias']:+.1%})"
         )

@@ -168,7 +168,8 @@ def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
         "metric": "mean TTFT and mean TPOT of a closed loop at the run's concurrency (simulated)",
         "columns": {
             "datasheet": "every op on the datasheet roofs (the ideal bound)",
-            "tables": "the run's engine's measured kernel tables on its device (the datasheet where they do not answer) and its host work per step",
+            "tables": "the run's engine's measured kernel tables on its device (the datasheet where they do not "
+            "answer) and its host work per step",
         },
         "requests_per_client": REQUESTS_PER_CLIENT,
         "every": every,
