@@ -25,6 +25,31 @@ def short_name(name: str, limit: int = 26) -> str:
     return name if len(name) <= limit else name[: limit - 1].rstrip(" (,") + "…"
 
 
+def ranked_figure(r: dict, key: str) -> float:
+    """The figure a ranking row is ranked on: its expected time (or rate), or its ideal bound where the
+    ranking compares ideal bounds (some devices on measured roofs, others on the datasheet)."""
+    if r.get("ranked_on") != "ideal bound" or not r.get("ideal_time_s") or not r["time_s"]:
+        return r[key]
+    return r[key] * (r["ideal_time_s"] / r["time_s"] if key == "time_s" else r["time_s"] / r["ideal_time_s"])
+
+
+def basis_caption(ranking: list[dict]) -> str:
+    """What the ranking compares, and where the expected time rests on measured roofs."""
+    measured = sorted({r["roofs"] for r in ranking if r["roofs"] != "datasheet"})
+    where = {k: [r["name"] for r in ranking if r["roofs"] == k] for k in measured}
+    parts = [f"{k} roofs on {', '.join(v)}" for k, v in where.items()]
+    if ranking and ranking[0].get("ranked_on") == "ideal bound":
+        return (
+            "Ranked on the ideal bound (datasheet roofs), the one basis every device has: "
+            + "; ".join(parts)
+            + ", the datasheet elsewhere, and measured kernels are slower than ideal ones, so mixing them would "
+            "favour the devices never measured. The table gives each device's expected time beside its bound."
+        )
+    return "Ranked on the expected time" + (
+        f" ({'; '.join(parts)})" if parts else " (datasheet roofs: the ideal bound)"
+    )
+
+
 def _fits(r: dict) -> str:
     if r["fits"]:
         return "yes"
@@ -42,6 +67,8 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
         figures = {
             # "≥": a device with no published compute peak has a lower bound, not a time.
             "time": ("≥ " if r.get("time_is_lower_bound") else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            "ideal bound": fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
+            "roofs": r["roofs"],
             "tokens/s": r["tokens_per_s"],
             "tokens/s/W": r["tokens_per_s_per_watt"],
         }

@@ -1,5 +1,5 @@
-"""What a time or rate on a page rests on, in words: the datasheet's ideal bound, a calibration
-fitted on measured kernels, or a measurement."""
+"""What a time or rate on a page rests on, in words: the datasheet's ideal bound, an engine's
+measured kernels, a calibration fitted on the user's measured kernels, or a measurement."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ from collections.abc import Iterable
 BASIS_LABELS = {
     "datasheet": "ideal bound (datasheet roofs)",
     "calibrated": "calibrated roofs (fitted on measured kernels)",
+    "engine-measured": "engine-measured roofs (kernels timed inside a serving engine)",
     "measured": "measured roofs",
 }
 
 
-BASIS_SHORT = {"datasheet": "ideal bound", "calibrated": "calibrated", "measured": "measured roofs"}
+BASIS_SHORT = {
+    "datasheet": "ideal bound",
+    "calibrated": "calibrated",
+    "engine-measured": "engine-measured",
+    "measured": "measured roofs",
+}
 
 
 def basis_short(source: str) -> str:

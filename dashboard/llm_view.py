@@ -14,7 +14,20 @@ from roofline.plots import DEVICE_COLORS, PointSeries, step_series
 from roofline.settings import Settings
 from roofline.workload import Workload
 
-DEVICE_COLUMNS = ["device", "TTFT", "TPOT", "end to end", "tokens/s", "prefill", "decode", "fits", "notes"]
+DEVICE_COLUMNS = [
+    "device",
+    "TTFT",
+    "TPOT",
+    "ideal TTFT",
+    "ideal TPOT",
+    "roofs",
+    "end to end",
+    "tokens/s",
+    "prefill",
+    "decode",
+    "fits",
+    "notes",
+]
 
 
 def device_rows(selected: list[str], names: dict[str, str], analyses: dict, why_not: dict[str, str]) -> pd.DataFrame:
@@ -30,12 +43,15 @@ def device_rows(selected: list[str], names: dict[str, str], analyses: dict, why_
                 "device": names[hid],
                 "TTFT": fmt_seconds(r["ttft_s"]),
                 "TPOT": fmt_seconds(r["tpot_s"]) if r["tpot_s"] else "n/a",
+                "ideal TTFT": fmt_seconds(r["ideal_ttft_s"]),
+                "ideal TPOT": fmt_seconds(r["ideal_tpot_s"]) if r["ideal_tpot_s"] else "n/a",
+                "roofs": r["expected_rests_on"],
                 "end to end": fmt_seconds(r["e2e_s"]),
                 "tokens/s": r["tokens_per_s"],
                 "prefill": REGIME_LABELS[r["prefill_bound"]],
                 "decode": REGIME_LABELS[r["decode_bound"]] if r["decode_bound"] else "n/a",
                 "fits": r["memory"]["fits"],
-                "notes": "; ".join(r["notes"]),
+                "notes": "; ".join(n for n in r["notes"] if "roofs" not in n),
             }
         )
     return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
@@ -58,8 +74,12 @@ def op_frames(tables: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
             "KV MB": frame["kv_bytes"] / 1e6,
             "FLOP/B": frame["intensity"],
             "time (µs)": frame["time_s"] * 1e6,
+            "ideal (µs)": frame["ideal_time_s"] * 1e6,
+            # How close the expected time comes to the op's ideal bound: 100% is on its roof.
+            "% of its roof": (frame["ideal_time_s"] / frame["time_s"]).where(frame["time_s"] > 0) * 100,
             "% of step": frame["time_s"] / step_time_s * 100,
             "regime": frame["bound"].map(REGIME_LABELS),
+            "rests on": frame["rests_on"],
         }
     )
     return frame, shown
@@ -69,6 +89,8 @@ def op_frames(tables: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
 OP_FORMATS = {
     **{col: "%,.2f" for col in ("GFLOP", "MB moved", "weights MB", "activations MB", "KV MB", "FLOP/B")},
     "time (µs)": "%,.1f",
+    "ideal (µs)": "%,.1f",
+    "% of its roof": "%.0f%%",
     "% of step": "%.1f%%",
 }
 

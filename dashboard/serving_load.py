@@ -39,7 +39,6 @@ from roofline.workload import Precision
 
 LOAD_KINDS = ("rate", "concurrency")
 MAX_PAGE_REQUESTS = 5_000
-RESTS_ON = "engine host work not modelled"
 
 
 def _seconds(value: float | None) -> str:
@@ -78,10 +77,11 @@ def render_load_section(
     hw = devices[0]
     st.caption(
         f"Requests arrive at {hw.name} (the first device picked, TP={tp}) one by one: prompts of "
-        f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, scheduled as vLLM V1 schedules them "
-        "(continuous batching, chunked prefill, a paged KV cache with preemption), each step timed on the roofline. "
-        "Unlike the steady state above, requests queue: latency grows with the rate and turns up sharply at "
-        f"saturation. Times rest on the page's roofs; {RESTS_ON}."
+        f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, scheduled as the page's engine "
+        "schedules them (vLLM V1's continuous batching with chunked prefill and preemption, SGLang's prefill-first "
+        "batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the roofs are ideal), each step timed "
+        "on the roofline. Unlike the steady state above, requests queue: latency grows with the rate and turns up "
+        "sharply at saturation. Times rest on the page's roofs and the engine's host work per step."
     )
     warn_bad_params(
         {
@@ -134,7 +134,7 @@ def _one_device(report, model, hw, traffic, precision, tp, settings, chunked, lo
         return
     seed = load.seed
     amount = load.rate_per_s if load.kind == "poisson" else load.concurrency
-    roofs = f"{run['roofs']}; {RESTS_ON}"
+    roofs = run["roofs"]
     done = f"{run['completed']:,} of {run['requests']:,} requests in {run['duration_s']:.1f} s simulated"
     ttft, tpot = run["ttft_s"], run["tpot_s"]
     report.metrics(
@@ -330,5 +330,5 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
         f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill on; 'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}`. "
-        f"Times rest on the page's roofs; {RESTS_ON}."
+        "Times rest on the page's roofs and each engine's host work per step."
     )

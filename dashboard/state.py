@@ -173,3 +173,31 @@ def device_picker(
     return st.multiselect(
         label, device_ids, default=list(default), max_selections=MAX_COMPARED, key=key, bind="query-params", help=help
     )
+
+
+ENGINE_HELP = (
+    "Whose measured kernels the times are read from. auto: the newest vLLM where the device has its kernel "
+    "tables (measured inside the engine, a public database), the datasheet elsewhere. vllm, sglang, trtllm: "
+    "that engine's kernels and its host work per step. ideal: the datasheet alone, the ideal bound."
+)
+
+
+def engine_picker(key: str = "engine") -> str:
+    """The engine whose kernels and host work a page's times rest on (``roofline.roofs``), bound to
+    the URL; its check belongs in the page's ``warn_bad_params`` as ``engine_param``."""
+    from roofline.roofs import ENGINES
+
+    return st.selectbox("Engine", ENGINES, key=key, bind="query-params", help=ENGINE_HELP)
+
+
+def engine_param() -> Validator:
+    from roofline.roofs import ENGINES
+
+    return one_of(ENGINES)
+
+
+def engine_notes(engine: str, devices: Mapping, device_ids: Sequence[str]) -> str:
+    """One caption line per device: which roofs the engine gives it."""
+    from roofline.roofs import engine_note
+
+    return "  \n".join(md_escape(engine_note(engine, h, devices[h].name)) for h in device_ids)

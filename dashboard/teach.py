@@ -18,7 +18,7 @@ from roofline.report import plain_number
 
 
 def _point(r: dict, label: str, symbol: str) -> PointSeries:
-    hover = point_hover(label, r["flops"], r["bytes"], r["time_s"], r["bound"], r["attainable_tflops"] * 1e12)
+    hover = point_hover(label, r["flops"], r["bytes"], r["ideal_time_s"], r["bound"], r["attainable_tflops"] * 1e12)
     return PointSeries(
         label,
         np.array([r["intensity"]]),

@@ -96,6 +96,11 @@ class RankRow:
     # The device publishes no peak for a compute dtype: time_s is a lower bound from memory
     # bandwidth (ranked only for work that is memory-bound where peaks are known).
     time_is_lower_bound: bool = False
+    ideal_time_s: float | None = None  # on the datasheet roofs, no engine work: the ideal bound
+    # What the ranking compares: "expected" where every device's time rests on the same kind of
+    # roofs, else "ideal bound" (an engine's measured kernels on some devices and the datasheet on
+    # others would favour the ones without measurements).
+    ranked_on: str = "expected"
 
     @property
     def bound_label(self) -> str | None:
@@ -123,6 +128,7 @@ def rank(
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: {objective!r} is not allowed; allowed: {', '.join(OBJECTIVES)}")
     total = np.full(len(hardware), np.nan)
+    ideal_total = np.full(len(hardware), np.nan)
     regime_time = np.zeros((len(REGIMES), len(hardware)))
     runs: dict[int, tuple[Workload, list[str]] | str] = {}
     for i, hw in enumerate(hardware):
@@ -140,14 +146,17 @@ def rank(
         ceilings = [settings.ceilings(hardware[i], run.tp, run.cuda_graphs) for i in members]
         roofs.update({i: c.source for i, c in zip(members, ceilings)})
         group_total = np.zeros(len(members))
+        group_ideal = np.zeros(len(members))
         for part, steps in _phase_parts(run):
             ops = step_ops(part)
             for i, missing in zip(members, unpublished_peaks(ops, ceilings)):
                 unknown.setdefault(i, set()).update(missing)
-            step_time, by_regime = evaluate_devices(ops, ceilings)
+            step_time, by_regime, ideal = evaluate_devices(ops, ceilings, with_ideal=True)
             group_total += (step_time * steps).reshape(len(members), -1).sum(axis=1)
+            group_ideal += (ideal * steps).reshape(len(members), -1).sum(axis=1)
             regime_time[:, members] += (by_regime * steps).reshape(len(REGIMES), len(members), -1).sum(axis=2)
         total[members] = group_total
+        ideal_total[members] = group_ideal
     bounds = [
         REGIMES[int(np.argmax(regime_time[:, i]))]
         for i in range(len(hardware))
@@ -200,12 +209,22 @@ def rank(
                 notes=tuple(notes),
                 roofs=roofs.get(i, "datasheet"),
                 time_is_lower_bound=lower,
+                ideal_time_s=float(ideal_total[i]) if time_s is not None and np.isfinite(ideal_total[i]) else None,
             )
         )
+    ranked = [r for r in rows if r.time_s is not None]
+    basis = "expected" if len({r.roofs for r in ranked}) <= 1 else "ideal bound"
+    for r in rows:
+        r.ranked_on = basis
+
+    def seconds(r: RankRow) -> float:
+        return r.time_s if basis == "expected" or r.ideal_time_s is None else r.ideal_time_s
+
+    watts = {r.hardware: hardware[[h.id for h in hardware].index(r.hardware)].tdp_w for r in rows}
     key = {
-        "latency": lambda r: r.time_s,
-        "throughput": lambda r: -r.tokens_per_s_per_device,
-        "per-watt": lambda r: -(r.tokens_per_s_per_watt or 0.0),
+        "latency": seconds,
+        "throughput": lambda r: seconds(r) * w.tp,
+        "per-watt": lambda r: seconds(r) * w.tp * (watts[r.hardware] or np.inf),
     }[objective]
     usable = sorted((r for r in rows if r.fits and (objective != "per-watt" or r.tokens_per_s_per_watt)), key=key)
     rest = sorted((r for r in rows if r not in usable), key=lambda r: (r.time_s is None, r.time_s or 0.0))

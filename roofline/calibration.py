@@ -240,6 +240,10 @@ class Calibration(DataRecord):
     def label(self) -> str:
         return f"calibrated on {self.source}"
 
+    @property
+    def short_label(self) -> str:
+        return f"fitted on {self.device}"
+
     def device_terms(self, ops, flops: np.ndarray, moved: np.ndarray, ideal: np.ndarray):
         """A roof source (``roofline.roofs``): replacement time terms for ``ops`` (shape (4, ops,
         *sweep), like ``ideal``, the datasheet's) and a label per op. The calibrated time of each op

@@ -74,6 +74,7 @@ class Ceilings:
     engine_per_seq_s: float = 0.0  # and per sequence the step samples
     engine_overlap: bool = False  # the engine's host work runs while the device works (else between steps)
     engine_step_note: str = ""  # which engine's host work, and where its figure comes from
+    engine_step_short: str = ""  # the same in a few words
     # Measured host dispatch per launch by op class (linear, attention, norm, elementwise);
     # None: launch_overhead_s times the default relative costs.
     host_cost_s: Mapping[str, float] | None = None

@@ -15,6 +15,7 @@ from roofline.engine import OpTable, evaluate, regime_label
 from roofline.hardware import Hardware
 from roofline.memory import Footprint, footprint
 from roofline.ops import step_ops
+from roofline.roofs import engine_note
 from roofline.settings import DEFAULT_SETTINGS, Settings
 from roofline.workload import Workload
 
@@ -29,10 +30,16 @@ def _mfu(flops: float, time_s: float, peak: float | None) -> float | None:
 
 
 def _rests_on(*tables: OpTable) -> dict[str, object]:
-    """What the times rest on, for ``--json``: a device without a published compute peak gives
-    times that are lower bounds from memory bandwidth, and says so."""
+    """What the times rest on, for ``--json``: ideal (datasheet), engine-measured or calibrated
+    roofs, the engine's host work; a device without a published compute peak gives times that are
+    lower bounds from memory bandwidth, and says so."""
     lower = [t for t in tables if t.is_lower_bound]
+    c = tables[0].ceilings
     return {
+        "expected_rests_on": tables[0].expected_source,
+        "roof_source": c.roof_source.label if c.roof_source is not None else None,
+        "engine": getattr(c.roof_source, "engine", None),
+        "engine_host_work": c.engine_step_note or None,
         "time_rests_on": (lower or list(tables))[0].rests_on(),
         "time_is_lower_bound": bool(lower),
         "compute_peaks_unpublished": list(dict.fromkeys(d for t in lower for d in t.unknown_peaks)),
@@ -74,6 +81,8 @@ class StepResult:
             "comm_bytes": float(t.comm_bytes.sum()),
             "intensity": flops / moved,
             "time_s": self.time_s,
+            # The same step on the datasheet roofs alone, no engine work: the bound time_s is measured against.
+            "ideal_time_s": float(np.sum(t.ideal_step_time_s)),
             "device_time_s": float(np.sum(t.device_time_s)),
             "host_time_s": float(np.sum(t.host_time_s)),
             "exposed_host_s": float(np.sum(t.exposed_host_s)),
@@ -107,7 +116,14 @@ def analyze_step(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTING
         raise ValueError(f"phase: analyze_step takes prefill or decode, got {w.phase!r}")
     run, notes = w.on(hw)
     table = evaluate(step_ops(run), settings.ceilings(hw, run.tp, run.cuda_graphs))
-    return StepResult(run, hw, table, footprint(run, hw, settings), tuple(notes))
+    return StepResult(run, hw, table, footprint(run, hw, settings), tuple(notes) + _engine_notes(settings, hw))
+
+
+def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
+    """Which roofs the chosen engine gives this device, where an engine was asked for."""
+    if settings.engine == "ideal":
+        return ()
+    return (engine_note(settings.engine, hw.id, hw.name, settings.engine_version),)
 
 
 @dataclass(frozen=True)
@@ -137,6 +153,14 @@ class RequestResult:
     def tpot_s(self) -> float | None:
         steps = float(self.decode_steps.sum())
         return self.decode_time_s / steps if steps else None
+
+    @property
+    def ideal_tpot_s(self) -> float | None:
+        """TPOT on the datasheet roofs alone (the ideal bound)."""
+        steps = float(self.decode_steps.sum())
+        if self.decode_table is None or not steps:
+            return None
+        return float((self.decode_table.ideal_step_time_s * self.decode_steps).sum()) / steps
 
     @property
     def e2e_s(self) -> float:
@@ -181,6 +205,8 @@ class RequestResult:
             "notes": list(self.notes),
             "ttft_s": self.ttft_s,
             "tpot_s": tpot,
+            "ideal_ttft_s": float(np.sum(self.prefill.table.ideal_step_time_s)),
+            "ideal_tpot_s": self.ideal_tpot_s,
             "e2e_s": self.e2e_s,
             "tokens_per_s": batch * w.output_len / self.e2e_s,
             "tokens_per_s_per_user": w.output_len / self.e2e_s,
@@ -206,6 +232,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     if w.phase != "request":
         raise ValueError(f"phase: analyze_request takes a request workload, got {w.phase!r}")
     run, notes = w.on(hw)
+    notes = list(notes) + list(_engine_notes(settings, hw))
     ceilings = settings.ceilings(hw, run.tp, run.cuda_graphs)
     prefill_w = run.step("prefill")
     prefill = StepResult(

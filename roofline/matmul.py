@@ -107,6 +107,7 @@ def matmul_sweep(
         flops=2.0 * m * n * k,
         weight_bytes=k * n * in_b * np.ones_like(m),
         act_bytes=m * k * in_b + m * n * out_b,
+        meta={**op.meta, "m": m},
     )
     table = evaluate([sweep_op], ceilings)
     return MatmulSweep(m, n, k, dtype, table.flops[0], table.bytes[0], table.time_s[0], table.regime_index[0])

@@ -124,6 +124,7 @@ class Settings:
                 engine_per_seq_s=profile.host_per_seq_s,
                 engine_overlap=profile.overlaps(self.engine_version),
                 engine_step_note=profile.host_note(self.engine_version),
+                engine_step_short=profile.host_short(self.engine_version),
             )
         if self.link_bandwidth_bytes_per_s and measured_here:
             ceilings = replace(

@@ -102,6 +102,7 @@ def simulate_row(
             engine_per_seq_s=profile.host_per_seq_s,
             engine_overlap=profile.overlaps(row.get("backend_version") or None),
             engine_step_note=profile.host_note(row.get("backend_version") or None),
+            engine_step_short=profile.host_short(row.get("backend_version") or None),
         )
     out = {
         "id": row["id"],

@@ -349,7 +349,14 @@ def test_serving_frontier_shows_points_that_miss_the_ttft_target_hollow():
 
 
 def test_serving_figures_say_what_they_rest_on():
+    # With engine "auto" the H100 rests on vLLM's measured kernels, and says so...
     fig, at = _frontier()
+    assert all("engine-measured roofs" in h for h in fig["data"][0]["text"])
+    captions = " ".join(c.value for c in at.caption)
+    assert "H100 SXM5 80GB\\: engine-measured roofs, vLLM" in captions
+    assert "MI300X\\: ideal roofs \\(datasheet\\); no engine-measured kernel tables" in captions
+    # ...and on the datasheet alone every figure is an ideal bound.
+    fig, at = _frontier(engine="ideal")
     assert all("datasheet roofs (an ideal bound)" in h for h in fig["data"][0]["text"])
     assert any("ideal bounds on datasheet roofs" in c.value for c in at.caption)
     assert next(m for m in at.metric if m.label == "TTFT").proto.delta == "ideal bound"

@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
-from dashboard.advisor_view import RANKED_BY, ranking_table, short_name
+from dashboard.advisor_view import RANKED_BY, basis_caption, ranked_figure, ranking_table, short_name
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
-from dashboard.state import boolean, float_in, int_in, one_of, warn_bad_params
+from dashboard.state import boolean, engine_param, engine_picker, float_in, int_in, one_of, warn_bad_params
 from roofline.advisor import diagnose, ops_on, rank, sensitivity, workload_time
 from roofline.defaults import (
     ACT_DTYPES,
@@ -59,6 +59,7 @@ warn_bad_params(
         **{k: one_of([str(s) for s in SCALES]) for k in ("x_compute", "x_memory", "x_capacity", "x_link")},
         "mem_util": float_in(0.05, 1.0),
         "graphs": boolean,
+        "engine": engine_param(),
     }
 )
 
@@ -98,6 +99,7 @@ with st.sidebar:
         "dispatch cost goes away.",
     )
     mem_util = st.slider("Usable memory fraction", 0.05, 1.0, 0.9, 0.01, key="mem_util", bind="query-params")
+    engine = engine_picker()
     objective = st.radio(
         "Rank by",
         OBJECTIVES,
@@ -123,6 +125,7 @@ target = devices[target_id]
 measured = measured_panel()
 settings = Settings(
     memory_utilization=mem_util,
+    engine=engine,
     **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(devices))
@@ -150,7 +153,7 @@ if not any(r["fits"] for r in ranking):
 key, label = RANKED_BY[objective]
 shown = [r for r in ranking if r[key] is not None]
 left_out = [r for r in ranking if r[key] is None]
-values = [r[key] for r in shown]
+values = [ranked_figure(r, key) for r in shown]
 scale, unit = 1.0, ""
 if objective == "latency" and values:  # one unit for the axis, the one the typical device's time reads in
     scale, unit = next(
@@ -191,6 +194,7 @@ style_figure(
     margin=dict(l=10, r=20, t=40, b=40),
 )
 report.chart(fig, "Ranking", width="stretch", theme=None, key="ranking_chart")
+report.caption(basis_caption(ranking))
 if left_out:
     why = "a TDP (or the peaks this workload needs)" if objective == "per-watt" else "the peaks this workload needs"
     report.caption(

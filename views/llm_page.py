@@ -10,7 +10,18 @@ from dashboard.cache import cached, per_device
 from dashboard.llm_view import OP_FORMATS, decode_sweeps, decode_trajectories, device_rows, op_frames
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
-from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
+from dashboard.state import (
+    boolean,
+    device_picker,
+    devices_param,
+    engine_notes,
+    engine_param,
+    engine_picker,
+    float_in,
+    int_in,
+    one_of,
+    warn_bad_params,
+)
 from roofline.defaults import (
     ACT_DTYPES,
     ATTENTION_KERNELS,
@@ -56,6 +67,7 @@ warn_bad_params(
         "graphs": boolean,
         "launch_us": float_in(0.0, 1000.0),
         "mem_util": float_in(0.05, 1.0),
+        "engine": engine_param(),
     }
 )
 
@@ -69,6 +81,7 @@ with st.sidebar:
     batch = c1.number_input("Batch", 1, 65536, 1, key="batch", bind="query-params")
     prompt = c2.number_input("Prompt", 1, MAX_TOKENS, 1024, key="prompt", bind="query-params")
     output = c3.number_input("Output", 1, MAX_TOKENS, 256, key="output", bind="query-params")
+    engine = engine_picker()
     st.header("Precision and parallelism")
     wdtype = st.selectbox(
         "Weight dtype",
@@ -152,11 +165,13 @@ measured = measured_panel()
 settings = Settings(
     launch_overhead_s=launch_us * 1e-6,
     memory_utilization=mem_util,
+    engine=engine,
     **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
+st.caption(engine_notes(engine, devices, selected))
 if prompt + output - 1 > model.max_context:
     asked = (
         f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
@@ -216,7 +231,8 @@ if hw_id != selected[0]:
     st.info(f"Analysed in detail: {md_escape(hw.name)}, the first chosen device that can run this workload.")
 run = request.workload
 for note in request.notes:
-    st.info(note)
+    if "roofs" not in note:  # the engine's roofs are in the caption above
+        st.info(note)
 data = request.to_json()
 mem = data["memory"]
 prefill, decode = request.prefill, request.decode
@@ -224,12 +240,27 @@ prefill, decode = request.prefill, request.decode
 mid_context = int(decode.workload.seq_len) if decode else min(int(prompt), model.max_context - 1)
 # No published compute peak: every time is a lower bound (and every rate an upper one).
 at_least, at_most = ("≥ ", "≤ ") if data["time_is_lower_bound"] else ("", "")
+
+
+def beside_ideal(ideal_s: float | None) -> str:
+    """The ideal bound under an expected figure (nothing when the figure is the ideal bound)."""
+    return f"ideal bound {fmt_seconds(ideal_s)}" if ideal_s and data["expected_rests_on"] != "ideal" else ""
+
+
 report.metrics(
-    Metric("TTFT", at_least + fmt_seconds(request.ttft_s), help=f"prefill is {REGIME_LABELS[prefill.bound]}"),
+    Metric(
+        "TTFT",
+        at_least + fmt_seconds(request.ttft_s),
+        beside_ideal(data["ideal_ttft_s"]),
+        help=f"prefill is {REGIME_LABELS[prefill.bound]}; {data['expected_rests_on']} roofs",
+        delta_color="off",
+    ),
     Metric(
         "TPOT",
         at_least + fmt_seconds(request.tpot_s) if request.tpot_s else "n/a",
+        beside_ideal(data["ideal_tpot_s"]),
         help="mean decode step over the output, context growing",
+        delta_color="off",
     ),
     Metric("End to end", at_least + fmt_seconds(request.e2e_s)),
     Metric(

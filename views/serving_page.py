@@ -15,7 +15,18 @@ from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.serving_load import render_load_section
 from dashboard.share import Report, md_escape, share_panel
-from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
+from dashboard.state import (
+    boolean,
+    device_picker,
+    devices_param,
+    engine_notes,
+    engine_param,
+    engine_picker,
+    float_in,
+    int_in,
+    one_of,
+    warn_bad_params,
+)
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.engine import evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
@@ -64,6 +75,7 @@ warn_bad_params(
         "xaxis": one_of(["tokens/s per device", "tokens per dollar"]),
         "spec_k": int_in(1, 16),
         "spec_alpha": float_in(0.0, 1.0),
+        "engine": engine_param(),
     }
 )
 
@@ -71,6 +83,7 @@ with st.sidebar:
     st.header("Model and devices")
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
     selected = device_picker(device_ids, ["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"])
+    engine = engine_picker()
     st.header("Traffic")
     prompt = st.number_input("Prompt tokens (mean)", 1, 1 << 20, 1024, key="prompt", bind="query-params")
     output = st.number_input("Output tokens (mean)", 1, 1 << 20, 256, key="output", bind="query-params")
@@ -127,10 +140,11 @@ if not selected:
 
 model = models[model_id]
 hws = [devices[h] for h in selected]
-settings = Settings(calibration=measured.calibration)
+settings = Settings(calibration=measured.calibration, engine=engine)
 note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)
+st.caption(engine_notes(engine, devices, selected))
 if prompt + output - 1 > model.max_context:
     asked = (
         f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "

@@ -23,6 +23,7 @@ from roofline.defaults import (
     WEIGHT_DTYPES,
 )
 from roofline.measured_roofs import MeasuredRoofs
+from roofline.roofs import ENGINES
 from roofline.settings import Settings
 from roofline.workload import Precision
 
@@ -94,6 +95,29 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="a folder of your own device TOML files (adds to or overrides the shipped ones; "
         "$ROOFLINE_HARDWARE_DIR works too)",
     )
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="whose measured kernels the times are read from: auto (the newest vLLM where the device has its "
+        "kernel tables, the datasheet elsewhere), vllm, sglang, trtllm (with that engine's host work per step), "
+        "or ideal (the datasheet alone, the ideal bound)",
+    )
+    parser.add_argument(
+        "--engine-version",
+        default=None,
+        type=engine_version,
+        help="the engine's version whose tables to read (default the newest installed; `tables list` shows them)",
+    )
+
+
+def engine_version(text: str) -> str:
+    if not 0 < len(text) <= 40 or not all(c.isalnum() or c in ".-+_" for c in text):
+        raise argparse.ArgumentTypeError(f"expected a version such as 0.24.0, got {text[:40]!r}")
+    return text
 
 
 def add_model_dir(parser: argparse.ArgumentParser) -> None:
@@ -220,6 +244,7 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
         "run on a GPU, say); the output says it was forced",
     )
     add_calibration(parser)
+    add_engine(parser)
     add_overhead(parser)
     add_common(parser)
 
@@ -293,5 +318,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_num_seqs=args.max_num_seqs,
         non_torch_bytes=args.non_torch_gb * 1e9,
         cuda_graph_bytes=args.cuda_graph_gb * 1e9,
+        engine=getattr(args, "engine", "ideal"),
+        engine_version=getattr(args, "engine_version", None),
         **measured,
     )

@@ -16,6 +16,7 @@ from roofline.datafiles import shown_path
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware
 from roofline.models import get_model, load_models
+from roofline.roofs import engine_note
 from roofline.settings import Settings
 from roofline.workload import Workload
 
@@ -44,7 +45,12 @@ def cmd_hardware_show(args: argparse.Namespace) -> None:
 def cmd_matmul(args: argparse.Namespace) -> None:
     hw = get_hardware(args.hardware, args.hardware_dir)
     # One kernel on the roofline: its device time (host dispatch is a fact of a step, not a kernel).
-    ceilings = Settings(launch_overhead_s=0.0, graph_launch_overhead_s=args.kernel_floor_us * 1e-6).ceilings(hw)
+    ceilings = Settings(
+        launch_overhead_s=0.0,
+        graph_launch_overhead_s=args.kernel_floor_us * 1e-6,
+        engine=args.engine,
+        engine_version=args.engine_version,
+    ).ceilings(hw, serving=False)
     data = matmul_result(ceilings, args.m, args.n, args.k, args.dtype, args.out_dtype)
     emit(args, data, lambda: render.matmul(data))
 
@@ -331,6 +337,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "precision": {"weights": precision.weight_dtype, "math": precision.act_dtype, "kv": precision.kv_dtype},
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
+        "roofs": {hw.id: engine_note(settings.engine, hw.id, hw.name, settings.engine_version) for hw in devices},
         "best": [b.to_json() for b in best],
         "frontier": frontier,
         "levers": levers,

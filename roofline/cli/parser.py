@@ -10,6 +10,7 @@ from roofline.cli.args import (
     OneLineParser,
     add_calibration,
     add_common,
+    add_engine,
     add_llm_options,
     add_memory,
     add_model_dir,
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_GRAPH_LAUNCH_OVERHEAD_S * 1e6,
         help="least device time of one kernel, microseconds (default %(default)g)",
     )
+    add_engine(p)
     add_common(p)
     p.set_defaults(func=commands.cmd_matmul)
 
@@ -190,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_memory(p)
     add_calibration(p)
+    add_engine(p)
     add_model_dir(p)
     add_common(p)
     add_load(p)

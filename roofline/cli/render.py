@@ -70,9 +70,10 @@ def matmul(d: dict) -> str:
             f"  FLOPs:      {fmt_flops(d['flops'])}",
             f"  bytes:      {fmt_bytes(d['bytes'])}",
             f"  intensity:  {d['intensity']:.1f} FLOP/B (ridge {d['ridge_intensity']:.1f})",
-            f"  time:       {fmt_seconds(d['time_s'])}  "
-            f"(compute {fmt_seconds(d['compute_s'])}, memory {fmt_seconds(d['memory_s'])}, "
-            f"kernel floor {fmt_seconds(d['overhead_s'])})",
+            f"  time:       {expected_beside_ideal(d['time_s'], d['ideal_time_s'], d['ceilings'])}",
+            f"  ideal:      compute {fmt_seconds(d['compute_s'])}, memory {fmt_seconds(d['memory_s'])}, "
+            f"kernel floor {fmt_seconds(d['overhead_s'])}",
+            *([f"  rests on:   {d['rests_on']}"] if d["ceilings"] != "datasheet" else []),
             f"  bound:      {d['bound_label']}",
             f"  attainable: {d['attainable_tflops']:.1f} {peak_unit(d['dtype'])} of {d['peak_tflops']:g} peak",
         ]
@@ -127,6 +128,23 @@ def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:.1f}%"
 
 
+def expected_beside_ideal(time_s: float, ideal_s: float | None, roofs: str) -> str:
+    """The expected time and, where it rests on more than the datasheet, the ideal bound beside it
+    with the gap between them."""
+    if ideal_s is None or roofs == "datasheet" or not ideal_s:
+        return f"{fmt_seconds(time_s)} (ideal bound, datasheet roofs)"
+    return f"{fmt_seconds(time_s)} expected ({roofs}); ideal bound {fmt_seconds(ideal_s)}, {time_s / ideal_s:.2f}x it"
+
+
+def rests_on_lines(d: dict) -> list[str]:
+    lines = []
+    if d.get("roof_source"):
+        lines.append(f"roofs: {d['roof_source']} where it covers an op, the datasheet elsewhere")
+    if d.get("engine_host_work"):
+        lines.append(f"plus {d['engine_host_work']}")
+    return lines
+
+
 def lower_bound_line(d: dict) -> list[str]:
     return [f"times are LOWER BOUNDS: {d['time_rests_on']}"] if d.get("time_is_lower_bound") else []
 
@@ -151,8 +169,10 @@ def analyze(d: dict, hardware_name: str, model_name: str) -> str:
     )
     at_least = "≥ " if t["time_is_lower_bound"] else ""
     foot = [
-        f"step: {at_least}{fmt_seconds(t['time_s'])}, {t['bound_label']}; {fmt_flops(t['flops'])}, "
-        f"{fmt_bytes(t['bytes'])} ({t['intensity']:.1f} FLOP/B); MFU {pct(t['mfu'])}, MBU {pct(t['mbu'])}",
+        f"step: {at_least}{expected_beside_ideal(t['time_s'], t['ideal_time_s'], d['roofs'])}",
+        f"  {t['bound_label']}; {fmt_flops(t['flops'])}, {fmt_bytes(t['bytes'])} ({t['intensity']:.1f} FLOP/B); "
+        f"MFU {pct(t['mfu'])}, MBU {pct(t['mbu'])}",
+        *rests_on_lines(d),
         *lower_bound_line(d),
         f"device {fmt_seconds(t['device_time_s'])}, host dispatch {fmt_seconds(t['host_time_s'])}"
         + (f": the device waits {fmt_seconds(t['exposed_host_s'])} for the host" if t["exposed_host_s"] else ""),
@@ -168,17 +188,18 @@ def request(d: dict, hardware_name: str, model_name: str) -> str:
             f"{model_name} on {hardware_name} x{d['tp']}: batch {d['batch']}, prompt {d['prompt_len']}, "
             f"output {d['output_len']} ({precision_text(d['precision'])}; {d['roofs']} roofs; "
             f"{'CUDA graphs' if d['cuda_graphs'] else 'eager'})",
-            f"  TTFT: {fmt_seconds(d['ttft_s'])} (prefill {d['prefill_bound']}-bound)",
+            f"  TTFT: {expected_beside_ideal(d['ttft_s'], d['ideal_ttft_s'], d['roofs'])} "
+            f"(prefill {d['prefill_bound']}-bound)",
             "  TPOT: "
             + (
-                f"{fmt_seconds(d['tpot_s'])} (decode {d['decode_bound']}-bound)"
+                f"{expected_beside_ideal(d['tpot_s'], d['ideal_tpot_s'], d['roofs'])} (decode {d['decode_bound']}-bound)"
                 if d["tpot_s"]
                 else "n/a (one output token)"
             ),
             f"  end to end: {fmt_seconds(d['e2e_s'])}",
             f"  tokens/s: {d['tokens_per_s']:,.1f} total, {d['tokens_per_s_per_user']:,.1f} per user",
             f"  MFU: {pct(d['mfu'])}, MBU: {pct(d['mbu'])}",
-            *[f"  {line}" for line in lower_bound_line(d)],
+            *[f"  {line}" for line in rests_on_lines(d) + lower_bound_line(d)],
             "  " + memory_line(d["memory"]),
             *[f"  note: {n}" for n in d["notes"]],
         ]
@@ -219,6 +240,8 @@ def advise(d: dict, model_name: str) -> str:
             r["rank"] or "-",
             r["hardware"],
             ("≥ " if r["time_is_lower_bound"] else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
+            r["roofs"],
             f"{r['tokens_per_s']:,.0f}" if r["tokens_per_s"] else "n/a",
             r["bound"] or "-",
             "yes" if r["fits"] else f"no: {r['why_not']}",
@@ -227,12 +250,20 @@ def advise(d: dict, model_name: str) -> str:
     ]
     lines = [
         f"{model_name} {d['phase']}, batch {d['batch']}, seq {d['seq_len']}, TP={d['tp']}; ranked by {d['objective']}",
-        table(["#", "hardware", "time", "tokens/s", "bound", "fits"], rows),
+        table(["#", "hardware", "time", "ideal bound", "roofs", "tokens/s", "bound", "fits"], rows),
         "",
     ]
-    calibrated = [r["hardware"] for r in d["ranking"] if r.get("roofs") == "calibrated"]
-    if calibrated:
-        lines.append(f"Calibrated roofs (measured) on {', '.join(calibrated)}; datasheet roofs elsewhere.")
+    measured = {
+        k: [r["hardware"] for r in d["ranking"] if r.get("roofs") == k] for k in ("calibrated", "engine-measured")
+    }
+    for kind, devices in measured.items():
+        if devices:
+            lines.append(f"{kind.capitalize()} roofs on {', '.join(devices)}; datasheet roofs elsewhere.")
+    if d["ranking"] and d["ranking"][0].get("ranked_on") == "ideal bound":
+        lines.append(
+            "Ranked on the ideal bound, the one basis every device has: measured roofs on some devices and the "
+            "datasheet on others would favour the ones never measured."
+        )
     if not d["fits_anywhere"]:
         lines.append("It fits on no device at this TP degree; the 'fits' column gives the TP that would.")
     lines += d["diagnosis"]["summary"]

@@ -157,6 +157,12 @@ def serve(d: dict, model_name: str) -> str:
         table(["hardware", "setup", "weights/KV", "TTFT", "TPOT", "tok/s/device", "$/M out", "meets targets"], rows)
     )
     lines += list(d.get("skipped_tp", {}).values())
+    notes = list(d.get("roofs", {}).values())
+    lines += notes[:12] + ([f"... and {len(notes) - 12} more devices"] if len(notes) > 12 else [])
+    if len({": engine-measured roofs" in n for n in notes}) > 1:
+        lines.append(
+            "Devices on the datasheet's ideal roofs are flattered beside those with an engine's measured kernels."
+        )
     lv = d["levers"]
     if "speculative_decoding" in lv:
         sd = lv["speculative_decoding"]

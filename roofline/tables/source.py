@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from roofline.tables.predict import GEMM_DTYPES, KV_DTYPES, MOE_DTYPES, SAME_WEIGHTS, TablePredictor
+from roofline.tables.predict import ENGINE_NAMES, GEMM_DTYPES, KV_DTYPES, MOE_DTYPES, SAME_WEIGHTS, TablePredictor
 
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
 TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "nvfp4": 0.5625}
@@ -64,6 +64,11 @@ class KernelTables:
     @property
     def label(self) -> str:
         return self.predictor.label
+
+    @property
+    def short_label(self) -> str:
+        """The few words a chart title has room for: "vLLM 0.24.0 kernels"."""
+        return f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version} kernels"
 
     @property
     def engine(self) -> str:

@@ -165,11 +165,12 @@ def step_times(
     chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
     chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
     whole = evaluate(ops, where)
-    roofs = f"{where.source} roofs" + (f" ({where.roof_source.label})" if where.roof_source else "")
+    roofs = f"{where.source} roofs" + (f" ({where.roof_source.short_label})" if where.roof_source else "")
     unknown = whole.unknown_peaks
     if unknown:
         # No published peak for the math: the step times leave compute out, and are lower bounds.
         roofs += f", lower bounds: {hw.name} publishes no {' or '.join(unknown)} peak"
+    roofs += f"; {where.engine_step_short}" if where.engine_step_short else "; no engine host work (ideal)"
     return StepTimes(
         roofs=roofs,
         rows=Table1(rows, rows_s),
