@@ -192,7 +192,8 @@ def request(d: dict, hardware_name: str, model_name: str) -> str:
             f"(prefill {d['prefill_bound']}-bound)",
             "  TPOT: "
             + (
-                f"{expected_beside_ideal(d['tpot_s'], d['ideal_tpot_s'], d['roofs'])} (decode {d['decode_bound']}-bound)"
+                expected_beside_ideal(d["tpot_s"], d["ideal_tpot_s"], d["roofs"])
+                + f" (decode {d['decode_bound']}-bound)"
                 if d["tpot_s"]
                 else "n/a (one output token)"
             ),
