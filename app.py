@@ -21,6 +21,7 @@ pages = [
     st.Page("views/serving_page.py", title="Serving", icon=":material/dns:", url_path="serving"),
     st.Page("views/measure_page.py", title="Measure", icon=":material/speed:", url_path="measure"),
     st.Page("views/profile_page.py", title="Profile", icon=":material/timeline:", url_path="profile"),
+    st.Page("views/accuracy_page.py", title="Accuracy", icon=":material/target:", url_path="accuracy"),
     st.Page("views/hardware_page.py", title="Hardware", icon=":material/memory:", url_path="hardware"),
 ]
 page = st.navigation(pages)

@@ -233,6 +233,10 @@ class Calibration(DataRecord):
     fits: dict[str, ClassFit] = Field(min_length=1)
     hardware_id: str | None = None  # the database device it was measured on (it applies to that one)
     memory_bytes: float | None = Field(default=None, gt=0, le=1e18)  # the memory the runtime exposed there
+    # Measured with the fits: the host's cost per launch of an eager step of the measured model (its
+    # host-bound tiny probe) and the least device time of a kernel (replayed from a CUDA graph).
+    host_per_launch_s: float | None = Field(default=None, ge=0, le=1.0)
+    kernel_floor_s: float | None = Field(default=None, ge=0, le=1.0)
 
     kind: ClassVar[str] = "calibrated"
 

@@ -38,6 +38,11 @@ from roofline.workload import Precision, Workload, valid_tp
 
 GIB = 2**30
 LOGITS_BYTES = 4.0  # logits are written in fp32 for sampling
+# vLLM's profile run samples max_num_seqs rows over the whole vocabulary on every rank with top-k
+# and top-p on: the fp32 logits, then their sort, fp32 values and int64 indices (4 + 4 + 8 bytes
+# per logit). Its logs put the peak at 14.9-16.0 bytes per row and vocabulary entry (Llama 3.1 8B,
+# Qwen2.5 7B, Qwen3 8B, Gemma 2 and 3, Phi-4, gpt-oss 20B; engine_db/vllm_startup_logs.toml).
+SAMPLER_BYTES_PER_LOGIT = LOGITS_BYTES + 4.0 + 8.0
 
 
 # ---- weights ---------------------------------------------------------------------------------
@@ -71,6 +76,9 @@ def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 
         + (m.num_layers * m.norms_per_layer + 1) * m.norm_params()
         + m.num_layers * m.extra_attention_params()
         + m.moe_layers * router
+        # A multimodal checkpoint's vision tower is loaded beside the text model (split over TP, as
+        # vLLM's vision encoders are), at the activation dtype.
+        + (m.vision_params_b or 0.0) * 1e9 / tp
     )
     return linear * wb + experts * precision.expert_weight_bytes + unquantized * ab
 
@@ -181,11 +189,17 @@ def step_activation_bytes(w: Workload) -> np.ndarray:
 
 
 def workspace_bytes(model: ModelConfig, precision: Precision, tp: int, settings: Settings) -> float:
-    """What a serving engine keeps free for its largest forward pass: ``max_batched_tokens`` tokens
-    (fused attention) with ``max_num_seqs`` rows of logits, as vLLM's profile run does."""
+    """What a serving engine keeps free for its largest pass, as vLLM's profile run measures it: a
+    forward pass of ``max_batched_tokens`` tokens (fused attention) with ``max_num_seqs`` rows of
+    logits, or the sampler's dummy run over ``max_num_seqs`` rows, the larger."""
     tokens = min(settings.max_batched_tokens, model.max_context * settings.max_num_seqs)
     rows = min(settings.max_num_seqs, tokens)
-    return float(activation_peak_bytes(model, precision, tp, tokens, rows, tokens / rows, tokens / rows, "flash", rows))
+    forward = float(
+        activation_peak_bytes(model, precision, tp, tokens, rows, tokens / rows, tokens / rows, "flash", rows)
+    )
+    # Then the sampler's dummy run over the whole vocabulary, every rank alike (TP does not split it).
+    sampler = settings.max_num_seqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
+    return max(forward, sampler)
 
 
 # ---- capacity --------------------------------------------------------------------------------

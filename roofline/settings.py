@@ -114,6 +114,12 @@ class Settings:
         tables = kernel_tables(resolved_engine(self.engine, hw.id), hw.id, self.engine_version)
         if cal is not None and cal.hardware_id == hw.id:
             ceilings = replace(ceilings, roof_source=cal, source="calibrated")
+            # The calibration's own host and kernel floor where it measured them.
+            if cal.host_per_launch_s is not None and not cuda_graphs:
+                per_launch = cal.host_per_launch_s
+                ceilings = replace(ceilings, launch_overhead_s=per_launch, host_cost_s={"elementwise": per_launch})
+            if cal.kernel_floor_s is not None:
+                ceilings = replace(ceilings, kernel_floor_s=cal.kernel_floor_s)
         elif tables is not None:
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
         profile = engine_profile(resolved_engine(self.engine, hw.id)) if serving else None

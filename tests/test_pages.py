@@ -460,6 +460,7 @@ NON_DEFAULT = {
         "llm_phase": "decode",
         "llm_batch": "8",
         "llm_seq": "300",
+        "engine": "ideal",
     },
     "views/llm_page.py": {
         "model": "qwen2.5-7b",
@@ -472,6 +473,7 @@ NON_DEFAULT = {
         "tp": "2",
         "attn": "naive",
         "launch_us": "2.5",
+        "engine": "sglang",
     },
     "views/kv_page.py": {
         "model": "mistral-7b-v0.1",
@@ -492,6 +494,7 @@ NON_DEFAULT = {
         "objective": "throughput",
         "device": "mi300x",
         "x_compute": "2.0",
+        "engine": "trtllm",
     },
     "views/hardware_page.py": {"vendor": ["AMD"], "compare": ["mi300x", "mi325x"]},
     "views/measure_page.py": {"mode": "full", "mdevice": "cpu", "mmodel": "llama-2-7b"},
@@ -509,7 +512,9 @@ NON_DEFAULT = {
         "xaxis": "tokens per dollar",
         "spec_k": "3",
         "spec_alpha": "0.5",
+        "engine": "sglang",
     },
+    "views/accuracy_page.py": {"metric": "TTFT, simulated under load", "runs": "all", "engines": ["vllm", "sglang"]},
     "views/training_page.py": {
         "model": "qwen3-8b",
         "hw": ["mi300x"],
@@ -571,7 +576,7 @@ def test_measure_page_opens_the_shipped_quick_run_in_one_click():
     tiles = {m.label: m.proto.delta for m in at.metric}
     assert tiles["Eager step"] == tiles["Kernel time"] == "measured"
     caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
-    assert "driver 580.159.04" in caption and "measured 2026-11-22 23:15 UTC" in caption and "not record" not in caption
+    assert "driver 580.159.04" in caption and "measured 2026-11-26 01:27 UTC" in caption and "not record" not in caption
 
 
 def test_measure_page_says_in_words_what_an_imported_file_does_not_record():

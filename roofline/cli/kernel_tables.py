@@ -34,7 +34,25 @@ def add_parsers(sub) -> None:
         action="store_true",
         help="score TTFT and TPOT from a closed-loop simulation of each run at its concurrency (slow: see --every)",
     )
-    p.add_argument("--every", type=int, default=10, help="with --load: simulate every N-th run (default 10)")
+    p.add_argument(
+        "--every",
+        type=int,
+        default=None,
+        help="with --load or --report: simulate every N-th run (default 10 for --load, every run for --report)",
+    )
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the published accuracy report (both scores, every run; about 10 minutes) that the Accuracy page "
+        "shows, e.g. docs/accuracy.json",
+    )
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="score the memory model's KV-cache budget against vLLM's own start-up logs (engine_db)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_validate)
 
@@ -67,12 +85,28 @@ def cmd_tables_import(args: argparse.Namespace) -> None:
 def cmd_validate(args: argparse.Namespace) -> None:
     from roofline.validate import explain, load_silicon_sample, render, render_explain, validate, write_csv
 
+    if args.memory:
+        from roofline.startup_logs import render as render_memory
+        from roofline.startup_logs import score as score_memory
+
+        report = score_memory()
+        print(dumps_strict(report) if args.json else render_memory(report))
+        return
+    if args.every is not None and not 1 <= args.every <= 100_000:
+        raise ValueError(f"--every: expected an integer in [1, 100000], got {args.every}")
+    if args.report:
+        from roofline.accuracy import build_report, headline, write_report
+
+        if args.report.is_dir():
+            raise ValueError(f"--report: {args.report} is a folder; name a file")
+        report = build_report(args.sample, args.every or 1)
+        write_report(args.report, report)
+        print(dumps_strict(headline(report)) if args.json else f"wrote {args.report}")
+        return
     if args.load:
         from roofline.validate_load import LOAD_FIELDS, render_load, score_load
 
-        if not 1 <= args.every <= 100_000:
-            raise ValueError(f"--every: expected an integer in [1, 100000], got {args.every}")
-        report = score_load(load_silicon_sample(args.sample), args.every)
+        report = score_load(load_silicon_sample(args.sample), args.every or 10)
         if args.csv:
             write_csv(report["results"], args.csv, LOAD_FIELDS)
         print(dumps_strict(report) if args.json else render_load(report))

@@ -94,6 +94,10 @@ class MeasuredCeilings(_Strict):
     host_dispatch_s: dict[str, Annotated[float, Field(ge=0, le=MAX_OVERHEAD_S)]] = Field(default_factory=dict)
     # per kernel replayed from a graph
     graph_launch_overhead_s: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_S)
+    # The host's cost of an eager step of the measured model, per launch the engine counts: the model
+    # built with tiny matrices (same layers and ops) and stepped eagerly, so the host sets the time.
+    eager_host_per_launch_s: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_S)
+    eager_host_probe: str | None = Field(default=None, max_length=400)  # what that probe ran
     timings: dict[str, Timing] = Field(default_factory=dict)
 
 

@@ -13,6 +13,7 @@ from roofline.calibration import fit_calibration
 from roofline.engine import Ceilings, evaluate
 from roofline.hardware import get_hardware
 from roofline.measure import kernels
+from roofline.measure.host_probe import host_per_launch
 from roofline.measure.local_device import device_info, free_memory_bytes
 from roofline.measure.model import TORCH_DTYPES, Model, build_model, bytes_to_build
 from roofline.measure.schema import MeasuredCeilings, Results, StepMeasurement, StepOp, Timing
@@ -155,6 +156,10 @@ def _roofs(results: Results, device_kind: str, graphs: bool) -> dict[str, Ceilin
             # A CPU runs each op where it is dispatched, synchronously: the kernels' clocked
             # times already hold the dispatch, and nothing overlaps. No separate host term.
             measured = replace(measured, launch_overhead_s=0.0, host_cost_s=None)
+        elif not graphs and results.ceilings.eager_host_per_launch_s is not None:
+            # The host's cost per launch of this model's eager step, from its host-bound probe.
+            probe = results.ceilings.eager_host_per_launch_s
+            measured = replace(measured, launch_overhead_s=probe, host_cost_s={"elementwise": probe})
         elif not graphs:
             measured = replace(measured, host_cost_s=results.ceilings.host_dispatch_s)
         else:
@@ -310,6 +315,9 @@ def run_suite(
     sweeps += kernels.sweep_elementwise(
         model, list(plan.elementwise_tokens), plan.dtype, dev, plan.repeats, cache_bytes
     )
+    progress(0.73, f"the host's cost of an eager step of {model.name}: its layers with tiny matrices")
+    per_launch, probe = host_per_launch(model, dev, plan.dtype, plan.repeats)
+    ceilings = ceilings.model_copy(update={"eager_host_per_launch_s": per_launch, "eager_host_probe": probe})
     mode = "quick" if quick else "full"
     calibration = fit_calibration(
         sweeps,
@@ -317,7 +325,7 @@ def run_suite(
         f"{info.name}, {info.date}, torch {info.torch_version}",
         info.matched_hardware_id,
         info.memory_bytes,
-    )
+    ).model_copy(update={"host_per_launch_s": per_launch, "kernel_floor_s": ceilings.graph_launch_overhead_s})
     results = Results(mode=mode, device=info, notes=notes, ceilings=ceilings, sweeps=sweeps, calibration=calibration)
     steps = []
     progress(0.75, f"building {layers} of {model.num_layers} layers of {model.name} on {dev}")

@@ -1,0 +1,90 @@
+"""The product's published accuracy: the predictions scored against every aggregated run of the
+silicon sample, as ``python -m roofline validate --report FILE`` writes it and the Accuracy page
+reads it.
+
+One report holds both scores of ``roofline.validate``: TPOT of the serving steady state (one step
+per run), and TTFT and TPOT of each run simulated request by request at its concurrency
+(``roofline.validate_load``, every run). Each predicts twice: on the datasheet's roofs (the ideal
+bound) and on the run's engine's measured kernels with its host work per step (the expected
+figure). The engines' host work was fitted on one declared split of the runs
+(``roofline.engines.HOST_FIT_SPLIT``); every other run is the test set, and the report scores the
+two apart. No value of the sample enters any other figure or default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from pathlib import Path
+
+from roofline.datafiles import strict_json
+from roofline.format import dumps_strict
+
+REPORT_PATH = Path(__file__).resolve().parents[1] / "docs" / "accuracy.json"
+SCHEMA = "roofline.accuracy"
+MAX_REPORT_BYTES = 32 * 2**20
+REPORT_COMMAND = "python -m roofline validate --report docs/accuracy.json"
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPORT_PATH.parents[1],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def build_report(sample: Path | None = None, every: int = 1) -> dict[str, object]:
+    """Both scores over the sample (the simulation on every ``every``-th run)."""
+    from roofline.validate import load_silicon_sample, validate
+    from roofline.validate_load import score_load
+
+    steady = validate(sample)
+    load = score_load(load_silicon_sample(sample), every)
+    return {
+        "schema": SCHEMA,
+        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "command": REPORT_COMMAND + (f" --every {every}" if every != 1 else ""),
+        "steady": steady,
+        "load": load,
+    }
+
+
+def write_report(path: Path, report: dict[str, object]) -> None:
+    Path(path).write_text(dumps_strict(report))
+
+
+def load_report(path: Path = REPORT_PATH) -> dict[str, object]:
+    """A report written by ``write_report``; a clear error for anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no accuracy report at {path}: write one with `{REPORT_COMMAND}`")
+    if path.stat().st_size > MAX_REPORT_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_REPORT_BYTES // 2**20} MiB, not an accuracy report")
+    try:
+        data = strict_json(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON ({str(exc)[:80]})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not an accuracy report (schema {SCHEMA!r})")
+    for part in ("steady", "load"):
+        if not isinstance(data.get(part), dict) or not isinstance(data[part].get("results"), list):
+            raise ValueError(f"{path}: the {part!r} part has no results")
+    return data
+
+
+def headline(report: dict[str, object]) -> dict[str, dict[str, object]]:
+    """The test set's scores (the runs no figure was fitted on), per metric and column."""
+    steady, load = report["steady"]["test_set"], report["load"]["test_set"]
+    return {
+        "tpot_steady": {"runs": steady["runs"], "ideal": steady.get("datasheet"), "expected": steady.get("tables")},
+        "tpot_load": {"runs": load["runs"], "ideal": load.get("datasheet_tpot"), "expected": load.get("tables_tpot")},
+        "ttft_load": {"runs": load["runs"], "ideal": load.get("datasheet_ttft"), "expected": load.get("tables_ttft")},
+    }

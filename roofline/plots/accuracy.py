@@ -1,0 +1,69 @@
+"""Predicted against measured on log axes: one point per serving run, the line of perfect
+agreement and a band of ±25% around it, one colour per engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from roofline.plots.style import DEVICE_COLORS, log_axes, style_figure
+
+ENGINE_COLORS = {"vllm": DEVICE_COLORS[1], "sglang": DEVICE_COLORS[2], "trtllm": DEVICE_COLORS[3]}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+BAND = 0.25
+
+
+def accuracy_figure(
+    measured_ms: Sequence[float],
+    predicted_ms: Sequence[float],
+    engines: Sequence[str],
+    hovers: Sequence[str],
+    title: str,
+    metric: str,
+) -> go.Figure:
+    """Measured (x) against predicted (y) ``metric`` in ms; points above the line are predicted
+    slower than measured."""
+    x, y = np.asarray(measured_ms, float), np.asarray(predicted_ms, float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    fig = go.Figure()
+    if ok.any():
+        lo = float(min(x[ok].min(), y[ok].min())) / 1.3
+        hi = float(max(x[ok].max(), y[ok].max())) * 1.3
+        line = np.array([lo, hi])
+        for factor, name, dash in (
+            (1.0, "predicted = measured", "solid"),
+            (1 + BAND, f"±{BAND:.0%}", "dot"),
+            (1 - BAND, f"±{BAND:.0%}", "dot"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=line,
+                    y=line * factor,
+                    mode="lines",
+                    name=name,
+                    line=dict(color="#888888", width=1, dash=dash),
+                    hoverinfo="skip",
+                    showlegend=factor != 1 - BAND,
+                    legendgroup=name,
+                )
+            )
+    engines = np.asarray(engines)
+    hovers = np.asarray(hovers, dtype=object)
+    for engine in dict.fromkeys(engines[ok].tolist()):
+        pick = ok & (engines == engine)
+        fig.add_trace(
+            go.Scattergl(
+                x=x[pick],
+                y=y[pick],
+                mode="markers",
+                name=f"{ENGINE_NAMES.get(engine, engine)} ({int(pick.sum())})",
+                marker=dict(size=6, color=ENGINE_COLORS.get(engine, "#444444"), opacity=0.7),
+                text=hovers[pick],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    log_axes(fig, f"measured {metric} (ms)", f"predicted {metric} (ms)")
+    style_figure(fig, 460, f"accuracy-{metric}", title)
+    return fig

@@ -1,0 +1,98 @@
+"""The published accuracy: the report validate --report writes (both scores, the split apart from
+the test set), read back strictly, and the Accuracy page that shows it."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from roofline.accuracy import REPORT_PATH, build_report, headline, load_report, write_report
+from tests.test_validate import FIELDS, _row
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sample(tmp_path: Path) -> Path:
+    path = tmp_path / "sample.csv.gz"
+    rows = [
+        _row(id="a", batch_size=8, silicon_tpot_ms=8.0, silicon_ttft_ms=120.0),
+        _row(id="b", batch_size=16, silicon_tpot_ms=9.0, silicon_ttft_ms=200.0, osl="64"),
+        _row(id="c", model_path="Qwen/Qwen3-32B", tp_size=2, batch_size=8, silicon_tpot_ms=14.0, silicon_ttft_ms=150.0),
+    ]
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*FIELDS, "silicon_ttft_ms"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_a_report_scores_both_ways_and_keeps_the_fit_split_apart(tmp_path):
+    report = build_report(_sample(tmp_path))
+    assert report["schema"] == "roofline.accuracy" and report["command"].startswith("python -m roofline validate")
+    # Qwen3-32B on H100 is the host-work fit split; the two Llama runs are the test set.
+    assert report["steady"]["host_fit_split"]["runs"] == 1 and report["steady"]["test_set"]["runs"] == 2
+    assert report["load"]["host_fit_split"]["runs"] == 1 and report["load"]["test_set"]["runs"] == 2
+    head = headline(report)
+    assert set(head) == {"tpot_steady", "tpot_load", "ttft_load"}
+    assert head["tpot_load"]["expected"]["median_abs_error"] >= 0
+    out = tmp_path / "report.json"
+    write_report(out, report)
+    assert load_report(out)["load"]["results"][0]["id"] in {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"not json", "JSON"),
+        (b'{"schema": "other"}', "not an accuracy report"),
+        (b'{"schema": "roofline.accuracy", "steady": {}, "load": {"results": []}}', "'steady' part has no results"),
+        (b'{"schema": "roofline.accuracy", "steady": {"results": [NaN]}}', "NaN"),
+    ],
+)
+def test_a_bad_report_is_refused_with_the_reason(tmp_path, content, why):
+    path = tmp_path / "report.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=why):
+        load_report(path)
+    with pytest.raises(ValueError, match="no accuracy report"):
+        load_report(tmp_path / "missing.json")
+
+
+def test_the_shipped_report_is_the_full_sample():
+    report = load_report(REPORT_PATH)
+    assert report["load"]["every"] == 1
+    assert report["steady"]["overall"]["runs"] == len(report["steady"]["results"]) > 2000
+    assert report["load"]["overall"]["runs"] > 2000
+
+
+def test_the_accuracy_page_shows_the_test_set_and_follows_its_inputs():
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60).run()
+    assert not at.exception and not at.error
+    tiles = {m.label: m for m in at.metric}
+    assert tiles["Runs"].proto.delta == "test set"
+    assert tiles["Median |error|, expected"].proto.delta.startswith("ideal bound")
+    chart = json.loads(next(c for c in at.get("plotly_chart") if c.key == "accuracy_chart").proto.spec)
+    assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["yaxis"]["type"] == "log"
+    names = [t["name"] for t in chart["data"]]
+    assert "predicted = measured" in names and any(n.startswith("vLLM (") for n in names)
+    runs = int(tiles["Runs"].value.replace(",", ""))
+    at.multiselect(key="engines").set_value(["sglang"]).run()
+    fewer = int({m.label: m for m in at.metric}["Runs"].value.replace(",", ""))
+    assert 0 < fewer < runs
+    at.multiselect(key="engines").set_value([]).run()
+    assert any("choose at least one engine" in i.value for i in at.info)
+
+
+def test_the_accuracy_page_warns_on_a_bad_link():
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
+    at.query_params["metric"] = "speed"
+    at.query_params["engines"] = ["tgi"]
+    at.run()
+    assert not at.exception
+    warned = " ".join(w.value for w in at.warning)
+    assert "`metric`" in warned and "`engines`" in warned

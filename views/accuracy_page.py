@@ -1,0 +1,97 @@
+"""Accuracy page: the predictions against public measured serving runs, the product's published error."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.accuracy_view import METRICS, PERCENT, RUNS, errors, group_table, hovers, report, runs_frame
+from dashboard.share import Report, md_escape, share_panel
+from dashboard.state import one_of, some_of, warn_bad_params
+from roofline.format import dumps_strict
+from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
+from roofline.report import Metric
+
+ENGINES = list(ENGINE_NAMES)
+page_report = Report()
+st.title("Accuracy")
+st.caption(
+    "Every prediction scored against measured serving runs nobody on this project made: the aggregated runs of "
+    "vLLM, SGLang and TensorRT-LLM in aiconfigurator's silicon sample (Apache-2.0) for the models and devices "
+    "in the database. Each run is predicted twice: on the datasheet's roofs (the ideal bound) and on its "
+    "engine's measured kernels with its host work per step (the expected figure). The host work was fitted on "
+    "one declared split (Qwen3-32B on H100); the test set is every other run, and nothing else was fitted on them."
+)
+warn_bad_params({"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES)})
+
+try:
+    data = report()
+except ValueError as exc:
+    st.error(f"No accuracy report: {exc}")
+    st.stop()
+
+c1, c2, c3 = st.columns([2, 1, 2])
+metric = c1.selectbox("Metric", list(METRICS), key="metric", bind="query-params")
+runs = c2.selectbox("Runs", RUNS, key="runs", bind="query-params", help="test set: the runs no figure was fitted on")
+engines = c3.multiselect("Engines", ENGINES, default=ENGINES, key="engines", bind="query-params")
+frame = runs_frame(data, metric, runs, engines)
+words = METRICS[metric][4]
+if frame.empty:
+    st.info("No runs match: choose at least one engine.")
+    st.stop()
+
+expected, ideal = errors(frame["expected_ms"], frame["measured_ms"]), errors(frame["ideal_ms"], frame["measured_ms"])
+page_report.metrics(
+    Metric("Runs", f"{len(frame):,}", runs, delta_color="off"),
+    Metric(
+        "Median |error|, expected",
+        f"{expected['median']:.0%}",
+        f"ideal bound {ideal['median']:.0%}",
+        help="|predicted / measured - 1|: engine-measured kernels and host work, against the datasheet alone",
+        delta_color="off",
+    ),
+    Metric("p90 |error|, expected", f"{expected['p90']:.0%}", f"ideal bound {ideal['p90']:.0%}", delta_color="off"),
+    Metric(
+        "Bias, expected",
+        f"{expected['bias']:+.0%}",
+        f"ideal bound {ideal['bias']:+.0%}",
+        help="median of predicted / measured - 1: above 0 predicts slower than measured",
+        delta_color="off",
+    ),
+)
+page_report.chart(
+    accuracy_figure(
+        frame["measured_ms"],
+        frame["expected_ms"],
+        frame["engine"],
+        hovers(frame, words),
+        f"{metric}: expected against measured, {len(frame):,} runs ({runs})",
+        words,
+    ),
+    width="stretch",
+    theme=None,
+    key="accuracy_chart",
+)
+page_report.caption(
+    "Points above the line are predicted slower than measured. The ideal bound (the datasheet alone) sits below "
+    f"the line for almost every run: it is a bound, not a prediction. Report of {md_escape(data['generated'])} "
+    f"(commit {md_escape(data['commit'])}); regenerate it with `{data['command']}`."
+)
+page_report.subheader("By model, device and engine")
+page_report.table(
+    group_table(frame),
+    hide_index=True,
+    width="stretch",
+    column_config={c: st.column_config.NumberColumn(format=f) for c, f in PERCENT.items()},
+)
+d1, d2 = st.columns(2)
+d1.download_button(
+    "Download these runs (CSV)", frame.to_csv(index=False), "roofline_accuracy.csv", "text/csv", on_click="ignore"
+)
+d2.download_button(
+    "Download the report (JSON)",
+    data=lambda: dumps_strict(data),
+    file_name="roofline_accuracy.json",
+    mime="application/json",
+    on_click="ignore",
+)
+share_panel("Accuracy", page_report.sections)
