@@ -12,10 +12,12 @@ from tests.training_real import check_training_peak
 @pytest.mark.parametrize(
     "changes",
     [
-        {"seq_len": 256, "precision": "amp"},
-        {"seq_len": 256, "method": "lora", "lora_targets": ("q", "v")},
+        {"seq_len": 128, "precision": "amp"},
+        {"seq_len": 128, "method": "lora", "lora_targets": ("q", "v")},
     ],
     ids=["amp", "lora"],
 )
-def test_a_real_training_step_peaks_within_10_percent(changes):
+def test_a_real_training_step_peaks_within_10_percent(changes, monkeypatch):
+    # One thread in the measuring child: two test workers share two cores (its peak is the same).
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     check_training_peak(changes)
