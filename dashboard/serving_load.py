@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.cache import cached
+from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds
@@ -24,6 +25,7 @@ from roofline.models import ModelConfig
 from roofline.plots.serving_load import (
     TPOT_COLOR,
     TTFT_COLOR,
+    add_measured_points,
     distribution_figure,
     latency_rate_figure,
     series_figure,
@@ -117,11 +119,14 @@ def render_load_section(
         load = Load("poisson", int(n), prompt, output, rate_per_s=float(amount), seed=int(seed))
     else:
         load = Load("concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed))
-    _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets)
+    measured = measured_upload()
+    _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets, measured)
     _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
 
 
-def _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load: Load, targets: Targets) -> None:
+def _one_device(
+    report, model, hw, traffic, precision, tp, settings, chunked, load: Load, targets: Targets, measured=()
+) -> None:
     """The sweep over rates, the chosen run's distributions and its time series."""
     try:
         if tp > 1 and hw.group_link(tp)[0] is None:
@@ -152,21 +157,32 @@ def _one_device(report, model, hw, traffic, precision, tp, settings, chunked, lo
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])
     run_rate = float(amount) if load.kind == "poisson" else run["request_throughput_per_s"]
-    report.chart(
-        latency_rate_figure(
-            sweep["rate_per_s"],
-            sweep["percentiles"],
-            sweep["saturation_per_s"],
-            {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s},
-            steady,
-            sweep["mean_running"],
-            run_rate,
-            title=f"Latency against request rate: {model.name} on {tp} x {hw.name} ({roofs})",
-        ),
-        width="stretch",
-        theme=None,
-        key="load_rate_chart",
+    rate_fig = latency_rate_figure(
+        sweep["rate_per_s"],
+        sweep["percentiles"],
+        sweep["saturation_per_s"],
+        {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s},
+        steady,
+        sweep["mean_running"],
+        run_rate,
+        title=f"Latency against request rate: {model.name} on {tp} x {hw.name} ({roofs})",
     )
+    if measured:
+        add_measured_points(rate_fig, [r.to_json() for r in measured])
+    report.chart(rate_fig, width="stretch", theme=None, key="load_rate_chart")
+    if measured:
+        gaps = measured_gaps(list(measured), model, hw, precision, tp, settings, chunked)
+        report.table(
+            gaps,
+            "Measured beside simulated, each point at its own load",
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "measured (ms)": st.column_config.NumberColumn(format="%,.2f"),
+                "simulated (ms)": st.column_config.NumberColumn(format="%,.2f"),
+                "simulated / measured": st.column_config.NumberColumn(format="%.2f×"),
+            },
+        )
     report.caption(
         f"Each point is a run of {SWEEP_REQUESTS} Poisson arrivals (seed {seed}); lines are p50, bands p90 to p99. "
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "

@@ -166,3 +166,27 @@ def test_hostile_url_values_fall_back_without_a_traceback(raw):
     at = serving(**{key: raw for key in keys})
     assert not at.exception, [e.message for e in at.exception]
     assert [c.key for c in at.get("plotly_chart")][-4:] == LOAD_CHARTS
+
+
+def test_measured_results_go_on_the_rate_curves_with_their_gap():
+    """A vllm bench serve result uploaded on the page: its points on the latency-rate chart and a
+    table of measured beside simulated at each point's own load."""
+    from dashboard.serving_measured import measured_gaps
+    from roofline.hardware import get_hardware
+    from roofline.models import get_model
+    from roofline.plots.serving_load import add_measured_points, latency_rate_figure
+    from roofline.serving.measured import read_measured
+    from roofline.settings import Settings
+    from roofline.workload import Precision
+
+    runs = read_measured(Path(__file__).parent / "data" / "serving_results" / "vllm_bench_serve.json")
+    rate = np.array([1.0, 10.0])
+    pct = {m: {p: np.array([0.1, 0.2]) for p in (50, 90, 99)} for m in ("ttft_s", "tpot_s")}
+    fig = latency_rate_figure(rate, pct, 20.0, {"ttft_s": 2.0, "tpot_s": 0.05})
+    before = len(fig.data)
+    add_measured_points(fig, [r.to_json() for r in runs])
+    added = [t for t in fig.data[before:]]
+    assert {t.name for t in added} >= {"measured TTFT p50", "measured TPOT p50"}
+    assert all(t.marker.symbol in ("diamond", "diamond-open") for t in added)
+    gaps = measured_gaps(runs, get_model("llama-3.1-8b"), get_hardware("h100-sxm"), Precision(), 1, Settings(), True)
+    assert {"TTFT p50", "TPOT p50"} <= set(gaps["metric"]) and (gaps["simulated / measured"].dropna() > 0).all()

@@ -9,6 +9,7 @@ from roofline.cli.args import CliError, non_negative_float, positive_int, precis
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
 from roofline.models import get_model
+from roofline.serving.simulation.fleet import MAX_REPLICAS, ROUTERS
 
 MAX_SIMULATED_REQUESTS = 200_000
 
@@ -42,6 +43,16 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--percentile", type=int, choices=(50, 90, 99), default=90, help="the targets' percentile")
     group.add_argument("--target-rate", type=non_negative_float, default=None, help="requests/s to plan replicas for")
+    group.add_argument(
+        "--replicas", type=positive_int, default=1, help="replicas of the setup behind a router (default 1)"
+    )
+    group.add_argument(
+        "--router",
+        default="round-robin",
+        choices=ROUTERS,
+        help="how the replicas share the requests: round-robin (every N-th request; a closed loop's clients split "
+        "evenly) or random (seeded)",
+    )
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")
 
@@ -164,8 +175,19 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
             "seed": spec.seed,
         }
     tp = args.tp[0] if args.tp else 1
+    if args.replicas > MAX_REPLICAS:
+        raise CliError(f"--replicas: at most {MAX_REPLICAS}, got {args.replicas}")
     sim = simulate_serving(
-        model, hw, requests, precision_from_args(args), tp, settings_from_args(args), not args.no_chunked_prefill
+        model,
+        hw,
+        requests,
+        precision_from_args(args),
+        tp,
+        settings_from_args(args),
+        not args.no_chunked_prefill,
+        replicas=args.replicas,
+        router=args.router,
+        seed=args.seed,
     )
     data = {"model": model.id, "hardware": hw.id, "tp": tp, "load": load}
     data |= to_json(sim, Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3))
@@ -180,8 +202,14 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
         "trace": f"the trace {load.get('file')}",
     }[load["kind"]]
+    fleet = d["engine"].get("replicas", 1)
+    where = (
+        f"{fleet} replicas ({d['engine']['router']}) of {d['tp']} x {hw_name}"
+        if fleet > 1
+        else f"{d['tp']} x {hw_name}"
+    )
     lines = [
-        f"{model_name} on {d['tp']} x {hw_name}, {what}: {d['completed']:,} of {d['requests']:,} requests "
+        f"{model_name} on {where}, {what}: {d['completed']:,} of {d['requests']:,} requests "
         f"in {d['duration_s']:.1f} s simulated ({d['engine']['what_the_times_rest_on']})",
         f"  throughput {d['output_throughput_tokens_per_s'] or 0:,.0f} output tokens/s, "
         f"{d['request_throughput_per_s'] or 0:.2f} requests/s; goodput {d.get('goodput_requests_per_s') or 0:.2f} "

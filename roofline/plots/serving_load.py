@@ -16,6 +16,7 @@ from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, log_axes, style_f
 TTFT_COLOR = DEVICE_COLORS[1]
 TPOT_COLOR = DEVICE_COLORS[2]
 REFERENCE_COLOR = "#555555"
+MEASURED_COLOR = "#111111"  # measured benchmark points: black diamonds, the outline in the metric's colour
 TARGET_COLOR = "#D62728"
 
 
@@ -304,3 +305,34 @@ def series_figure(
         )
     style_figure(fig, height, "load_series", title, showlegend=False)
     return fig
+
+
+def add_measured_points(fig: go.Figure, points: list[dict]) -> None:
+    """Measured benchmark points (``roofline.serving.measured``'s records as JSON, open loop at a
+    rate) on ``latency_rate_figure``: each point's p50 as a filled diamond and its p90 and p99 as
+    open ones, at its request rate, TTFT on the top panel and TPOT on the bottom one."""
+    at_rate = [p for p in points if p.get("rate_per_s")]
+    for row, (metric, label, color) in enumerate((("ttft_s", "TTFT", TTFT_COLOR), ("tpot_s", "TPOT", TPOT_COLOR)), 1):
+        for stat, symbol in (("p50", "diamond"), ("p90", "diamond-open"), ("p99", "diamond-open")):
+            shown = [p for p in at_rate if p["latency"][metric][stat] is not None]
+            if not shown:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[p["rate_per_s"] for p in shown],
+                    y=[p["latency"][metric][stat] for p in shown],
+                    mode="markers",
+                    marker=dict(size=10, symbol=symbol, color=MEASURED_COLOR, line=dict(width=1.5, color=color)),
+                    name=f"measured {label} {stat}",
+                    legendgroup=f"measured-{stat}",
+                    showlegend=row == 1,
+                    text=[
+                        f"<b>measured {label} {stat}</b> {fmt_seconds(p['latency'][metric][stat])}<br>"
+                        f"{p['label']} at {p['rate_per_s']:.3g} requests/s"
+                        for p in shown
+                    ],
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )

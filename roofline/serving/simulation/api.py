@@ -11,6 +11,7 @@ from roofline.engines import engine_profile
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.roofs import resolved_engine
+from roofline.serving.simulation.fleet import merge, share, split
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.metrics import Targets, summary
 from roofline.serving.simulation.run import Run, kv_blocks, simulate
@@ -34,7 +35,9 @@ class Simulated:
     run: Run
     times: StepTimes
     knobs: EngineKnobs
-    kv_blocks: int
+    kv_blocks: int  # per replica
+    replicas: int = 1
+    router: str = "round-robin"
 
 
 def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
@@ -59,8 +62,12 @@ def simulate_serving(
     settings: Settings | None = None,
     chunked_prefill: bool = True,
     times: StepTimes | None = None,
+    replicas: int = 1,
+    router: str = "round-robin",
+    seed: int = 0,
 ) -> Simulated:
-    """Run ``requests`` through one replica of ``model`` on ``tp`` devices of ``hw``."""
+    """Run ``requests`` through ``replicas`` replicas of ``model``, each on ``tp`` devices of
+    ``hw``, behind ``router`` (``roofline.serving.simulation.fleet``)."""
     settings = settings or Settings()
     precision = precision or Precision()
     knobs = knobs_from(settings, chunked_prefill, hw.id)
@@ -74,7 +81,15 @@ def simulate_serving(
         )
     if times is None:
         times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
-    return Simulated(simulate(requests, times, blocks, knobs), times, knobs, blocks)
+    if replicas == 1 and router == "round-robin":
+        return Simulated(simulate(requests, times, blocks, knobs), times, knobs, blocks)
+    parts = split(requests, replicas, router, seed)
+    clients = [None] * replicas
+    if requests.concurrency is not None:
+        owner = np.arange(requests.count) % requests.concurrency
+        clients = [len(set(owner[p].tolist())) for p in parts]
+    runs = [simulate(share(requests, p, c), times, blocks, knobs) for p, c in zip(parts, clients)]
+    return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router)
 
 
 def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]:
@@ -89,6 +104,8 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "chunked_prefill": sim.knobs.chunked_prefill,
         "kv_blocks": sim.kv_blocks,
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
+        "replicas": sim.replicas,
+        "router": sim.router,
         "steps": run.steps,
         "step_overhead_s": sim.times.step_overhead_s,
         "what_the_times_rest_on": run.roofs,
@@ -99,6 +116,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         np.linspace(0, max(run.step_end_s.size - 1, 0), min(SERIES_POINTS, run.step_end_s.size)).astype(int)
     )
     data["series"] = {
+        "of": f"the busiest of {sim.replicas} replicas" if sim.replicas > 1 else "the replica",
         "time_s": run.step_end_s[pick].tolist(),
         "running": run.step_running[pick].tolist(),
         "waiting": run.step_waiting[pick].tolist(),

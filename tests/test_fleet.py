@@ -1,0 +1,70 @@
+"""Replicas behind a router: round-robin and random splits worked out, a fleet's closed loop equal
+to its replicas' own loops, Little's law over the fleet, and bad inputs named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.serving.simulation.api import simulate_serving
+from roofline.serving.simulation.fleet import split
+from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests
+from roofline.serving.simulation.metrics import in_system_mean, per_request
+
+LLAMA, H100 = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+
+
+def test_round_robin_and_random_splits():
+    open_loop = Requests(np.arange(7.0), np.full(7, 10), np.full(7, 5))
+    assert [p.tolist() for p in split(open_loop, 3, "round-robin")] == [[0, 3, 6], [1, 4], [2, 5]]
+    parts = split(open_loop, 3, "random", seed=1)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(7))
+    assert [p.tolist() for p in parts] == [p.tolist() for p in split(open_loop, 3, "random", seed=1)]
+    # A closed loop of 4 clients over 2 replicas: clients 0 and 2 to the first, 1 and 3 to the second;
+    # client c sends requests c, c + 4, c + 8.
+    closed = Requests(np.full(12, np.nan), np.full(12, 10), np.full(12, 5), concurrency=4)
+    assert [p.tolist() for p in split(closed, 2, "round-robin")] == [[0, 2, 4, 6, 8, 10], [1, 3, 5, 7, 9, 11]]
+
+
+def test_a_fleets_closed_loop_is_its_replicas_own_loops():
+    """Round-robin splits 8 clients into 4 replicas of 2: every request sees what it would see in
+    one replica with 2 clients."""
+    load = Load("concurrency", 64, Lengths(512), Lengths(32), concurrency=8)
+    fleet = per_request(simulate_serving(LLAMA, H100, make_requests(load), replicas=4).run)
+    alone = per_request(
+        simulate_serving(
+            LLAMA, H100, make_requests(Load("concurrency", 16, Lengths(512), Lengths(32), concurrency=2))
+        ).run
+    )
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        assert np.sort(fleet[key]) == pytest.approx(np.sort(np.tile(alone[key], 4)))
+
+
+def test_littles_law_holds_over_the_fleet():
+    load = Load("poisson", 3000, Lengths(256), Lengths(64), rate_per_s=60.0, seed=3)
+    sim = simulate_serving(LLAMA, H100, make_requests(load), replicas=3)
+    run = sim.run
+    assert np.isfinite(run.finish_s).all()
+    # L = lambda x W over the whole fleet: requests in the system on average, against the arrival
+    # rate times the mean time in the system.
+    start, end = float(run.arrival_s.min()), float(run.finish_s.max())
+    rate = (run.arrival_s.size - 1) / (run.arrival_s.max() - run.arrival_s.min())
+    e2e = float(np.mean(run.finish_s - run.arrival_s))
+    assert in_system_mean(run, start, end) == pytest.approx(rate * e2e, rel=0.1)
+    assert sim.replicas == 3 and run.steps > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"replicas": 2, "router": "least-loaded"}, "router must be one of round-robin, random"),
+        ({"replicas": 0}, "replicas must be an integer"),
+        ({"replicas": 9}, "9 replicas for 8 clients"),
+    ],
+)
+def test_bad_fleets_are_named(kwargs, why):
+    requests = make_requests(Load("concurrency", 16, Lengths(64), Lengths(8), concurrency=8))
+    with pytest.raises(ValueError, match=why):
+        simulate_serving(LLAMA, H100, requests, **kwargs)
