@@ -6,6 +6,7 @@ Run from the repository root: python -m benchmarks.serving_simulation
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -51,12 +52,20 @@ def main() -> None:
     devices = list(load_hardware().values())
     prices = {k: v.usd_per_hour for k, v in load_prices().items()}
     t = time.perf_counter()
+    workers = min(os.cpu_count() or 1, 8)  # as `serve --capacity` runs it
     found, why_not = rank_capacity(
-        model, devices, Lengths(1024), Lengths(256), Targets(ttft_s=2.0, tpot_s=0.05), prices=prices, requests=300
+        model,
+        devices,
+        Lengths(1024),
+        Lengths(256),
+        Targets(ttft_s=2.0, tpot_s=0.05),
+        prices=prices,
+        requests=300,
+        workers=workers,
     )
     print(
-        f"capacity ranking of {len(devices)} devices (300 requests a probe): {time.perf_counter() - t:.2f} s "
-        f"({len(found)} ranked, {len(why_not)} could not run it)"
+        f"capacity ranking of {len(devices)} devices (300 requests a probe, {workers} processes): "
+        f"{time.perf_counter() - t:.2f} s ({len(found)} ranked, {len(why_not)} could not run it)"
     )
 
 

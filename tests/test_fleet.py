@@ -68,3 +68,14 @@ def test_bad_fleets_are_named(kwargs, why):
     requests = make_requests(Load("concurrency", 16, Lengths(64), Lengths(8), concurrency=8))
     with pytest.raises(ValueError, match=why):
         simulate_serving(LLAMA, H100, requests, **kwargs)
+
+
+def test_the_capacity_ranking_is_the_same_over_two_processes():
+    from roofline.serving.simulation.capacity import rank_capacity
+    from roofline.serving.simulation.metrics import Targets
+
+    devices = [get_hardware(h) for h in ("h100-sxm", "a100-sxm-80gb", "l4")]
+    args = (LLAMA, devices, Lengths(512), Lengths(64), Targets(ttft_s=1.0, tpot_s=0.05))
+    one, why_one = rank_capacity(*args, requests=100)
+    two, why_two = rank_capacity(*args, requests=100, workers=2)
+    assert [c.to_json() for c in one] == [c.to_json() for c in two] and why_one == why_two

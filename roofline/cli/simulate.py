@@ -4,6 +4,7 @@ the metrics ``vllm bench serve``, GuideLLM and aiperf report."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from roofline.cli.args import CliError, non_negative_float, positive_int, precision_from_args, settings_from_args
 from roofline.format import fmt_seconds
@@ -87,6 +88,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         args.percentile,
         args.requests,
         args.seed,
+        workers=min(os.cpu_count() or 1, 8),
     )
     data = {
         "model": model.id,

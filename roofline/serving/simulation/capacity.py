@@ -173,6 +173,22 @@ def max_rate(
     return Capacity(hw.id, tp, rate, saturation, ttft, tpot, tokens, binding, percentile, usd_per_hour, times.roofs)
 
 
+def _setup_capacity(job: tuple) -> Capacity | str:
+    """One device setup's capacity, or why it cannot run the model (a process pool's task)."""
+    from roofline.workload import Workload
+
+    model, hw, tp, prompt, output, targets, precision, settings, percentile, requests, seed, price = job
+    try:
+        run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
+        if tp > 1 and hw.group_link(tp)[0] is None:
+            raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
+        return max_rate(
+            model, hw, prompt, output, targets, run.precision, tp, settings, percentile, requests, seed, price
+        )
+    except ValueError as exc:
+        return str(exc)
+
+
 def rank_capacity(
     model: ModelConfig,
     devices: list[Hardware],
@@ -186,41 +202,34 @@ def rank_capacity(
     percentile: int = 90,
     requests: int = 1000,
     seed: int = 0,
+    workers: int = 1,
 ) -> tuple[list[Capacity], dict[str, str]]:
     """Every device at every TP degree that can run the model: its capacity, best first (the
     cheapest per million output tokens where prices are known, then the highest rate), and why
-    each other setup could not run."""
-    from roofline.workload import Workload
-
+    each other setup could not run. ``workers`` > 1 spreads the setups over that many processes
+    (each setup's simulations are independent; the results are the same)."""
     settings = settings or Settings()
     precision = precision or Precision()
     prices = prices or {}
+    jobs = [
+        (model, hw, tp, prompt, output, targets, precision, settings, percentile, requests, seed, prices.get(hw.id))
+        for hw in devices
+        for tp in tps
+    ]
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            answers = list(pool.map(_setup_capacity, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+    else:
+        answers = [_setup_capacity(job) for job in jobs]
     found, why_not = [], {}
-    for hw in devices:
-        for tp in tps:
-            key = f"{hw.id} TP={tp}"
-            try:
-                run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
-                if tp > 1 and hw.group_link(tp)[0] is None:
-                    raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
-                found.append(
-                    max_rate(
-                        model,
-                        hw,
-                        prompt,
-                        output,
-                        targets,
-                        run.precision,
-                        tp,
-                        settings,
-                        percentile,
-                        requests,
-                        seed,
-                        prices.get(hw.id),
-                    )
-                )
-            except ValueError as exc:
-                why_not[key] = str(exc)
+    for (_, hw, tp, *_rest), answer in zip(jobs, answers):
+        if isinstance(answer, str):
+            why_not[f"{hw.id} TP={tp}"] = answer
+        else:
+            found.append(answer)
     found.sort(
         key=lambda c: (
             c.rate_per_s <= 0,
