@@ -1,0 +1,133 @@
+"""The silicon sample (``kernel_db/silicon_sample.csv.gz``, converted from aiconfigurator-core
+with the kernel tables): measured TTFT and TPOT of real vLLM, SGLang and TensorRT-LLM serving
+runs, a test set (no value of it enters a fit or a default anywhere in roofline, but the engines'
+host work on its declared split: ``roofline.engines``). Its rows read, and each mapped to a model,
+a device, a precision and the kernel tables it reads.
+
+Mapping of names and precisions (documented choices, not fitted):
+- ``MODEL_IDS`` below; Kimi-K2.5 runs as ``kimi-k2`` (the same text decoder: DeepSeek-V3 layout,
+  64 heads, 384 experts) and DeepSeek-V3.1 as ``deepseek-v3`` (same architecture).
+- ``gemm_quant_mode`` empty: bf16; ``fp8`` and ``fp8_block``: fp8 weights and fp8 math (W8A8);
+  ``nvfp4``: nvfp4 weights and fp4 math (W4A4); ``int4_wo``: int4 weights, bf16 math. The MoE
+  experts take ``moe_quant_mode`` the same way. gpt-oss keeps its released format (bf16, MXFP4
+  experts) whatever the column says.
+- KV cache: bf16. The sample does not record it; bf16 is the engines' default (``auto``).
+- Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
+  weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from roofline.models import ModelConfig
+from roofline.tables import TablePredictor, store
+from roofline.tables.convert import SYSTEM_TO_HARDWARE
+from roofline.tables.source import KernelTables
+from roofline.workload import Precision
+
+MODEL_IDS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
+    "moonshotai/Kimi-K2.5": "kimi-k2",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+}
+# The sample's system names: the converter's one mapping to hardware_db ids.
+DEVICE_IDS = {system: hw for system, hw in SYSTEM_TO_HARDWARE.items() if hw}
+# quant mode -> (weight dtype, math dtype)
+QUANT = {"": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("nvfp4", "fp4")}
+QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}
+# Checkpoints released with block-scaled fp8 weights (their config.json's quantization_config has
+# weight_block_size [128, 128]): the engines run their block-fp8 kernels whatever a run's column
+# says ("fp8" in some of the sample's rows for the same checkpoint).
+BLOCK_FP8_CHECKPOINTS = {"Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"}
+
+
+def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
+    """The sample's rows as strings (empty where the run left a column blank)."""
+    import gzip
+
+    if path is None:
+        dirs = [d for d in store.search_dirs() if (d / "silicon_sample.csv.gz").exists()]
+        if not dirs:
+            raise FileNotFoundError("no silicon_sample.csv.gz: run `python -m roofline tables import`")
+        path = dirs[0] / "silicon_sample.csv.gz"
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _number(row: dict[str, str], key: str, default: float = float("nan")) -> float:
+    value = row.get(key, "")
+    return float(value) if value not in ("", None) else default
+
+
+def precision_for(row: dict[str, str], model: ModelConfig) -> Precision:
+    """The run's precision as roofline's Precision (see the module notes)."""
+    if model.id.startswith("gpt-oss"):
+        return Precision("bf16", "bf16", "bf16", expert_weight_dtype="mxfp4")
+    gemm = row.get("gemm_quant_mode") or ""
+    moe = row.get("moe_quant_mode") or gemm
+    if gemm in QUANT_WEIGHT_ONLY:
+        expert = QUANT_WEIGHT_ONLY.get(moe, QUANT.get(moe, ("bf16",))[0])
+        return Precision(QUANT_WEIGHT_ONLY[gemm], "bf16", "bf16", expert_weight_dtype=expert)
+    if gemm not in QUANT:
+        raise ValueError(f"quant mode {gemm!r} not mapped")
+    weight, math_dtype = QUANT[gemm]
+    expert = QUANT_WEIGHT_ONLY.get(moe) or QUANT.get(moe, (weight,))[0]
+    return Precision(weight, math_dtype, "bf16", expert_weight_dtype=expert if expert != weight else None)
+
+
+def fp8_tables(row: dict[str, str]) -> tuple[str | None, str | None]:
+    """The kernel tables of a run's fp8 GEMMs and experts where they are block-scaled
+    ("fp8_block"), else None (the plain fp8 tables): the column says so, or the checkpoint is
+    block-scaled whatever the column says (``BLOCK_FP8_CHECKPOINTS``)."""
+    block = row.get("model_path") in BLOCK_FP8_CHECKPOINTS
+    gemm, moe = row.get("gemm_quant_mode") or "", row.get("moe_quant_mode") or ""
+    gemm_dtype = "fp8_block" if gemm == "fp8_block" or (block and gemm == "fp8") else None
+    moe_dtype = "fp8_block" if moe == "fp8_block" or (block and moe == "fp8") else None
+    return gemm_dtype, moe_dtype
+
+
+def run_tables(row: dict[str, str], predictors: dict | None = None) -> KernelTables | None:
+    """The kernel tables of the run's engine (its version, or the nearest converted) on its device,
+    read the way the run's checkpoint runs (block-fp8, the experts' TP x EP split); None where
+    none are installed."""
+    device = DEVICE_IDS[row["system"]]
+    key = (device, row["backend"], row.get("backend_version") or "")
+    predictors = {} if predictors is None else predictors
+    if key not in predictors:
+        predictors[key] = TablePredictor.open(device, row["backend"], row.get("backend_version") or None)
+    predictor = predictors[key]
+    if predictor is None:
+        return None
+    gemm_dtype, moe_dtype = fp8_tables(row)
+    moe_tp, moe_ep = int(_number(row, "moe_tp_size", 0)), int(_number(row, "moe_ep_size", 0))
+    moe_parallel = (moe_tp, moe_ep) if moe_tp >= 1 and moe_ep >= 1 else None
+    return KernelTables(predictor, gemm_dtype=gemm_dtype, moe_parallel=moe_parallel, moe_dtype=moe_dtype)
+
+
+def why_not_scored(row: dict[str, str]) -> str | None:
+    if row.get("mode") != "agg":
+        return "disaggregated run (needs the serving simulation)"
+    if row.get("model_path") not in MODEL_IDS:
+        return "model not in model_db"
+    if row.get("system") not in DEVICE_IDS:
+        return "device not in hardware_db"
+    if not math.isfinite(_number(row, "silicon_tpot_ms")) or not math.isfinite(_number(row, "batch_size")):
+        return "no measured TPOT or concurrency"
+    if _number(row, "pp_size", 1) > 1:
+        return "pipeline parallel"
+    if _number(row, "attention_dp_size", 1) > 1:
+        return "attention data parallel"
+    return None
