@@ -60,7 +60,7 @@ def test_kv_page_headline_describes_a_device_that_fits_and_the_shade_spares_its_
 
     import numpy as np
 
-    from tests.test_pages import decode
+    from tests.page_helpers import decode
 
     at = page("views/kv_page.py", model="llama-3.1-70b", hw=["h100-sxm", "mi300x"])
     assert not at.exception

@@ -1,0 +1,121 @@
+"""Every page's state comes from its URL: a non-default state per page, rebuilt from the URL alone."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.page_helpers import page
+
+NON_DEFAULT = {
+    "views/roofline_page.py": {
+        "hw": ["mi300x"],
+        "dtypes": ["fp8"],
+        "gemm_dtype": "fp16",
+        "m": "64",
+        "n": "512",
+        "k": "2048",
+        "launch_us": "1.5",
+        "llm": "mixtral-8x7b",
+        "llm_phase": "decode",
+        "llm_batch": "8",
+        "llm_seq": "300",
+        "engine": "ideal",
+    },
+    "views/llm_page.py": {
+        "model": "qwen2.5-7b",
+        "hw": ["h200-sxm"],
+        "batch": "4",
+        "prompt": "300",
+        "output": "50",
+        "wdtype": "int4",
+        "kvdtype": "fp8",
+        "tp": "2",
+        "attn": "naive",
+        "launch_us": "2.5",
+        "engine": "sglang",
+    },
+    "views/kv_page.py": {
+        "model": "mistral-7b-v0.1",
+        "hw": ["mi300x"],
+        "kvdtype": "fp8",
+        "tp": "2",
+        "block": "32",
+        "batch": "3",
+        "context": "5000",
+        "mbt": "4096",
+    },
+    "views/advisor_page.py": {
+        "model": "gemma-2-9b",
+        "phase": "prefill",
+        "batch": "2",
+        "seq": "512",
+        "tp": "2",
+        "objective": "throughput",
+        "device": "mi300x",
+        "x_compute": "2.0",
+        "engine": "trtllm",
+    },
+    "views/hardware_page.py": {"vendor": ["AMD"], "compare": ["mi300x", "mi325x"]},
+    "views/measure_page.py": {"mode": "full", "mdevice": "cpu", "mmodel": "llama-2-7b"},
+    "views/serving_page.py": {
+        "model": "qwen3-8b",
+        "hw": ["mi300x", "h200-sxm"],
+        "prompt": "2000",
+        "output": "300",
+        "ttft_ms": "500.0",
+        "tpot_ms": "30.0",
+        "tp": "2",
+        "wdtype": "fp8",
+        "kvdtype": "fp8",
+        "chunked": "false",
+        "xaxis": "tokens per dollar",
+        "spec_k": "3",
+        "spec_alpha": "0.5",
+        "engine": "sglang",
+    },
+    "views/accuracy_page.py": {"metric": "TTFT, simulated under load", "runs": "all", "engines": ["vllm", "sglang"]},
+    "views/training_page.py": {
+        "model": "qwen3-8b",
+        "hw": ["mi300x"],
+        "seq": "1024",
+        "mb": "2",
+        "gb": "32",
+        "prec": "amp",
+        "opt": "adamw-8bit",
+        "recompute": "selective",
+        "method": "lora",
+        "rank": "8",
+        "targets": ["q", "k", "v"],
+        "dp": "8",
+        "zero": "2",
+        "ckdtype": "fp32",
+        "ltp": "2",
+        "hostram": "512",
+    },
+}
+
+
+def _widget_value(at: AppTest, key: str):
+    for kind in ("number_input", "selectbox", "multiselect", "radio", "select_slider", "slider", "checkbox"):
+        try:
+            return getattr(at, kind)(key=key).value
+        except KeyError:
+            continue
+    raise KeyError(key)
+
+
+@pytest.mark.parametrize("view", list(NON_DEFAULT))
+def test_every_page_state_comes_from_its_url(view):
+    params = NON_DEFAULT[view]
+    at = page(view, **params)
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    for key, raw in params.items():
+        value = _widget_value(at, key)
+        expected = raw if isinstance(raw, list) else raw
+        if isinstance(value, list):
+            assert value == expected, key
+        elif isinstance(value, bool):
+            assert str(value).lower() == str(expected).lower(), key
+        else:
+            assert str(value) == str(expected) or float(value) == pytest.approx(float(expected)), key
