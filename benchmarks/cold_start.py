@@ -87,7 +87,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def browser(page: str) -> tuple[float, float, float, float, float]:
+def browser(page: str, root: Path = ROOT) -> tuple[float, float, float, float, float]:
     """In seconds: server start to healthy; navigation to the page's title (the script has
     started and the frontend is up), to the first chart cold, to the first chart after a reload;
     and the bytes of JavaScript the cold load fetched, in MB."""
@@ -108,7 +108,7 @@ def browser(page: str) -> tuple[float, float, float, float, float]:
             "--browser.gatherUsageStats=false",
             "--server.fileWatcherType=none",
         ],
-        cwd=ROOT,
+        cwd=root,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -70,3 +70,7 @@ DEFAULT_COMM_BUFFER_BYTES = 1.82 * 2**30
 # "Graph capturing finished in 3 secs, took 0.91 GiB" in the same log: the memory CUDA-graph
 # capture pins (model-dependent; a setting).
 DEFAULT_CUDA_GRAPH_BYTES = 0.91 * 2**30
+
+# Replicas behind a router in the serving simulation (serve --replicas, --router).
+ROUTERS = ("round-robin", "random")
+MAX_REPLICAS = 1024

@@ -20,7 +20,6 @@ from roofline.defaults import (
     DEFAULT_NON_TORCH_BYTES,
 )
 from roofline.engine import Ceilings
-from roofline.engines import engine_profile
 from roofline.hardware import Hardware
 from roofline.roofs import check_engine, kernel_tables, resolved_engine
 
@@ -122,6 +121,8 @@ class Settings:
                 ceilings = replace(ceilings, kernel_floor_s=cal.kernel_floor_s)
         elif tables is not None:
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
+        from roofline.engines import engine_profile  # pydantic models built on first use, not at --help
+
         profile = engine_profile(resolved_engine(self.engine, hw.id)) if serving else None
         if profile is not None:
             ceilings = replace(

@@ -7,10 +7,10 @@ import argparse
 import os
 
 from roofline.cli.args import CliError, non_negative_float, positive_int, precision_from_args, settings_from_args
+from roofline.defaults import MAX_REPLICAS, ROUTERS
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
 from roofline.models import get_model
-from roofline.serving.simulation.fleet import MAX_REPLICAS, ROUTERS
 
 MAX_SIMULATED_REQUESTS = 200_000
 

@@ -17,11 +17,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from roofline.defaults import MAX_REPLICAS, ROUTERS
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.run import Run
-
-ROUTERS = ("round-robin", "random")
-MAX_REPLICAS = 1024
 
 
 def split(requests: Requests, replicas: int, router: str, seed: int = 0) -> list[np.ndarray]:
