@@ -157,6 +157,12 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
         raise ValueError("no kernel points to fit")
     op_class = points[0].op_class
     terms = _TERMS[op_class]
+    # A fit needs at least as many points as parameters: with fewer, the occupancy term goes
+    # first, then the latency (one point gives one rate; three parameters through it are any
+    # three, such as a prefill peak 3.5x the datasheet's).
+    if len(points) < 1 + sum(terms) and terms[2]:
+        terms = (terms[0], terms[1], False)
+    fit_latency = len(points) >= 1 + sum(terms)
     f = np.array([pt.flops for pt in points])
     b = np.array([pt.bytes for pt in points])
     p = np.array([pt.parallel for pt in points])
@@ -171,7 +177,7 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
         "half": (np.log(p.min() / 100 + 1e-9), np.log(p.max() * 10)),
     }
     best = np.array([0.0, np.log(rate_b.max()), np.log(rate_f.max()), np.log(p.max())])
-    active = [i for i, on in enumerate((True, *terms)) if on]
+    active = [i for i, on in enumerate((fit_latency, *terms)) if on]
     names = ["latency", "bw", "peak", "half"]
     lo = np.array([spans[n][0] for n in names])
     hi = np.array([spans[n][1] for n in names])
@@ -194,7 +200,8 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
     def params_of(x: np.ndarray) -> np.ndarray:
         full = best.copy()
         full[active] = x
-        full[0] = t_min / (1 + np.exp(-x[0]))
+        if fit_latency:
+            full[0] = t_min / (1 + np.exp(-x[0]))
         return full
 
     floor, ceiling = np.array([spans[n][0] for n in names]), np.array([spans[n][1] for n in names])
@@ -207,7 +214,8 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
 
     share = np.clip(best[0] / t_min, 1e-6, 1 - 1e-6)
     x0 = best[active].copy()
-    x0[0] = np.log(share / (1 - share))
+    if fit_latency:
+        x0[0] = np.log(share / (1 - share))
     x = _nelder_mead(bounded_loss, x0, step=0.5)
     x = _nelder_mead(bounded_loss, x, step=0.05)
     if loss(params_of(x)[None])[0] < loss(best[None])[0]:

@@ -186,3 +186,17 @@ def test_linear_buckets_split_at_their_edges():
         "linear_large",
     ]
     assert LINEAR_BUCKETS[-1][0] == np.inf
+
+
+def test_one_point_gives_one_rate_not_three_parameters():
+    # One prefill attention kernel: 2 TFLOP in 4 ms is 500 TFLOP/s. Three parameters through one
+    # point could be anything (a peak of 3.4 PFLOP/s and a large occupancy term fitted it once);
+    # with one point the fit keeps the rate alone.
+    one = KernelPoint(
+        op_class="attention_prefill", name="prefill attention", shape={"batch": 1, "seq": 8192},
+        flops=2e12, bytes=1e9, parallel=512, time_s=4e-3,
+    )  # fmt: skip
+    fit = fit_class([one])
+    assert fit.parallel_half is None and fit.latency_s == 0.0
+    assert fit.flops_per_s == pytest.approx(500e12, rel=1e-3)
+    assert fit.predict(np.array([2e12]), np.array([1e9]), 512)[0] == pytest.approx(4e-3, rel=1e-3)
