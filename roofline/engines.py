@@ -116,13 +116,19 @@ def fit_host_work(
     where its engine runs the work between steps, the longer of the two where it overlaps it (C:
     the sequences its decode steps sample). The median |log(predicted / measured)| is minimised
     over a grid; among fits within ``TIE`` of the best, the least host work is taken (an overlapped
-    engine whose host work hides under the device's fits as well with any smaller figure)."""
+    engine whose host work hides under the device's fits as well with any smaller figure).
+
+    Only host work that every run allows is searched: each decode step takes at least the host's
+    work (the longer of the two, or their sum), so a run's TPOT, a mean of such steps, bounds
+    a + b x C from above. A figure past that would fit the median by making the host carry what
+    the device's model misses, and would contradict the runs it was fitted on."""
     sim = np.asarray(device_tpot_s, float)[None, None, :]
     measured = np.asarray(measured_tpot_s, float)[None, None, :]
     c = np.asarray(sequences, float)[None, None, :]
     host = STEP_GRID_US[:, None, None] * 1e-6 + SEQ_GRID_US[None, :, None] * 1e-6 * c
     pred = np.where(np.asarray(overlaps, bool)[None, None, :], np.maximum(sim, host), sim + host)
     loss = np.median(np.abs(np.log(pred / measured)), axis=-1)
+    loss = np.where(np.all(host <= measured, axis=-1), loss, np.inf)  # (0, 0) always qualifies
     near = loss <= loss.min() + TIE
     i, j = np.unravel_index(np.argmin(np.where(near, host.mean(axis=-1), np.inf)), loss.shape)
     return float(STEP_GRID_US[i]) * 1e-6, float(SEQ_GRID_US[j]) * 1e-6

@@ -132,3 +132,13 @@ def test_each_engines_default_token_budget():
 def test_a_bad_scheduler_policy_names_the_allowed_ones():
     with pytest.raises(ValueError, match="policy must be one of vllm, sglang, trtllm"):
         EngineKnobs(policy="tgi")
+
+
+def test_the_host_fit_never_exceeds_a_step_it_was_fitted_on():
+    # Thirty runs at 20 ms of device time, measured 25 ms, and one at 8 ms measured 8 ms: with the
+    # host's work overlapped, 25 ms of host work would fit the median best, but the run that took
+    # 8 ms a token shows the host cannot take more than 8 ms a step.
+    device = np.array([20e-3] * 30 + [6e-3])
+    measured = np.array([25e-3] * 30 + [8e-3])
+    step_s, seq_s = fit_host_work(device, measured, np.full(31, 1.0), np.ones(31, bool))
+    assert step_s + seq_s <= 8e-3 + 1e-12

@@ -3,7 +3,7 @@ kept beside the expected time, and the engine a prediction names (``--engine``).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from roofline.roofs import engine_note, kernel_tables, resolved_engine
 from roofline.settings import Settings
 from roofline.tables import TablePredictor, store
 from roofline.tables.grid import LogGrid
-from roofline.tables.source import KernelTables
+from roofline.tables.source import KernelTables, OpAnswer
 from roofline.workload import Precision, Workload
 
 shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
@@ -102,9 +102,13 @@ def test_mla_decode_and_the_fused_moe_layer_of_a_deepseek_step():
     table = evaluate(ops, c)
     per_op = {op.name: (t / op.count, src) for op, t, src in zip(ops, table.device_s, table.sources)}
     assert per_op["attention (MLA latent, decode)"][0] == pytest.approx(p.mla_decode(64, 4096, 16).time_s, rel=1e-9)
-    assert per_op["MoE experts gate+up"][0] == pytest.approx(
-        p.moe(64, 7168, 2048, 8, 256, 8, 1, "fp8_block").time_s, rel=1e-9
-    )
+    # The fused layer's table time, or the datasheet bound of all its parts where the table reads
+    # faster than the roofs allow.
+    ideal = evaluate(ops, Settings().ceilings(get_hardware("h200-sxm"), 8, True))
+    moe = [k for k, op in enumerate(ops) if op.meta.get("moe") in ("fused", "inside")]
+    bound = sum(max(ideal.terms_s[0, k], ideal.terms_s[1, k]) / ops[k].count for k in moe)
+    measured = p.moe(64, 7168, 2048, 8, 256, 8, 1, "fp8_block").time_s
+    assert per_op["MoE experts gate+up"][0] == pytest.approx(max(measured, bound), rel=1e-9)
     down, label = per_op["MoE experts down + combine"]
     assert down == 0.0 and "inside the fused MoE" in label
     # vLLM converted no MLA table: the datasheet keeps that op, and says why.
@@ -141,3 +145,50 @@ def test_what_if_scales_a_measured_op_by_the_term_that_binds_it():
     faster = evaluate(step_ops(w), c.scaled(memory=2.0))
     qkv = [i for i, op in enumerate(base.ops) if op.name == "QKV projection"][0]
     assert float(faster.device_s[qkv]) == pytest.approx(float(base.device_s[qkv]) / 2)
+
+
+@dataclass(frozen=True)
+class _Fixed(KernelTables):
+    """A table that answers the QKV projection with one fixed time, and nothing else."""
+
+    fixed_s: float = 0.0
+
+    def op_seconds(self, op):
+        if op.name == "QKV projection":
+            return OpAnswer(np.asarray(self.fixed_s), "fixed table")
+        return OpAnswer(None, "no table")
+
+
+@shipped
+def test_a_table_faster_than_the_datasheet_is_held_at_the_bound():
+    # Llama 3.1 8B decode, batch 1: the QKV projection reads 4096 x 6144 bf16 weights,
+    # 50,331,648 B, in 15.02 us at the H100's 3.35 TB/s: no kernel of a whole step is faster.
+    w = Workload(get_model("llama-3.1-8b"), "decode", 1, 512, cuda_graphs=True)
+    ops = step_ops(w)
+    k = next(i for i, op in enumerate(ops) if op.name == "QKV projection")
+    bound_s = 4096 * 6144 * 2 / 3.35e12
+    ideal = Settings().ceilings(H100, 1, cuda_graphs=True)
+    p = TablePredictor.open("h100-sxm", "vllm")
+    for table_s, expected_s in ((5e-6, bound_s), (30e-6, 30e-6)):
+        source = _Fixed(p, fixed_s=table_s)
+        step = evaluate(ops, replace(ideal, roof_source=source, source="engine-measured"))
+        assert float(step.device_s[k]) / ops[k].count == pytest.approx(expected_s, rel=2e-3)
+        held = "held at the datasheet bound" in step.sources[k]
+        assert held == (table_s < bound_s)
+
+
+@shipped
+def test_speculation_never_beats_the_tokens_each_verify_yields():
+    # On engine-measured tables a GEMM at (k + 1) x the rows can read faster than at the rows alone;
+    # the verify step still does the plain step's work and more, so the speed-up stays at most the
+    # expected tokens per verify (2.77 at k = 4, acceptance 0.7).
+    from roofline.serving.techniques import speculative
+    from roofline.serving.traffic import Traffic
+
+    batches = [1, 2, 4, 8, 16, 24, 32, 48, 64]
+    r = speculative(
+        get_model("llama-3.1-8b"), H100, Traffic(1024, 256), batches, 4, 0.7,
+        settings=Settings(engine="vllm"),
+    )  # fmt: skip
+    assert np.all(r["speedup"] <= r["tokens_per_verify"] + 1e-12)
+    assert np.all(r["verify_s"] >= r["plain_tpot_s"])
