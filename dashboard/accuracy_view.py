@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from roofline.accuracy import load_report
+from roofline.accuracy import RUN_FIELDS, load_report
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
 METRICS = {
@@ -33,19 +33,7 @@ def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> pd.Dat
         frame = frame[frame["host_fit_split"] == (runs == "fit split")]
     frame = frame[frame["engine"].isin(engines)]
     frame = frame.rename(columns={measured: "measured_ms", expected: "expected_ms", ideal: "ideal_ms"})
-    keep = [
-        "id",
-        "model",
-        "device",
-        "engine",
-        "tp",
-        "isl",
-        "osl",
-        "concurrency",
-        "measured_ms",
-        "expected_ms",
-        "ideal_ms",
-    ]
+    keep = [*RUN_FIELDS, "measured_ms", "expected_ms", "ideal_ms"]
     frame = frame[keep].dropna(subset=["measured_ms"])
     return frame[frame["measured_ms"] > 0]
 

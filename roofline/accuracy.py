@@ -20,6 +20,9 @@ from pathlib import Path
 from roofline.datafiles import strict_json
 from roofline.format import dumps_strict
 
+# What names a run: the keys of every report row (the Accuracy page keeps them beside the figures).
+RUN_FIELDS = ("id", "model", "device", "engine", "tp", "isl", "osl", "concurrency")
+
 REPORT_PATH = Path(__file__).resolve().parents[1] / "docs" / "accuracy.json"
 SCHEMA = "roofline.accuracy"
 MAX_REPORT_BYTES = 32 * 2**20

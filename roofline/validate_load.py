@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from roofline.accuracy import RUN_FIELDS
 from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
@@ -30,14 +31,7 @@ from roofline.validate import DEVICE_IDS, MODEL_IDS, _errors, _number, precision
 from roofline.workload import Workload
 
 LOAD_FIELDS = (
-    "id",
-    "model",
-    "device",
-    "engine",
-    "tp",
-    "isl",
-    "osl",
-    "concurrency",
+    *RUN_FIELDS,
     "requests",
     "measured_ttft_ms",
     "datasheet_ttft_ms",
