@@ -59,23 +59,35 @@ def _fits(r: dict) -> str:
 def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, dict]:
     """The ranking as the page's table and its column config: the device (pinned, without the
     vendor, which its model line already says; a name past 26 characters ends in an ellipsis and
-    is in full in the last column) and the objective's key figure first, so a phone shows both
-    without scrolling; the reasons, the longest text, after the figures."""
+    is in full in the last column) and the figure the rank follows first, so a phone shows both
+    without scrolling; the reasons, the longest text, after the figures. Where the ranking
+    compares ideal bounds, that first figure is the ideal one and the expected ones follow."""
+    on_ideal = bool(ranking) and ranking[0].get("ranked_on") == "ideal bound"
+    expected = "expected " if on_ideal else ""
     key_heading = {"latency": "time", "throughput": "tokens/s", "per-watt": "tokens/s/W"}[objective]
     rows = []
     for r in ranking:
         figures = {
             # "≥": a device with no published compute peak has a lower bound, not a time.
-            "time": ("≥ " if r.get("time_is_lower_bound") else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
+            f"{expected}time": ("≥ " if r.get("time_is_lower_bound") else "") + fmt_seconds(r["time_s"])
+            if r["time_s"]
+            else "n/a",
             "ideal bound": fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
             "roofs": r["roofs"],
-            "tokens/s": r["tokens_per_s"],
-            "tokens/s/W": r["tokens_per_s_per_watt"],
+            f"{expected}tokens/s": r["tokens_per_s"],
+            f"{expected}tokens/s/W": r["tokens_per_s_per_watt"],
         }
+        if on_ideal and objective == "latency":
+            first = {"ideal bound": figures.pop("ideal bound")}
+        elif on_ideal:
+            field = "tokens_per_s" if objective == "throughput" else "tokens_per_s_per_watt"
+            first = {f"ideal {key_heading}": ranked_figure(r, field) if r[field] is not None else None}
+        else:
+            first = {key_heading: figures.pop(key_heading)}
         rows.append(
             {
                 "device": short_name(r["name"]),
-                key_heading: figures.pop(key_heading),
+                **first,
                 "#": r["rank"],
                 **figures,
                 "regime": (r.get("bound_label") or REGIME_LABELS[r["bound"]]).removesuffix("-bound")
@@ -91,8 +103,8 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
     config = {
         "device": st.column_config.TextColumn(pinned=True, width=CHAR_PX * widest + CELL_PAD_PX),
         "#": st.column_config.NumberColumn(format="%d"),
-        "tokens/s": st.column_config.NumberColumn(format="%,.1f"),
-        "tokens/s/W": st.column_config.NumberColumn(format="%.3f"),
+        **{f"{p}tokens/s": st.column_config.NumberColumn(format="%,.1f") for p in ("", "expected ", "ideal ")},
+        **{f"{p}tokens/s/W": st.column_config.NumberColumn(format="%.3f") for p in ("", "expected ", "ideal ")},
         "regime": st.column_config.TextColumn(help="what binds the step: compute, memory bandwidth, links, overhead"),
         "fits": st.column_config.TextColumn(help="does it fit at this TP degree; if not, the smallest TP that fits"),
     }

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from dashboard.basis import basis_short
 from dashboard.cache import cached
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report
@@ -184,7 +185,8 @@ def _one_device(
             },
         )
     report.caption(
-        f"Each point is a run of {SWEEP_REQUESTS} Poisson arrivals (seed {seed}); lines are p50, bands p90 to p99. "
+        f"Each rate of the sweep is its own run of {SWEEP_REQUESTS} Poisson arrivals (seed {seed}; the Requests "
+        "input sizes the one run below); lines are p50, bands p90 to p99. "
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
         f"with {settings.max_num_seqs} requests always in flight. Below it the batch grows with the rate and TPOT "
         "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
@@ -310,6 +312,7 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
         [
             {
                 "device": c.hardware,
+                "rests on": basis_short(c.roofs.split(" roofs")[0]),
                 "TP": c.tp,
                 "max requests/s": c.rate_per_s,
                 "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
@@ -346,5 +349,6 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
         f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill on; 'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}`. "
-        "Times rest on the page's roofs and each engine's host work per step."
+        "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
+        "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work."
     )

@@ -24,3 +24,16 @@ def fmt_params(count: float) -> str:
 def token_label(tokens: int) -> str:
     """256, 2k, 128k: a context length as model cards write it (k = 1,024 tokens)."""
     return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else f"{tokens:,}"
+
+
+def headline_device(name: str, fits: bool, devices: int) -> str:
+    """Whose figures the headline shows, where that is not plain: several devices picked (the
+    first picked that the setup fits), or none that fits (the step is what it would take)."""
+    if devices == 1 and fits:
+        return ""
+    if not fits:
+        return (
+            f"On {name}: the setup fits none of the picked devices, so the step figures are what it "
+            "would take with the memory" + ("; the charts below compare every picked device." if devices > 1 else ".")
+        )
+    return f"On {name}, the first picked device this setup fits: the charts below compare every picked device."

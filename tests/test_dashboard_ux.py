@@ -171,8 +171,11 @@ def test_the_gemm_star_is_drawn_last_and_no_sweep_point_sits_under_it():
     at = page("views/roofline_page.py", hw=["h100-sxm", "mi300x"])
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t.get("name", "") for t in fig["data"]]
-    stars = [i for i, t in enumerate(fig["data"]) if t.get("marker", {}).get("symbol") == "star"]
-    sweeps = [i for i, n in enumerate(names) if "sweep" in n]
+    # The drawn stars (a legend swatch of the series is a trace with no point).
+    stars = [
+        i for i, t in enumerate(fig["data"]) if t.get("marker", {}).get("symbol") == "star" and t.get("x") != [None]
+    ]
+    sweeps = [i for i, n in enumerate(names) if "sweep" in n and fig["data"][i].get("x") != [None]]
     assert len(stars) == 2 and len(sweeps) == 2 and max(sweeps) < min(stars)
 
     def xs(trace):
@@ -288,3 +291,34 @@ def test_llm_decode_trajectories_follow_the_memory_setting():
     roomy = not_fitting(at)
     at.slider(key="mem_util").set_value(0.3).run()
     assert not_fitting(at) > roomy
+
+
+def test_a_ranking_on_ideal_bounds_leads_with_the_figure_it_is_ranked_on():
+    from dashboard.advisor_view import ranking_table
+
+    common = dict(ranked_on="ideal bound", bound="memory", fits=True, smallest_tp=None, why_not=None)
+    ranking = [  # A is on the datasheet, B on measured kernels: ranked on the ideal bound, A first
+        dict(name="A", rank=1, time_s=3e-3, ideal_time_s=1e-3, roofs="datasheet", tokens_per_s=300.0,
+             tokens_per_s_per_watt=0.3, **common),
+        dict(name="B", rank=2, time_s=2e-3, ideal_time_s=1.5e-3, roofs="engine-measured", tokens_per_s=500.0,
+             tokens_per_s_per_watt=0.5, **common),
+    ]  # fmt: skip
+    frame, _ = ranking_table(ranking, "latency")
+    assert list(frame.columns[:3]) == ["device", "ideal bound", "#"]
+    assert list(frame["ideal bound"]) == ["1 ms", "1.5 ms"] and list(frame["expected time"]) == ["3 ms", "2 ms"]
+    frame, _ = ranking_table(ranking, "throughput")
+    # The ideal rate: 300 tokens/s at 3 ms is 900 at its 1 ms bound; 500 at 2 ms is 666.7 at 1.5 ms.
+    assert list(frame.columns[:3]) == ["device", "ideal tokens/s", "#"]
+    assert list(frame["ideal tokens/s"]) == pytest.approx([900.0, 500 * 2 / 1.5])
+    assert list(frame["expected tokens/s"]) == [300.0, 500.0]
+
+
+def test_the_training_headline_says_whose_figures_it_shows():
+    from dashboard.training_view import headline_device
+
+    assert headline_device("H100", fits=True, devices=1) == ""
+    assert headline_device("B200", fits=True, devices=3).startswith("On B200, the first picked device this setup fits")
+    alone = headline_device("H100", fits=False, devices=1)
+    assert "fits none of the picked devices" in alone and "compare" not in alone
+    at = AppTest.from_file("../views/training_page.py", default_timeout=60).run()  # three devices; fits only B200
+    assert any(c.value.startswith("On NVIDIA B200") for c in at.caption)

@@ -385,6 +385,7 @@ def test_training_page_with_a_calibration_says_calibrated():
     from roofline.measure.schema import load_results
 
     at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
+    at.query_params["hw"] = ["h100-sxm"]  # the headline is the calibrated device's
     at.session_state["measure_results"] = load_results(ROOT / "examples" / "h100-sxm-quick-run.json")
     at.run()
     at.radio(key="measured_source").set_value("the Measure page's results").run()

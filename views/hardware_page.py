@@ -69,6 +69,13 @@ def table_row(s: dict) -> dict:
     return row
 
 
+def _figure(key: str, value: object) -> object:
+    """A figure of the transposed comparison as the main table shows it ("2,250", not "2250.0")."""
+    if key == "year" or isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
 frame = pd.DataFrame([table_row(s) for s in summaries.values() if s["vendor"] in vendor_filter])
 report.table(
     frame,
@@ -78,6 +85,12 @@ report.table(
     column_config={
         "source": st.column_config.LinkColumn("source", display_text="datasheet"),
         "year": st.column_config.NumberColumn(format="%d"),
+        # Every figure with its thousands separator, each column as wide as its widest figure.
+        **{
+            col: st.column_config.NumberColumn(format="%,.2f" if col in ("exposed GiB", "bandwidth TB/s") else "%,.1f")
+            for col in frame.columns
+            if col not in ("year",) and pd.api.types.is_numeric_dtype(frame[col])
+        },
     },
 )
 st.download_button(
@@ -194,7 +207,9 @@ if len(chosen) < 1:
     st.info("Pick two or more devices to compare.")
     st.stop()
 
-compare = pd.DataFrame({summaries[h]["name"]: pd.Series(table_row(summaries[h])) for h in chosen})
+compare = pd.DataFrame(
+    {summaries[h]["name"]: pd.Series({k: _figure(k, v) for k, v in table_row(summaries[h]).items()}) for h in chosen}
+)
 compare = compare.drop(index=["device"]).astype(str).replace({"None": "unknown", "nan": "unknown"})
 report.table(compare, width="stretch")
 

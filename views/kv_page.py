@@ -31,8 +31,9 @@ report = Report()
 st.title("KV cache")
 st.caption(
     "How many sequences fit at a context length, how long a context fits at a batch size, and when decode "
-    "starts reading more KV cache than weights. Capacity reads the vendor's 'GB' as GiB (an 80 GB H100 exposes "
-    "80 GiB), times the usable fraction; the cache gets what weights and the activation workspace leave."
+    "starts reading more KV cache than weights. Capacity is what the runtime exposes where it is recorded (an "
+    "80 GB H100 SXM exposes 79.18 GiB), else the vendor's GB as 10⁹ B, times the usable fraction; the cache gets "
+    "what weights and the activation workspace leave."
 )
 
 warn_bad_params(

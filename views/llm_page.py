@@ -149,8 +149,8 @@ with st.sidebar:
         0.01,
         key="mem_util",
         bind="query-params",
-        help="Like a serving engine's gpu-memory-utilization. Capacity reads the vendor's "
-        "'GB' as GiB (an 80 GB H100 exposes 80 GiB).",
+        help="Like a serving engine's gpu-memory-utilization, of what the runtime exposes where it is "
+        "recorded (an 80 GB H100 SXM exposes 79.18 GiB), else of the vendor's GB as 10⁹ B.",
     )
 
 

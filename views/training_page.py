@@ -15,7 +15,7 @@ from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
-from dashboard.training_view import fmt_params, sequence_lengths, token_label
+from dashboard.training_view import fmt_params, headline_device, sequence_lengths, token_label
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
@@ -191,13 +191,17 @@ if not results:
     st.error("None of the chosen devices can run this training setup; the warnings above say why.")
     share_panel("Training", report.sections)
     st.stop()
-primary = devices[next(iter(results))]
+# The headline is one device's: the first picked that the setup fits, else the first picked.
+primary = devices[next((h for h, r in results.items() if r.fits), next(iter(results)))]
 result = results[primary.id]
 mem = result.memory
 peak = float(mem.peak_bytes)
 source = result.table.ceilings.source
 basis = basis_short(source)
 on = f"on {basis_label(source)} of {primary.name}"
+headline_note = headline_device(md_escape(primary.name), result.fits, len(results))
+if headline_note:
+    report.caption(headline_note)
 report.metrics(
     Metric(
         "Peak / device",

@@ -89,13 +89,19 @@ def point_hover(
     return "<br>".join(lines)
 
 
+# Ops below this intensity move data and do next to no arithmetic (a copy that counts one FLOP per
+# megabyte): a roofline has nothing to say of them, and one at 1e-7 FLOP/B would squeeze every
+# other op into a corner. They are not drawn, as ops with no FLOPs are not; the op tables list them.
+MIN_DRAWN_INTENSITY = 1e-3
+
+
 def _x_range(ceilings: Sequence[tuple[Ceilings, str]], series: Sequence[PointSeries]) -> tuple[float, float]:
     lo, hi = 0.1, 10.0
     for c, dtype in ceilings:
         hi = max(hi, c.ridge_intensity(dtype) * 8)
     for s in series:
         finite = np.asarray(s.intensity, float)
-        finite = finite[np.isfinite(finite) & (finite > 0)]
+        finite = finite[np.isfinite(finite) & (finite >= MIN_DRAWN_INTENSITY)]
         if finite.size:
             lo = min(lo, float(finite.min()) / 2)
             hi = max(hi, float(finite.max()) * 2)
@@ -125,8 +131,10 @@ def roofline_figure(
         y_values.extend(ys.tolist())
         # Two lines, so a long device name and its figures fit a phone-wide legend.
         label = f"{c.name} · {dtype}<br>{sig(peak / 1e12)} TFLOP/s, {sig(bw / 1e12)} TB/s"
-        if c.source != "datasheet":
-            label += f" [{c.source}]"
+        # Engine-measured tables time the ops; the lines they sit under stay the datasheet's.
+        line_source = "datasheet" if c.source == "engine-measured" else c.source
+        if line_source != "datasheet":
+            label += f" [{line_source}]"
         fig.add_trace(
             go.Scatter(
                 x=xs,
@@ -135,7 +143,7 @@ def roofline_figure(
                 name=label,
                 line=dict(color=color, width=2.5, dash=DTYPE_DASHES.get(dtype, "solid")),
                 hovertemplate=(
-                    f"<b>{c.name}</b> {dtype} ({c.source} roof)<br>"
+                    f"<b>{c.name}</b> {dtype} ({line_source} roof)<br>"
                     "intensity %{x:,.2f} FLOP/B<br>attainable %{y:,.1f} TFLOP/s<extra></extra>"
                 ),
                 legendgroup=f"roof{i}",
@@ -198,13 +206,17 @@ def roofline_figure(
     for s in series:
         x = np.asarray(s.intensity, float)
         y = np.asarray(s.flops_per_s, float) / 1e12
-        keep = np.isfinite(x) & (x > 0) & (y > 0)
+        keep = np.isfinite(x) & (x >= MIN_DRAWN_INTENSITY) & (y > 0)
         y_values.extend(y[keep].tolist())
         colors = s.color or [REGIME_COLORS[r] for r, k in zip(s.regimes, keep) if k]
         hover = [h for h, k in zip(s.hover, keep) if k]
         sizes = s.sizes if np.isscalar(s.sizes) else np.asarray(s.sizes)[keep]
         symbols = s.symbol if isinstance(s.symbol, str) else [sym for sym, k in zip(s.symbol, keep) if k]
         trace_cls = go.Scattergl if keep.sum() > GL_THRESHOLD else go.Scatter
+        # Points coloured by regime: the legend's swatch would take one point's regime colour and
+        # read as that regime, so the series is named by a grey swatch of its symbol instead.
+        by_regime = s.color is None and s.show_legend
+        group = f"series{len(fig.data)}"
         fig.add_trace(
             trace_cls(
                 x=x[keep],
@@ -215,9 +227,22 @@ def roofline_figure(
                 marker=dict(color=colors, size=sizes, symbol=symbols, line=dict(color=s.outline_color, width=1.2)),
                 text=hover,
                 hovertemplate="%{text}<extra></extra>",
-                showlegend=s.show_legend,
+                showlegend=s.show_legend and not by_regime,
+                legendgroup=group,
             )
         )
+        if by_regime:
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=s.name,
+                    marker=dict(color="#9e9e9e", size=10, symbol=s.symbol if isinstance(s.symbol, str) else "circle"),
+                    legendgroup=group,
+                    hoverinfo="skip",
+                )
+            )
 
     # One legend entry per regime colour, so the marker colours read without hovering.
     used = {r for s in series if s.color is None for r in s.regimes}

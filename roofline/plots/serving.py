@@ -74,6 +74,8 @@ def frontier_figure(
     TTFT target is drawn hollow and grey; the TPOT target is a dotted line, labelled. ``roofs``
     names what each device's times rest on (datasheet: an ideal bound; calibrated)."""
     cost = points.usd_per_million()["output"]
+    # Devices on measured kernels beside devices on the datasheet: the latter's lines are bounds.
+    mixed = len({roofs.get(hid, "datasheet") == "datasheet" for hid in points.devices}) > 1
     fig = go.Figure()
     xs, ys = [], [np.array([1.0 / tpot_target_s])]
     missed_any = False
@@ -105,7 +107,9 @@ def frontier_figure(
                 x=x,
                 y=y,
                 mode="lines+markers",
-                name=names[hid] + (" (no price: not drawn)" if per_dollar and not np.isfinite(cost[d]).any() else ""),
+                name=names[hid]
+                + (" · ideal bound" if mixed and roofs.get(hid, "datasheet") == "datasheet" else "")
+                + (" (no price: not drawn)" if per_dollar and not np.isfinite(cost[d]).any() else ""),
                 line=dict(color=color, width=2),
                 marker=dict(
                     size=[8 if ok else 9 for ok in meets_ttft],
