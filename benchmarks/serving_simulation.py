@@ -1,5 +1,6 @@
 """Time the request-level serving simulation: 10,000 requests through one H100 running Llama 3.1
-8B, a 20-rate sweep of one device, and the capacity ranking of every device in the database.
+8B, the same through four replicas behind each router, a 20-rate sweep of one device, and the
+capacity ranking of every device in the database.
 
 Run from the repository root: python -m benchmarks.serving_simulation
 """
@@ -38,6 +39,16 @@ def main() -> None:
         f"10,000 requests at 20/s: {time.perf_counter() - t:.2f} s ({sim.run.steps:,} steps; "
         f"p50 TTFT {s['ttft_s']['p50'] * 1e3:.1f} ms, p50 TPOT {s['tpot_s']['p50'] * 1e3:.2f} ms)"
     )
+
+    fleet_load = Load("poisson", 10_000, Lengths(1024), Lengths(256), rate_per_s=80.0)
+    for router in ("round-robin", "random", "least-loaded"):
+        t = time.perf_counter()
+        sim = simulate_serving(model, hw, make_requests(fleet_load), times=times, replicas=4, router=router)
+        s = summary(sim.run)
+        print(
+            f"10,000 requests at 80/s over 4 replicas, {router}: {time.perf_counter() - t:.2f} s "
+            f"(p50/p99 TTFT {s['ttft_s']['p50'] * 1e3:.1f}/{s['ttft_s']['p99'] * 1e3:.1f} ms)"
+        )
 
     def run_at(spec: Load):
         return simulate_serving(model, hw, make_requests(spec), times=times).run

@@ -72,5 +72,5 @@ DEFAULT_COMM_BUFFER_BYTES = 1.82 * 2**30
 DEFAULT_CUDA_GRAPH_BYTES = 0.91 * 2**30
 
 # Replicas behind a router in the serving simulation (serve --replicas, --router).
-ROUTERS = ("round-robin", "random")
+ROUTERS = ("round-robin", "random", "least-loaded")
 MAX_REPLICAS = 1024

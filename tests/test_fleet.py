@@ -1,5 +1,6 @@
 """Replicas behind a router: round-robin and random splits worked out, a fleet's closed loop equal
-to its replicas' own loops, Little's law over the fleet, and bad inputs named."""
+to its replicas' own loops, Little's law over the fleet, the least-loaded router's choices worked
+out and its conservation laws, and bad inputs named."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def test_littles_law_holds_over_the_fleet():
 @pytest.mark.parametrize(
     ("kwargs", "why"),
     [
-        ({"replicas": 2, "router": "least-loaded"}, "router must be one of round-robin, random"),
+        ({"replicas": 2, "router": "fewest"}, "router must be one of round-robin, random, least-loaded"),
+        ({"replicas": 0, "router": "least-loaded"}, "replicas must be an integer"),
         ({"replicas": 0}, "replicas must be an integer"),
         ({"replicas": 9}, "9 replicas for 8 clients"),
     ],
@@ -68,6 +70,66 @@ def test_bad_fleets_are_named(kwargs, why):
     requests = make_requests(Load("concurrency", 16, Lengths(64), Lengths(8), concurrency=8))
     with pytest.raises(ValueError, match=why):
         simulate_serving(LLAMA, H100, requests, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        Load("poisson", 400, Lengths(256, 2048), Lengths(16, 512), rate_per_s=40.0, seed=5),
+        Load("concurrency", 200, Lengths(512), Lengths(64, 256), concurrency=16, seed=2),
+    ],
+)
+def test_one_least_loaded_replica_is_the_plain_simulation(load):
+    requests = make_requests(load)
+    plain = simulate_serving(LLAMA, H100, requests).run
+    routed = simulate_serving(LLAMA, H100, requests, replicas=1, router="least-loaded").run
+    for name in ("arrival_s", "first_token_s", "finish_s", "preemptions", "itl_s"):
+        assert np.array_equal(getattr(plain, name), getattr(routed, name), equal_nan=True), name
+    assert routed.steps == plain.steps
+
+
+def test_least_loaded_sends_a_request_to_the_idle_replica():
+    """Two replicas. At 0 s a long request and a short one arrive: the first goes to replica 0, the
+    second to replica 1 (0 < 1 outstanding). At 1 s the short one is long done and the long one
+    still decodes: the third request goes to the idle replica 1, where round-robin (every 2nd)
+    sends it to replica 0 behind the long one. On an empty replica its TTFT is the short one's."""
+    requests = Requests(np.array([0.0, 0.0, 1.0]), np.array([1024, 1024, 1024]), np.array([4000, 2, 2]))
+    routed = simulate_serving(LLAMA, H100, requests, replicas=2, router="least-loaded")
+    run = routed.run
+    ttft = run.first_token_s - run.arrival_s
+    assert run.finish_s[1] < 1.0 < run.finish_s[0]
+    assert ttft[2] == pytest.approx(ttft[1], rel=1e-12)
+    # Round-robin puts it beside the long request: its prefill shares a step with that decode.
+    rr = simulate_serving(LLAMA, H100, requests, replicas=2, router="round-robin").run
+    assert rr.first_token_s[2] - rr.arrival_s[2] > ttft[2]
+    assert routed.router == "least-loaded" and routed.replicas == 2
+
+
+def test_least_loaded_closed_loop_keeps_its_clients_and_finishes_every_request():
+    """C clients over 3 replicas: never more than C requests in the fleet, every request served
+    once, each after it was sent; Little's law over the fleet."""
+    clients = 12
+    load = Load("concurrency", 300, Lengths(256, 1024), Lengths(16, 128), concurrency=clients, seed=4)
+    run = simulate_serving(LLAMA, H100, make_requests(load), replicas=3, router="least-loaded").run
+    assert np.isfinite(run.finish_s).all() and (run.first_token_s >= run.arrival_s).all()
+    assert (run.finish_s >= run.first_token_s).all()
+    events = np.concatenate([run.arrival_s, run.finish_s])
+    change = np.concatenate([np.ones(run.arrival_s.size), -np.ones(run.finish_s.size)])
+    order = np.lexsort((change, events))  # a finish before an arrival at the same instant
+    assert np.cumsum(change[order]).max() == clients
+    start, end = float(run.arrival_s.min()), float(run.finish_s.max())
+    assert in_system_mean(run, start, end) == pytest.approx(clients, rel=0.05)
+
+
+def test_least_loaded_open_loop_obeys_littles_law():
+    load = Load("poisson", 3000, Lengths(256, 2048), Lengths(16, 512), rate_per_s=60.0, seed=3)
+    requests = make_requests(load)
+    run = simulate_serving(LLAMA, H100, requests, replicas=3, router="least-loaded").run
+    assert np.isfinite(run.finish_s).all()
+    start, end = float(run.arrival_s.min()), float(run.finish_s.max())
+    rate = (run.arrival_s.size - 1) / (run.arrival_s.max() - run.arrival_s.min())
+    e2e = float(np.mean(run.finish_s - run.arrival_s))
+    assert in_system_mean(run, start, end) == pytest.approx(rate * e2e, rel=0.1)
 
 
 def test_the_capacity_ranking_is_the_same_over_two_processes():

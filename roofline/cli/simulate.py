@@ -52,7 +52,7 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         default="round-robin",
         choices=ROUTERS,
         help="how the replicas share the requests: round-robin (every N-th request; a closed loop's clients split "
-        "evenly) or random (seeded)",
+        "evenly), random (seeded) or least-loaded (each request to the replica holding the fewest outstanding)",
     )
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")

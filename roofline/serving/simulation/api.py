@@ -11,7 +11,7 @@ from roofline.engines import engine_profile
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.roofs import resolved_engine
-from roofline.serving.simulation.fleet import merge, share, split
+from roofline.serving.simulation.fleet import check, least_loaded, merge, share, split
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.metrics import Targets, summary
 from roofline.serving.simulation.run import Run, kv_blocks, simulate
@@ -81,8 +81,12 @@ def simulate_serving(
         )
     if times is None:
         times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
+    check(replicas, router)
     if replicas == 1 and router == "round-robin":
         return Simulated(simulate(requests, times, blocks, knobs), times, knobs, blocks)
+    if router == "least-loaded":
+        runs, parts = least_loaded(requests, times, blocks, knobs, replicas)
+        return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router)
     parts = split(requests, replicas, router, seed)
     clients = [None] * replicas
     if requests.concurrency is not None:

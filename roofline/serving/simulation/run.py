@@ -39,61 +39,54 @@ class Run:
     roofs: str
 
 
-def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: EngineKnobs) -> Run:
-    """Run ``requests`` through one engine replica with ``kv_blocks`` blocks of KV cache."""
-    n = requests.count
-    prompt, output = requests.prompt_tokens.astype(np.int64), requests.output_tokens.astype(np.int64)
-    arrival = requests.arrival_s.astype(float).copy()
-    most_blocks = -(-(prompt + output) // knobs.block_size)
-    rejected = most_blocks > kv_blocks
-    pool = Pool(
-        tokens=prompt.copy(),
-        computed=np.zeros(n, np.int64),
-        blocks=np.zeros(n, np.int64),
-        free_blocks=int(kv_blocks),
-        running=[],
-        waiting=deque(),
-        preemptions=np.zeros(n, np.int64),
-        final=prompt + output,
-    )
-    generated = np.zeros(n, np.int64)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    last_token = np.full(n, np.nan)
-    itl_values: list[np.ndarray] = []
-    itl_weights: list[np.ndarray] = []
-    total_steps = 0
-    log = {k: [] for k in ("end", "tokens", "running", "waiting", "kv")}
+class Replica:
+    """One engine replica: the requests it holds (arrays over every request of the load, indexed
+    as the load is) and its clock. ``step`` runs one scheduling decision at ``now``: the state
+    changes at once and ``now`` moves to the step's end, where the requests it finished
+    (``finishing``) leave."""
 
-    closed = requests.concurrency is not None
-    order = np.arange(n)
-    sent = 0  # requests handed to the server so far (in order)
-    if closed:
-        starting = min(requests.concurrency, n)
-        arrival[:starting] = np.nan_to_num(arrival[:starting], nan=0.0)
-    now = 0.0
-    remaining = int(n - rejected.sum())
+    def __init__(self, prompt: np.ndarray, output: np.ndarray, times: StepTimes, kv_blocks: int, knobs: EngineKnobs):
+        n = prompt.size
+        self.prompt, self.output = prompt, output
+        self.times, self.knobs, self.kv_blocks = times, knobs, int(kv_blocks)
+        self.rejected = -(-(prompt + output) // knobs.block_size) > kv_blocks
+        self.pool = Pool(
+            tokens=prompt.copy(),
+            computed=np.zeros(n, np.int64),
+            blocks=np.zeros(n, np.int64),
+            free_blocks=int(kv_blocks),
+            running=[],
+            waiting=deque(),
+            preemptions=np.zeros(n, np.int64),
+            final=prompt + output,
+        )
+        self.generated = np.zeros(n, np.int64)
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.last_token = np.full(n, np.nan)
+        self.itl_values: list[np.ndarray] = []
+        self.itl_weights: list[np.ndarray] = []
+        self.steps = 0
+        self.log: dict[str, list] = {k: [] for k in ("end", "tokens", "running", "waiting", "kv")}
+        self.now = 0.0
+        self.finishing = np.zeros(0, np.int64)
 
-    def send_until(t: float) -> None:
-        nonlocal sent
-        while sent < n and not np.isnan(arrival[order[sent]]) and arrival[order[sent]] <= t:
-            i = order[sent]
-            sent += 1
-            if not rejected[i]:
-                pool.waiting.append(i)
-            elif closed:
-                _next_client_request(arrival, sent, n, t)
+    @property
+    def busy(self) -> bool:
+        return bool(self.pool.running or self.pool.waiting)
 
-    for _ in range(MAX_STEPS):
-        if remaining == 0:
-            break
-        send_until(now)
-        if not pool.running and not pool.waiting:
-            upcoming = arrival[order[sent]] if sent < n else np.nan
-            if np.isnan(upcoming):
-                break
-            now = max(now, float(upcoming))
-            continue
+    def outstanding(self, t: float) -> int:
+        """Requests in this replica at ``t``: waiting, running, and those its step in flight at
+        ``t`` finishes at its end."""
+        in_flight = self.finishing.size if self.now > t else 0
+        return len(self.pool.running) + len(self.pool.waiting) + in_flight
+
+    def step(self, upcoming_s: float) -> np.ndarray:
+        """One scheduling decision at ``now`` (or a stretch of identical decode steps, up to the
+        step that sees the next arrival at ``upcoming_s``, NaN if none is known); returns the
+        requests finished at its end."""
+        pool, times, knobs, prompt = self.pool, self.times, self.knobs, self.prompt
+        now = self.now
         chosen, take = schedule(pool, knobs)
         waiting_now = len(pool.waiting)
         if not chosen.size:  # nothing fits until something finishes: should not happen with running work
@@ -113,64 +106,122 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
         steps, first_step_s = 1, step_s
         if decoding.all() and not pool.waiting and len(pool.running) == chosen.size:
             # The same decode step repeats until a request finishes or arrives: take them together.
-            upcoming = arrival[order[sent]] if sent < n else np.nan
             steps, step_s = _decode_stretch(
-                pool, chosen, generated, output, times, mean_context, step_s, float(upcoming) - now, knobs.block_size
+                pool,
+                chosen,
+                self.generated,
+                self.output,
+                times,
+                mean_context,
+                step_s,
+                float(upcoming_s) - now,
+                knobs.block_size,
             )
         end = now + step_s
         pool.computed[chosen] = before + take + (steps - 1)
         sampled = chosen[samples]
-        fresh = sampled[np.isnan(first[sampled])]
-        first[fresh] = end if steps == 1 else np.nan  # a stretch only ever has decodes
-        gaps = sampled[~np.isnan(last_token[sampled])]
+        fresh = sampled[np.isnan(self.first[sampled])]
+        self.first[fresh] = end if steps == 1 else np.nan  # a stretch only ever has decodes
+        gaps = sampled[~np.isnan(self.last_token[sampled])]
         if gaps.size:
-            itl_values.append(now + first_step_s - last_token[gaps])
-            itl_weights.append(np.ones(gaps.size))
+            self.itl_values.append(now + first_step_s - self.last_token[gaps])
+            self.itl_weights.append(np.ones(gaps.size))
             if steps > 1:
-                itl_values.append(np.array([(step_s - first_step_s) / (steps - 1)]))  # the stretch's mean step
-                itl_weights.append(np.array([float(gaps.size * (steps - 1))]))
-        now = end
-        last_token[sampled] = now
-        generated[sampled] += steps
+                self.itl_values.append(np.array([(step_s - first_step_s) / (steps - 1)]))  # the stretch's mean step
+                self.itl_weights.append(np.array([float(gaps.size * (steps - 1))]))
+        self.now = end
+        self.last_token[sampled] = end
+        self.generated[sampled] += steps
         pool.tokens[sampled] += steps
-        done = sampled[generated[sampled] >= output[sampled]]
+        done = sampled[self.generated[sampled] >= self.output[sampled]]
         if done.size:
-            finish[done] = now
+            self.finish[done] = end
             release(pool, done)
-            remaining -= int(done.size)
-            if closed:
-                for _ in range(done.size):
-                    _next_client_request(arrival, sent, n, now)
-        total_steps += steps
-        log["end"].append(now)
-        log["tokens"].append(int(take.sum()) * steps)
-        log["running"].append(int(chosen.size))
-        log["waiting"].append(waiting_now)
-        log["kv"].append(1 - pool.free_blocks / kv_blocks)
+        self.finishing = done
+        self.steps += steps
+        self.log["end"].append(end)
+        self.log["tokens"].append(int(take.sum()) * steps)
+        self.log["running"].append(int(chosen.size))
+        self.log["waiting"].append(waiting_now)
+        self.log["kv"].append(1 - pool.free_blocks / self.kv_blocks)
+        return done
+
+    def result(self, arrival: np.ndarray, index: np.ndarray | None = None) -> Run:
+        """The run as this replica saw it, for the requests ``index`` (default: all)."""
+        pick = slice(None) if index is None else index
+        return Run(
+            arrival_s=arrival[pick],
+            first_token_s=self.first[pick],
+            finish_s=self.finish[pick],
+            prompt_tokens=self.prompt[pick],
+            output_tokens=self.output[pick],
+            preemptions=self.pool.preemptions[pick],
+            rejected=self.rejected[pick],
+            itl_s=np.concatenate(self.itl_values) if self.itl_values else np.zeros(0),
+            itl_weight=np.concatenate(self.itl_weights) if self.itl_weights else np.zeros(0),
+            steps=self.steps,
+            step_end_s=np.asarray(self.log["end"]),
+            step_tokens=np.asarray(self.log["tokens"]),
+            step_running=np.asarray(self.log["running"]),
+            step_waiting=np.asarray(self.log["waiting"]),
+            step_kv_used=np.asarray(self.log["kv"]),
+            kv_blocks=self.kv_blocks,
+            roofs=self.times.roofs,
+        )
+
+
+def start_arrivals(requests: Requests) -> np.ndarray:
+    """Each request's arrival; a closed loop's first ``concurrency`` requests are sent at 0, the
+    rest (NaN) when a client's request ends (``next_client_request``)."""
+    arrival = requests.arrival_s.astype(float).copy()
+    if requests.concurrency is not None:
+        starting = min(requests.concurrency, requests.count)
+        arrival[:starting] = np.nan_to_num(arrival[:starting], nan=0.0)
+    return arrival
+
+
+def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: EngineKnobs) -> Run:
+    """Run ``requests`` through one engine replica with ``kv_blocks`` blocks of KV cache."""
+    n = requests.count
+    prompt, output = requests.prompt_tokens.astype(np.int64), requests.output_tokens.astype(np.int64)
+    replica = Replica(prompt, output, times, kv_blocks, knobs)
+    rejected = replica.rejected
+    closed = requests.concurrency is not None
+    arrival = start_arrivals(requests)
+    sent = 0  # requests handed to the server so far (in order)
+    remaining = int(n - rejected.sum())
+
+    def send_until(t: float) -> None:
+        nonlocal sent
+        while sent < n and not np.isnan(arrival[sent]) and arrival[sent] <= t:
+            i = sent
+            sent += 1
+            if not rejected[i]:
+                replica.pool.waiting.append(i)
+            elif closed:
+                next_client_request(arrival, sent, t)
+
+    for _ in range(MAX_STEPS):
+        if remaining == 0:
+            break
+        send_until(replica.now)
+        upcoming = arrival[sent] if sent < n else np.nan
+        if not replica.busy:
+            if np.isnan(upcoming):
+                break
+            replica.now = max(replica.now, float(upcoming))
+            continue
+        done = replica.step(upcoming)
+        remaining -= int(done.size)
+        if closed:
+            for _ in range(done.size):
+                next_client_request(arrival, sent, replica.now)
     else:
         raise RuntimeError(f"the simulation did not finish within {MAX_STEPS:,} steps")
-    return Run(
-        arrival_s=arrival,
-        first_token_s=first,
-        finish_s=finish,
-        prompt_tokens=prompt,
-        output_tokens=output,
-        preemptions=pool.preemptions,
-        rejected=rejected,
-        itl_s=np.concatenate(itl_values) if itl_values else np.zeros(0),
-        itl_weight=np.concatenate(itl_weights) if itl_weights else np.zeros(0),
-        steps=total_steps,
-        step_end_s=np.asarray(log["end"]),
-        step_tokens=np.asarray(log["tokens"]),
-        step_running=np.asarray(log["running"]),
-        step_waiting=np.asarray(log["waiting"]),
-        step_kv_used=np.asarray(log["kv"]),
-        kv_blocks=int(kv_blocks),
-        roofs=times.roofs,
-    )
+    return replica.result(arrival)
 
 
-def _next_client_request(arrival: np.ndarray, sent: int, n: int, t: float) -> None:
+def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
     """A closed-loop client whose request ended sends the next unsent one at ``t``."""
     pending = np.flatnonzero(np.isnan(arrival[sent:]))
     if pending.size:
