@@ -10,7 +10,8 @@ each replica is simulated on its own share and the shares are merged:
 A router that looks at the replicas' load needs them simulated in step with each other
 (``least_loaded``):
 - ``least-loaded``: each request, when it arrives, to the replica holding the fewest outstanding
-  requests (waiting, running, or finishing in the step under way), the lowest-numbered on a tie:
+  requests (waiting, running, or finishing in the step under way), the lowest-numbered on a tie
+  (a step ending at the same instant as the arrival has ended):
   the "least outstanding requests" policy of load balancers in front of serving engines. A closed
   loop's clients are not tied to a replica: each new request is routed on its own.
 """
@@ -105,65 +106,79 @@ def least_loaded(
     requests: Requests, times: StepTimes, kv_blocks: int, knobs: EngineKnobs, replicas: int
 ) -> tuple[list[Run], list[np.ndarray]]:
     """Every replica simulated in step: events in time order (an arrival, or the end of a
-    replica's step); an arrival goes to the replica with the fewest outstanding requests then.
-    Returns each replica's run of its own requests and their indices (for ``merge``)."""
+    replica's step); an arrival goes to the replica with the fewest outstanding requests then. A
+    replica's stretch of identical decode steps runs on to its first finish and is cut back to
+    the step that sees an arrival when one is routed to it (``Replica.cut``), so a stretch is
+    redone only for the arrivals it receives. Returns each replica's run of its own requests and
+    their indices (for ``merge``)."""
     check(replicas, "least-loaded")
     n = requests.count
     prompt, output = requests.prompt_tokens.astype(np.int64), requests.output_tokens.astype(np.int64)
-    fleet = [Replica(prompt, output, times, kv_blocks, knobs) for _ in range(replicas)]
+    fleet = [Replica(prompt, output, times, kv_blocks, knobs)]
+    fleet += [Replica(prompt, output, times, kv_blocks, knobs, beside=fleet[0]) for _ in range(replicas - 1)]
     rejected = fleet[0].rejected
     closed = requests.concurrency is not None
     arrival = start_arrivals(requests)
     owner = np.zeros(n, np.int64)  # a request no replica can hold is counted on the first
-    ends: list[tuple[float, int]] = []  # (end of the step under way, replica)
+    # Outstanding requests per replica: routed to it and not yet finished. A step's finished
+    # requests leave at its end, and an end is taken before an arrival at the same instant.
+    load = np.zeros(replicas, np.int64)
+    ends: list[tuple[float, int, int]] = []  # (end of the step under way, replica, its version)
+    version = np.zeros(replicas, np.int64)  # a cut stretch leaves its old end in the heap: skipped
+    under_way = np.zeros(replicas, bool)
     ready: set[int] = set()  # replicas with work and no step under way: they start once no event precedes
     sent = 0
     remaining = int(n - rejected.sum())
 
-    def start(r: int) -> None:
-        # A stretch of decode steps stops at the next arrival; in a closed loop, a step ending on
-        # another replica may send one (its client's next request), so that bounds it too.
-        upcoming = arrival[sent] if sent < n else np.nan
-        if closed and ends:
-            upcoming = np.fmin(upcoming, ends[0][0])
-        fleet[r].step(upcoming)
-        heapq.heappush(ends, (fleet[r].now, r))
+    def push(r: int) -> None:
+        heapq.heappush(ends, (fleet[r].now, r, int(version[r])))
+        under_way[r] = True
 
     for _ in range(MAX_STEPS):
         if remaining == 0:
             break
+        while ends and ends[0][2] != version[ends[0][1]]:
+            heapq.heappop(ends)
         upcoming = float(arrival[sent]) if sent < n and not np.isnan(arrival[sent]) else np.inf
         next_end = ends[0][0] if ends else np.inf
         starting = sorted(r for r in ready if fleet[r].now < min(upcoming, next_end))
-        if starting:  # every arrival up to their clock is in: they step
+        if starting:  # every event up to their clock is in: they step
             ready.difference_update(starting)
             for r in starting:
-                start(r)
+                fleet[r].cuttable_step()
+                push(r)
             continue
-        if upcoming <= next_end and np.isfinite(upcoming):
-            i, t = sent, upcoming
-            sent += 1
-            if rejected[i]:
-                if closed:
+        if next_end <= upcoming and ends:
+            t, r, _ = heapq.heappop(ends)
+            under_way[r] = False
+            done, fleet[r].finishing = fleet[r].finishing, np.zeros(0, np.int64)
+            load[r] -= done.size
+            remaining -= int(done.size)
+            if closed:
+                for _ in range(done.size):
                     next_client_request(arrival, sent, t)
-                continue
-            r = min(range(replicas), key=lambda k: (fleet[k].outstanding(t), k))
-            owner[i] = r
-            fleet[r].pool.waiting.append(i)
-            if all(r != k for _, k in ends):  # no step under way: it starts at t
-                fleet[r].now = max(fleet[r].now, t)
+            if fleet[r].busy:
                 ready.add(r)
             continue
-        if not ends:
+        if not np.isfinite(upcoming):
             break
-        t, r = heapq.heappop(ends)
-        done, fleet[r].finishing = fleet[r].finishing, np.zeros(0, np.int64)
-        remaining -= int(done.size)
-        if closed:
-            for _ in range(done.size):
+        i, t = sent, upcoming
+        sent += 1
+        if rejected[i]:
+            if closed:
                 next_client_request(arrival, sent, t)
-        if fleet[r].busy:
+            continue
+        r = int(np.argmin(load))  # the first of the least loaded
+        owner[i] = r
+        load[r] += 1
+        if under_way[r]:
+            if fleet[r].cut(t):  # its stretch of decodes now ends at the step that sees t
+                version[r] += 1
+                push(r)
+        else:  # it starts at t, once every arrival at t is in
+            fleet[r].now = max(fleet[r].now, t)
             ready.add(r)
+        fleet[r].pool.waiting.append(i)
     else:
         raise RuntimeError(f"the simulation did not finish within {MAX_STEPS:,} steps")
     parts = [np.flatnonzero(owner == r) for r in range(replicas)]

@@ -45,41 +45,55 @@ class Replica:
     changes at once and ``now`` moves to the step's end, where the requests it finished
     (``finishing``) leave."""
 
-    def __init__(self, prompt: np.ndarray, output: np.ndarray, times: StepTimes, kv_blocks: int, knobs: EngineKnobs):
+    def __init__(
+        self,
+        prompt: np.ndarray,
+        output: np.ndarray,
+        times: StepTimes,
+        kv_blocks: int,
+        knobs: EngineKnobs,
+        beside: Replica | None = None,
+    ):
+        """``beside``: another replica of the same fleet, whose per-request arrays this one shares
+        (each request is held by one replica only), so a fleet's memory grows with its requests,
+        not with requests x replicas."""
         n = prompt.size
         self.prompt, self.output = prompt, output
         self.times, self.knobs, self.kv_blocks = times, knobs, int(kv_blocks)
-        self.rejected = -(-(prompt + output) // knobs.block_size) > kv_blocks
+        if beside is None:
+            self.rejected = -(-(prompt + output) // knobs.block_size) > kv_blocks
+            tokens, computed, blocks = prompt.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64)
+            preemptions, final = np.zeros(n, np.int64), prompt + output
+            self.generated = np.zeros(n, np.int64)
+            self.first, self.finish, self.last_token = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        else:
+            b = beside.pool
+            self.rejected = beside.rejected
+            tokens, computed, blocks, preemptions, final = b.tokens, b.computed, b.blocks, b.preemptions, b.final
+            self.generated, self.first, self.finish = beside.generated, beside.first, beside.finish
+            self.last_token = beside.last_token
         self.pool = Pool(
-            tokens=prompt.copy(),
-            computed=np.zeros(n, np.int64),
-            blocks=np.zeros(n, np.int64),
+            tokens=tokens,
+            computed=computed,
+            blocks=blocks,
             free_blocks=int(kv_blocks),
             running=[],
             waiting=deque(),
-            preemptions=np.zeros(n, np.int64),
-            final=prompt + output,
+            preemptions=preemptions,
+            final=final,
         )
-        self.generated = np.zeros(n, np.int64)
-        self.first = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.last_token = np.full(n, np.nan)
         self.itl_values: list[np.ndarray] = []
         self.itl_weights: list[np.ndarray] = []
         self.steps = 0
         self.log: dict[str, list] = {k: [] for k in ("end", "tokens", "running", "waiting", "kv")}
         self.now = 0.0
         self.finishing = np.zeros(0, np.int64)
+        self._undo: tuple | None = None  # the state before a stretch under way (``cuttable_step``)
+        self._stretched = False
 
     @property
     def busy(self) -> bool:
         return bool(self.pool.running or self.pool.waiting)
-
-    def outstanding(self, t: float) -> int:
-        """Requests in this replica at ``t``: waiting, running, and those its step in flight at
-        ``t`` finishes at its end."""
-        in_flight = self.finishing.size if self.now > t else 0
-        return len(self.pool.running) + len(self.pool.waiting) + in_flight
 
     def step(self, upcoming_s: float) -> np.ndarray:
         """One scheduling decision at ``now`` (or a stretch of identical decode steps, up to the
@@ -118,6 +132,7 @@ class Replica:
                 knobs.block_size,
             )
         end = now + step_s
+        self._stretched = steps > 1
         pool.computed[chosen] = before + take + (steps - 1)
         sampled = chosen[samples]
         fresh = sampled[np.isnan(self.first[sampled])]
@@ -145,6 +160,41 @@ class Replica:
         self.log["waiting"].append(waiting_now)
         self.log["kv"].append(1 - pool.free_blocks / self.kv_blocks)
         return done
+
+    def cuttable_step(self) -> None:
+        """A step where the next arrival this replica receives is not known yet (a fleet behind a
+        router that looks at the replicas): a stretch of decode steps runs on to its first finish,
+        and the state before it is kept so ``cut`` can redo it when an arrival comes."""
+        pool = self.pool
+        held = np.asarray(pool.running, np.int64)
+        state = (pool.computed, pool.blocks, pool.tokens, self.generated, self.last_token, self.finish)
+        undo = (self.now, list(pool.running), pool.free_blocks, held, [a[held].copy() for a in state])
+        undo += (len(self.itl_values), self.steps)
+        self.step(np.nan)
+        self._undo = undo if self._stretched else None
+
+    def cut(self, t: float) -> bool:
+        """Redo the stretch under way so that it ends at the step that sees an arrival at ``t``,
+        as ``step(t)`` would have run it; False where no stretch is under way past ``t``."""
+        if self._undo is None or self.now <= t:
+            return False
+        now, running, free, held, saved, itl_count, steps = self._undo
+        pool = self.pool
+        for array, values in zip(
+            (pool.computed, pool.blocks, pool.tokens, self.generated, self.last_token, self.finish), saved
+        ):
+            array[held] = values
+        self.now, pool.free_blocks, self.steps = now, free, steps
+        pool.running[:] = running
+        del self.itl_values[itl_count:], self.itl_weights[itl_count:]
+        for column in self.log.values():
+            column.pop()
+        self._undo = None
+        done = [self.step(t)]
+        while self.now < t:  # the cache shortened the redone stretch: on to the step that sees t
+            done.append(self.step(t))
+        self.finishing = np.concatenate(done)
+        return True
 
     def result(self, arrival: np.ndarray, index: np.ndarray | None = None) -> Run:
         """The run as this replica saw it, for the requests ``index`` (default: all)."""
