@@ -19,6 +19,17 @@ def _wait_for_plot(page, timeout: int = 60_000) -> None:
     )
 
 
+def _wait_until_idle(page, timeout_ms: int = 60_000) -> None:
+    """Until the script has not been running for three looks 250 ms apart: a click made while the
+    page reruns can be lost when the rerun redraws the widget."""
+    still = 0
+    for _ in range(timeout_ms // 250):
+        still = 0 if page.locator('[data-testid="stStatusWidgetRunningIcon"]').count() else still + 1
+        if still >= 3:
+            return
+        page.wait_for_timeout(250)
+
+
 def _chart_state(page) -> str:
     # The plotted data of every trace, as Plotly holds it in the page.
     return page.evaluate(f"() => JSON.stringify(({FIRST_PLOT}).data.map(t => [t.name, t.x, t.y]))")
@@ -130,7 +141,9 @@ def test_a_results_file_uploaded_on_measure_calibrates_the_llm_page(app_url, bro
     # Same session: navigate with the sidebar, not a fresh load.
     page.get_by_role("link", name="LLM inference").click()
     _wait_for_plot(page)
+    _wait_until_idle(page)
     page.get_by_text("Measured roofs (calibration, all-reduce)").click()
+    _wait_until_idle(page)
     page.get_by_text("the Measure page's results").click()
     page.get_by_text("Roofs: calibrated roofs").wait_for(timeout=60_000)
     # Back on Measure the results are still there: leaving a page is not removing the file.
@@ -154,7 +167,12 @@ def test_the_offline_report_opens_without_a_network_and_has_the_headline_numbers
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url + "/llm?batch=8")
     _wait_for_plot(page)
-    page.wait_for_timeout(1500)
+    # The headline's six figures, once the run that drew them (after the URL settled) has ended.
+    _wait_until_idle(page)
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=\"stMetricValue\"]').length === 6", timeout=60_000
+    )
+    _wait_until_idle(page)
     shown = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     assert len(shown) == 6
     with page.expect_download(timeout=60_000) as download:
