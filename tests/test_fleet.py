@@ -64,6 +64,7 @@ def test_littles_law_holds_over_the_fleet():
         ({"replicas": 0, "router": "least-loaded"}, "replicas must be an integer"),
         ({"replicas": 0}, "replicas must be an integer"),
         ({"replicas": 9}, "9 replicas for 8 clients"),
+        ({"replicas": 9, "router": "least-loaded"}, "9 replicas for 8 clients"),
     ],
 )
 def test_bad_fleets_are_named(kwargs, why):
@@ -86,6 +87,36 @@ def test_one_least_loaded_replica_is_the_plain_simulation(load):
     for name in ("arrival_s", "first_token_s", "finish_s", "preemptions", "itl_s"):
         assert np.array_equal(getattr(plain, name), getattr(routed, name), equal_nan=True), name
     assert routed.steps == plain.steps
+
+
+@pytest.mark.parametrize("policy", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize(
+    ("requests", "blocks"),
+    [
+        # A short cache: decode stretches are halved to fit, and requests are preempted.
+        (make_requests(Load("poisson", 150, Lengths(64, 400), Lengths(16, 300), rate_per_s=30.0, seed=2)), 400),
+        (make_requests(Load("concurrency", 80, Lengths(64, 400), Lengths(16, 300), concurrency=12, seed=1)), 300),
+        # The second request can never fit (1,010 tokens, 30 blocks of 16): it is turned away.
+        (Requests(np.array([0.0, 0.5, 0.6]), np.array([100, 1000, 100]), np.array([300, 10, 300])), 30),
+    ],
+)
+def test_one_least_loaded_replica_is_the_plain_loop_on_a_short_cache(requests, blocks, policy):
+    from dataclasses import replace
+
+    from roofline.serving.simulation.api import knobs_from
+    from roofline.serving.simulation.fleet import least_loaded
+    from roofline.serving.simulation.run import simulate
+    from roofline.serving.simulation.steptime import step_times
+    from roofline.settings import Settings
+    from roofline.workload import Precision
+
+    settings = Settings()
+    knobs = replace(knobs_from(settings, True, H100.id), policy=policy)
+    times = step_times(LLAMA, H100, Precision(), 1, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
+    plain = simulate(requests, times, blocks, knobs)
+    (routed,), _ = least_loaded(requests, times, blocks, knobs, 1)
+    for name in ("first_token_s", "finish_s", "preemptions", "rejected", "itl_s", "itl_weight", "step_end_s"):
+        assert np.array_equal(getattr(plain, name), getattr(routed, name), equal_nan=True), name
 
 
 def test_least_loaded_sends_a_request_to_the_idle_replica():

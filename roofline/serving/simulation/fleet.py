@@ -118,6 +118,8 @@ def least_loaded(
     fleet += [Replica(prompt, output, times, kv_blocks, knobs, beside=fleet[0]) for _ in range(replicas - 1)]
     rejected = fleet[0].rejected
     closed = requests.concurrency is not None
+    if closed and requests.concurrency < replicas:
+        raise ValueError(f"replicas: {replicas} replicas for {requests.concurrency} clients leave some idle")
     arrival = start_arrivals(requests)
     owner = np.zeros(n, np.int64)  # a request no replica can hold is counted on the first
     # Outstanding requests per replica: routed to it and not yet finished. A step's finished
@@ -134,7 +136,7 @@ def least_loaded(
         heapq.heappush(ends, (fleet[r].now, r, int(version[r])))
         under_way[r] = True
 
-    for _ in range(MAX_STEPS):
+    for _ in range(MAX_STEPS * (replicas + 1)):  # events: arrivals, step starts and ends of every replica
         if remaining == 0:
             break
         while ends and ends[0][2] != version[ends[0][1]]:

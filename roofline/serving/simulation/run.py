@@ -255,12 +255,19 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
         if remaining == 0:
             break
         send_until(replica.now)
-        upcoming = arrival[sent] if sent < n else np.nan
         if not replica.busy:
-            if np.isnan(upcoming):
+            following = arrival[sent] if sent < n else np.nan
+            if np.isnan(following):
                 break
-            replica.now = max(replica.now, float(upcoming))
+            replica.now = max(replica.now, float(following))
             continue
+        # The next arrival the replica will take (one too large for its cache is turned away).
+        upcoming, ahead = np.nan, sent
+        while ahead < n and not np.isnan(arrival[ahead]):
+            if not rejected[ahead]:
+                upcoming = arrival[ahead]
+                break
+            ahead += 1
         done = replica.step(upcoming)
         remaining -= int(done.size)
         if closed:
@@ -292,15 +299,18 @@ def _decode_stretch(pool, chosen, generated, output, times, mean_context, first_
         slope = 0.0  # the host's work sets these steps, not the growing cache read
     k = np.arange(1, left + 1)
     elapsed = k * first_s + slope * k * (k - 1) / 2
+
+    # Each request needs blocks for the tokens the stretch adds: halved until they fit, before the
+    # arrival shortens it, so where a stretch ends does not depend on when an arrival is known.
+    def need_for(steps: int) -> np.ndarray:
+        return -(-(pool.computed[chosen] + steps) // block_size) - pool.blocks[chosen]
+
+    while left > 1 and int(np.maximum(need_for(left), 0).sum()) > pool.free_blocks:
+        left = max(1, left // 2)
     if np.isfinite(until_arrival_s):
         k_arrival = int(np.searchsorted(elapsed, until_arrival_s, side="left")) + 1
         left = max(1, min(left, k_arrival))
-    # Each request needs blocks for the tokens the stretch adds.
-    need = -(-(pool.computed[chosen] + left) // block_size) - pool.blocks[chosen]
-    while left > 1 and int(np.maximum(need, 0).sum()) > pool.free_blocks:
-        left = max(1, left // 2)
-        need = -(-(pool.computed[chosen] + left) // block_size) - pool.blocks[chosen]
-    need = np.maximum(need, 0)
+    need = np.maximum(need_for(left), 0)
     pool.blocks[chosen] += need
     pool.free_blocks -= int(need.sum())
     return left, float(elapsed[left - 1])
