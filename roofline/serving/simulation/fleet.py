@@ -182,6 +182,6 @@ def least_loaded(
             ready.add(r)
         fleet[r].pool.waiting.append(i)
     else:
-        raise RuntimeError(f"the simulation did not finish within {MAX_STEPS:,} steps")
+        raise RuntimeError(f"the simulation did not finish within {MAX_STEPS * (replicas + 1):,} events")
     parts = [np.flatnonzero(owner == r) for r in range(replicas)]
     return [fleet[r].result(arrival, parts[r]) for r in range(replicas)], parts
