@@ -92,6 +92,18 @@ def _with(argv: list[str], option: str, value: str) -> list[str]:
     return argv
 
 
+def _replace(document: object, path: tuple, leaf: object) -> object:
+    """A copy of a JSON document with the value at ``path`` (keys and indices) replaced by ``leaf``."""
+    if not path:
+        return leaf
+    copy = json.loads(json.dumps(document))
+    node = copy
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = leaf
+    return copy
+
+
 def _numbers(value: object):
     if isinstance(value, bool):
         return

@@ -25,6 +25,7 @@ from tests.fuzz_common import (
     ROOT,
     _check_cli,
     _numbers,
+    _replace,
     _with,
     json_leaf,
     number_text,
@@ -175,17 +176,6 @@ def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
 
 
 RESULT_PATHS = _paths(EXAMPLE)
-
-
-def _replace(document: object, path: tuple, leaf: object) -> object:
-    if not path:
-        return leaf
-    copy = json.loads(json.dumps(document))
-    node = copy
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = leaf
-    return copy
 
 
 @settings(max_examples=250, **FAST)

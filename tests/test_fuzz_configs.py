@@ -15,6 +15,7 @@ from tests.fuzz_common import (
     FAST,
     ROOT,
     _numbers,
+    _replace,
     _run_cli,
     _strict_json,
     json_leaf,
@@ -74,15 +75,6 @@ def _config_keys(config: dict) -> list[tuple[str, ...]]:
     return keys
 
 
-def _mutated(config: dict, where: tuple[str, ...], value: object) -> dict:
-    copy = json.loads(json.dumps(config))
-    node = copy
-    for key in where[:-1]:
-        node = node[key]
-    node[where[-1]] = value
-    return copy
-
-
 CONFIG_CASES = [
     (name, where, value)
     for name, config in SHIPPED_CONFIGS.items()
@@ -102,7 +94,7 @@ def test_every_key_of_every_shipped_config_mutated_is_a_model_or_a_named_error()
     for name, where, value in CONFIG_CASES:
         start = time.perf_counter()
         try:
-            model = model_from_hf_config(_mutated(SHIPPED_CONFIGS[name], where, value), origin=f"{name}.json")
+            model = model_from_hf_config(_replace(SHIPPED_CONFIGS[name], where, value), origin=f"{name}.json")
         except DataError as exc:
             assert str(exc).startswith(f"{name}.json: "), (name, where, exc)
             key = where[-1]
@@ -125,7 +117,7 @@ def test_a_mutated_config_on_the_command_line_is_a_result_or_a_one_line_error(tm
     one line naming the file; never a traceback, never slow."""
     name, where, value = case
     path = tmp_path_factory.mktemp("cfg") / "cfg.json"
-    path.write_text(json.dumps(_mutated(SHIPPED_CONFIGS[name], where, value)))  # a NaN as the bare constant
+    path.write_text(json.dumps(_replace(SHIPPED_CONFIGS[name], where, value)))  # a NaN as the bare constant
     start = time.perf_counter()
     code, out, err = _run_cli(["kv", "--model", str(path), "--hardware", "h100-sxm", "--context", "4096", "--json"])
     assert time.perf_counter() - start < 20  # a hang guard, not a speed test
