@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,13 +85,12 @@ CONFIG_CASES = [
 def test_every_key_of_every_shipped_config_mutated_is_a_model_or_a_named_error():
     """Over 10,000 cases: each key of the 22 shipped config.json files set to each hostile value.
     The loader returns a model with finite, bounded numbers or a DataError; a field the reader
-    checks is named in the error; no case takes more than a fraction of a second."""
+    checks is named in the error. How long each case takes, the hostile run times
+    (``python -m benchmarks.hostile_run``)."""
     from roofline.hf_config import INT_RANGES, model_from_hf_config
 
     assert len(CONFIG_CASES) > 10_000
-    slowest = 0.0
     for name, where, value in CONFIG_CASES:
-        start = time.perf_counter()
         try:
             model = model_from_hf_config(_replace(SHIPPED_CONFIGS[name], where, value), origin=f"{name}.json")
         except DataError as exc:
@@ -103,24 +101,19 @@ def test_every_key_of_every_shipped_config_mutated_is_a_model_or_a_named_error()
         else:
             numbers = list(_numbers(model.model_dump()))
             assert all(math.isfinite(n) and abs(n) <= 2**53 for n in numbers), (name, where, value)
+            # The old behaviour (10^8 layers built, 41 s) fails here, before any clock would.
             assert model.num_layers <= 1024 and model.max_context <= 2**24
-        slowest = max(slowest, time.perf_counter() - start)
-    # A guard against the old behaviour (10^8 layers took 41 s), loose enough for a busy machine;
-    # how fast each case really is, the hostile run (benchmarks/hostile_run.py) reports.
-    assert slowest < 5, slowest
 
 
 @settings(max_examples=120, **FAST)
 @given(case=st.sampled_from(CONFIG_CASES))
 def test_a_mutated_config_on_the_command_line_is_a_result_or_a_one_line_error(tmp_path_factory, case):
     """The same mutations through ``--model cfg.json``: exit 0 with strict JSON, or exit 2 with
-    one line naming the file; never a traceback, never slow."""
+    one line naming the file; never a traceback."""
     name, where, value = case
     path = tmp_path_factory.mktemp("cfg") / "cfg.json"
     path.write_text(json.dumps(_replace(SHIPPED_CONFIGS[name], where, value)))  # a NaN as the bare constant
-    start = time.perf_counter()
     code, out, err = _run_cli(["kv", "--model", str(path), "--hardware", "h100-sxm", "--context", "4096", "--json"])
-    assert time.perf_counter() - start < 20  # a hang guard, not a speed test
     assert code in (0, 2), (case, err[-500:])
     if code == 2:
         assert err.startswith(f"error: {path}") and "Traceback" not in err, (case, err[-500:])
