@@ -23,6 +23,7 @@ from roofline.plots.style import (
     REGIME_COLORS,
     SHADE_COMPUTE,
     SHADE_MEMORY,
+    legend_key,
     log_axes,
     sig,
     style_figure,
@@ -232,44 +233,17 @@ def roofline_figure(
             )
         )
         if by_regime:
-            fig.add_trace(
-                go.Scatter(
-                    x=[None],
-                    y=[None],
-                    mode="markers",
-                    name=s.name,
-                    marker=dict(color="#9e9e9e", size=10, symbol=s.symbol if isinstance(s.symbol, str) else "circle"),
-                    legendgroup=group,
-                    hoverinfo="skip",
-                )
-            )
+            symbol = s.symbol if isinstance(s.symbol, str) else "circle"
+            fig.add_trace(legend_key(s.name, dict(color="#9e9e9e", size=10, symbol=symbol), group))
 
     # One legend entry per regime colour, so the marker colours read without hovering.
     used = {r for s in series if s.color is None for r in s.regimes}
     for regime in REGIMES:
         if regime in used:
-            fig.add_trace(
-                go.Scatter(
-                    x=[None],
-                    y=[None],
-                    mode="markers",
-                    name=REGIME_LABELS[regime],
-                    marker=dict(color=REGIME_COLORS[regime], size=10),
-                    hoverinfo="skip",
-                )
-            )
+            fig.add_trace(legend_key(REGIME_LABELS[regime], dict(color=REGIME_COLORS[regime], size=10)))
 
     if any(not isinstance(s.symbol, str) and "x" in s.symbol for s in series):
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name="does not fit in memory",
-                marker=dict(symbol="x", color="#555555", size=10),
-                hoverinfo="skip",
-            )
-        )
+        fig.add_trace(legend_key("does not fit in memory", dict(symbol="x", color="#555555", size=10)))
 
     y_pos = [v for v in y_values if v > 0]
     y_lo = min(y_pos) / 3 if y_pos else 1e-3

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_bytes, fmt_seconds
-from roofline.plots.style import DEVICE_COLORS, REGIME_COLORS, log_axes, style_figure
+from roofline.plots.style import DEVICE_COLORS, REGIME_COLORS, legend_key, log_axes, style_figure
 
 if TYPE_CHECKING:
     from roofline.serving import ServingPoints
@@ -124,16 +124,8 @@ def frontier_figure(
         xs.append(x)
         ys.append(y)
     if missed_any:
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=f"misses TTFT ≤ {fmt_seconds(ttft_target_s)}",
-                marker=dict(symbol="circle-open", size=9, color=MISSED_TTFT_COLOR, line=dict(width=1.5)),
-                hoverinfo="skip",
-            )
-        )
+        missed = dict(symbol="circle-open", size=9, color=MISSED_TTFT_COLOR, line=dict(width=1.5))
+        fig.add_trace(legend_key(f"misses TTFT ≤ {fmt_seconds(ttft_target_s)}", missed))
     x_title = "output tokens per USD" if per_dollar else "output tokens/s per device"
     log_axes(fig, x_title, "output tokens/s per user (1 / TPOT)")
     tpot_y = 1.0 / tpot_target_s

@@ -154,6 +154,11 @@ def log_axes(fig: go.Figure, x_title: str, y_title: str) -> None:
         )
 
 
+def legend_key(name: str, marker: dict, group: str | None = None) -> go.Scatter:
+    """A legend entry with nothing drawn: it explains a colour or a symbol the chart's points use."""
+    return go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=marker, legendgroup=group, hoverinfo="skip")
+
+
 def legend_entries(fig: go.Figure) -> int:
     """How many entries the figure's legend lists (one per legend group)."""
     seen = set()
