@@ -3,6 +3,29 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+# A new browser session fetches and compiles Plotly's 4.7 MB script only when the first chart
+# arrives: a blank, 10-pixel chart sent first has it do that while the page imports and computes
+# (cold, the two took about the same time, one after the other). Removed once the page has run.
+plotly_warmup = st.empty()
+if not st.session_state.get("_plotly_loaded"):
+    st.session_state["_plotly_loaded"] = True
+    plotly_warmup.plotly_chart(
+        go.Figure(
+            layout={
+                "height": 10,
+                "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+                # Nothing to see: a page that stops early (no results yet) may keep it a moment.
+                "xaxis": {"visible": False},
+                "yaxis": {"visible": False},
+                "paper_bgcolor": "rgba(0,0,0,0)",
+                "plot_bgcolor": "rgba(0,0,0,0)",
+            }
+        ),
+        height=10,
+        config={"staticPlot": True},
+        theme=None,
+    )
+
 home = st.Page("views/roofline_page.py", title="Roofline", icon=":material/show_chart:", default=True)
 
 
@@ -27,28 +50,6 @@ pages = [
 page = st.navigation(pages)
 # Each tab names its page, so several open tabs can be told apart.
 st.set_page_config(page_title=f"{page.title} · roofline", page_icon="📈", layout="wide")
-# A new browser session fetches and compiles Plotly's 4.7 MB script only when the first chart
-# arrives: a blank, 10-pixel chart sent first has it do that while the page imports and computes
-# (cold, the two took about the same time, one after the other). Removed once the page has run.
-plotly_warmup = st.empty()
-if not st.session_state.get("_plotly_loaded"):
-    st.session_state["_plotly_loaded"] = True
-    plotly_warmup.plotly_chart(
-        go.Figure(
-            layout={
-                "height": 10,
-                "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
-                # Nothing to see: a page that stops early (no results yet) may keep it a moment.
-                "xaxis": {"visible": False},
-                "yaxis": {"visible": False},
-                "paper_bgcolor": "rgba(0,0,0,0)",
-                "plot_bgcolor": "rgba(0,0,0,0)",
-            }
-        ),
-        height=10,
-        config={"staticPlot": True},
-        theme=None,
-    )
 try:
     page.run()
 finally:
