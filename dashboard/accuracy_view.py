@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from roofline.accuracy import RUN_FIELDS, load_report
+from roofline.accuracy import RUN_FIELDS, below_ideal, load_report
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
 METRICS = {
@@ -35,7 +35,10 @@ def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> pd.Dat
     frame = frame.rename(columns={measured: "measured_ms", expected: "expected_ms", ideal: "ideal_ms"})
     keep = [*RUN_FIELDS, "measured_ms", "expected_ms", "ideal_ms"]
     frame = frame[keep].dropna(subset=["measured_ms"])
-    return frame[frame["measured_ms"] > 0]
+    frame = frame[frame["measured_ms"] > 0]
+    # Measured below the ideal bound of the simulated setup: the run did something the sample
+    # does not record (roofline.accuracy.BELOW_IDEAL_WHY).
+    return frame.assign(below_ideal=below_ideal(frame["measured_ms"], frame["ideal_ms"]))
 
 
 def errors(predicted: pd.Series, measured: pd.Series) -> dict[str, float]:
@@ -60,6 +63,7 @@ def group_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "device": device,
                 "engine": engine,
                 "runs": len(g),
+                "below ideal": int(g["below_ideal"].sum()),
                 "expected median": e["median"] * 100,
                 "expected p90": e["p90"] * 100,
                 "expected bias": e["bias"] * 100,
@@ -74,7 +78,7 @@ def hovers(frame: pd.DataFrame, words: str) -> list[str]:
     return [
         f"<b>{r.model}</b> on {r.device}, {r.engine}, TP {r.tp}<br>{r.concurrency} clients, {r.isl} in / {r.osl} out"
         f"<br>{words}: measured {r.measured_ms:,.2f} ms, expected {r.expected_ms:,.2f} ms, ideal {r.ideal_ms:,.2f} ms"
-        f"<br>{r.id}"
+        f"<br>{r.id}" + ("<br><i>measured below the ideal bound of its simulated setup</i>" if r.below_ideal else "")
         for r in frame.itertuples()
     ]
 

@@ -8,10 +8,11 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from roofline.accuracy import REPORT_PATH, build_report, headline, load_report, write_report
+from roofline.accuracy import REPORT_PATH, below_ideal, build_report, headline, load_report, write_report
 from tests.test_validate import FIELDS, _row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +44,38 @@ def test_a_report_scores_both_ways_and_keeps_the_fit_split_apart(tmp_path):
     out = tmp_path / "report.json"
     write_report(out, report)
     assert load_report(out)["load"]["results"][0]["id"] in {"a", "b", "c"}
+
+
+def test_below_the_ideal_bound_means_more_than_ten_percent_under_it():
+    # 89 ms against a 100 ms bound is 11% under it; 91 ms is 9% under, within the margin; no figure, no flag.
+    flags = below_ideal([89.0, 91.0, 100.0, np.nan, 50.0], [100.0, 100.0, 100.0, 100.0, np.nan])
+    assert flags.tolist() == [True, False, False, False, False]
+
+
+def test_a_run_measured_below_its_ideal_bound_is_counted_and_scored_apart(tmp_path):
+    """A TTFT of 1 ms for 1,024-token prompts on an 8B model is faster than any H100 can prefill
+    them: the run is flagged, counted, and left out of the second test-set score only."""
+    path = tmp_path / "sample.csv.gz"
+    rows = [
+        _row(id="fast", batch_size=8, silicon_tpot_ms=8.0, silicon_ttft_ms=1.0),
+        _row(id="b", batch_size=16, silicon_tpot_ms=9.0, silicon_ttft_ms=200.0, osl="64"),
+    ]
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*FIELDS, "silicon_ttft_ms"])
+        writer.writeheader()
+        writer.writerows(rows)
+    load = build_report(path)["load"]
+    flagged = {r["id"]: r["below_ideal_ttft"] for r in load["results"]}
+    assert flagged == {"fast": True, "b": False}
+    fast = next(r for r in load["results"] if r["id"] == "fast")
+    assert fast["measured_ttft_ms"] < 0.9 * fast["datasheet_ttft_ms"]
+    assert load["below_ideal"]["ttft"] == {"runs": 1, "test_set_runs": 1}
+    assert load["test_set"]["runs"] == 2 and load["test_set_within_ideal"]["ttft_runs"] == 1
+    assert load["test_set_within_ideal"]["tpot_runs"] == 2 - load["below_ideal"]["tpot"]["test_set_runs"]
+    # Without the flagged run, the TTFT score is run b's alone.
+    b = next(r for r in load["results"] if r["id"] == "b")
+    alone = abs(b["tables_ttft_ms"] / b["measured_ttft_ms"] - 1)
+    assert load["test_set_within_ideal"]["tables_ttft"]["median_abs_error"] == pytest.approx(alone)
 
 
 @pytest.mark.parametrize(
@@ -86,6 +119,24 @@ def test_the_accuracy_page_shows_the_test_set_and_follows_its_inputs():
     assert 0 < fewer < runs
     at.multiselect(key="engines").set_value([]).run()
     assert any("choose at least one engine" in i.value for i in at.info)
+
+
+def test_the_accuracy_page_draws_and_can_leave_out_runs_below_their_ideal_bound():
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
+    at.query_params["metric"] = "TTFT, simulated under load"
+    at.run()
+    assert not at.exception
+    runs = int({m.label: m for m in at.metric}["Runs"].value.replace(",", ""))
+    chart = json.loads(next(c for c in at.get("plotly_chart") if c.key == "accuracy_chart").proto.spec)
+    key = next(t for t in chart["data"] if t["name"].startswith("hollow: measured below the ideal bound"))
+    below = int(key["name"].split("(")[-1].rstrip(")"))
+    assert 0 < below < runs
+    points = [t for t in chart["data"] if t["type"] == "scattergl"]
+    hollow = sum(symbol == "circle-open" for t in points for symbol in t["marker"]["symbol"])
+    assert hollow == below
+    assert any(c.value.startswith(f"{below:,} of these runs were measured more than 10% below") for c in at.caption)
+    at.toggle(key="within").set_value(True).run()
+    assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) == runs - below
 
 
 def test_the_accuracy_page_warns_on_a_bad_link():

@@ -6,7 +6,8 @@ import streamlit as st
 
 from dashboard.accuracy_view import METRICS, PERCENT, RUNS, errors, group_table, hovers, report, runs_frame
 from dashboard.share import Report, md_escape, share_panel
-from dashboard.state import one_of, some_of, warn_bad_params
+from dashboard.state import boolean, one_of, some_of, warn_bad_params
+from roofline.accuracy import BELOW_IDEAL_WHY
 from roofline.format import dumps_strict
 from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
 from roofline.report import Metric
@@ -21,7 +22,9 @@ st.caption(
     "engine's measured kernels with its host work per step (the expected figure). The host work was fitted on "
     "one declared split (Qwen3-32B on H100); the test set is every other run, and nothing else was fitted on them."
 )
-warn_bad_params({"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES)})
+warn_bad_params(
+    {"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES), "within": boolean}
+)
 
 try:
     data = report()
@@ -33,8 +36,19 @@ c1, c2, c3 = st.columns([2, 1, 2])
 metric = c1.selectbox("Metric", list(METRICS), key="metric", bind="query-params")
 runs = c2.selectbox("Runs", RUNS, key="runs", bind="query-params", help="test set: the runs no figure was fitted on")
 engines = c3.multiselect("Engines", ENGINES, default=ENGINES, key="engines", bind="query-params")
+within = st.toggle(
+    "Leave out the runs measured below the ideal bound",
+    False,
+    key="within",
+    bind="query-params",
+    help="A run measured faster than the ideal bound of its simulated setup did something the sample does not "
+    "record; its error is the setup's, not the kernels'. Off: every run counts, as in the published headline.",
+)
 frame = runs_frame(data, metric, runs, engines)
 words = METRICS[metric][4]
+below = int(frame["below_ideal"].sum()) if not frame.empty else 0
+if within and not frame.empty:
+    frame = frame[~frame["below_ideal"]]
 if frame.empty:
     st.info("No runs match: choose at least one engine.")
     st.stop()
@@ -66,6 +80,7 @@ page_report.chart(
         hovers(frame, words),
         f"{metric}: expected against measured, {len(frame):,} runs ({runs})",
         words,
+        frame["below_ideal"],
     ),
     width="stretch",
     theme=None,
@@ -76,6 +91,11 @@ page_report.caption(
     f"the line for almost every run: it is a bound, not a prediction. Report of {md_escape(data['generated'])} "
     f"(commit {md_escape(data['commit'])}); regenerate it with `{data['command']}`."
 )
+if below:
+    page_report.caption(
+        f"{below:,} of these runs were {BELOW_IDEAL_WHY}"
+        + (" They are left out above." if within else " They are drawn hollow and counted in every figure above.")
+    )
 page_report.subheader("By model, device and engine")
 page_report.table(
     group_table(frame),

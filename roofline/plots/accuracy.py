@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from roofline.plots.style import DEVICE_COLORS, log_axes, style_figure
+from roofline.plots.style import DEVICE_COLORS, legend_key, log_axes, style_figure
 
 ENGINE_COLORS = {"vllm": DEVICE_COLORS[1], "sglang": DEVICE_COLORS[2], "trtllm": DEVICE_COLORS[3]}
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -22,10 +22,13 @@ def accuracy_figure(
     hovers: Sequence[str],
     title: str,
     metric: str,
+    below_ideal: Sequence[bool] | None = None,
 ) -> go.Figure:
     """Measured (x) against predicted (y) ``metric`` in ms; points above the line are predicted
-    slower than measured."""
+    slower than measured. Runs flagged in ``below_ideal`` (measured below the ideal bound of their
+    simulated setup) are drawn hollow."""
     x, y = np.asarray(measured_ms, float), np.asarray(predicted_ms, float)
+    hollow = np.zeros(x.shape, bool) if below_ideal is None else np.asarray(below_ideal, bool)
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     fig = go.Figure()
     if ok.any():
@@ -59,9 +62,21 @@ def accuracy_figure(
                 y=y[pick],
                 mode="markers",
                 name=f"{ENGINE_NAMES.get(engine, engine)} ({int(pick.sum())})",
-                marker=dict(size=6, color=ENGINE_COLORS.get(engine, "#444444"), opacity=0.7),
+                marker=dict(
+                    size=6,
+                    color=ENGINE_COLORS.get(engine, "#444444"),
+                    opacity=0.7,
+                    symbol=np.where(hollow[pick], "circle-open", "circle").tolist(),
+                ),
                 text=hovers[pick],
                 hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    if (hollow & ok).any():
+        fig.add_trace(
+            legend_key(
+                f"hollow: measured below the ideal bound ({int((hollow & ok).sum())})",
+                dict(size=7, color="#444444", symbol="circle-open"),
             )
         )
     log_axes(fig, f"measured {metric} (ms)", f"predicted {metric} (ms)")
