@@ -8,6 +8,11 @@ far apart as in the full table, so this is an upper bound for a query between tw
 points. Pooled over axes and categories (dtype, head dim, KV dtype, window, expert shape) per
 device, engine and table.
 
+Beside it, the floor under any interpolation: where the table measured two sizes less than 2%
+apart (the GEMM tables measure m = 63 and 64, 127, 128 and 129, ...), how much their latencies
+differ. A smooth law predicts both alike; a tile boundary or the measurement's noise is what
+separates them, and the leave-one-out error cannot fall below it.
+
 Run from the repository root: python -m benchmarks.table_loo [--json] [--device h100-sxm]
 """
 
@@ -19,7 +24,7 @@ import json
 import numpy as np
 
 from roofline.tables import TablePredictor, store
-from roofline.tables.grid import leave_one_out_log_errors
+from roofline.tables.grid import leave_one_out_log_errors, near_pair_log_differences
 from roofline.tables.predict import LAYOUT
 
 TABLES = ("gemm", "context_attention", "generation_attention", "generation_mla", "moe")
@@ -33,14 +38,17 @@ def loo_rows(devices: list[str] | None = None) -> list[dict[str, object]]:
         p = TablePredictor(entry)
         for table in TABLES:
             per_axis: dict[str, list[np.ndarray]] = {}
+            floor: list[np.ndarray] = []
             axes = LAYOUT[table][1]
             for keys in p.categories(table):
                 grid = p.grid(table, keys)
                 for a, err in leave_one_out_log_errors(grid).items():
                     per_axis.setdefault(axes[a], []).append(np.abs(np.expm1(err)))
+                floor.extend(np.abs(np.expm1(d)) for d in near_pair_log_differences(grid).values())
             if not per_axis:
                 continue
             pooled = np.concatenate([e for errs in per_axis.values() for e in errs])
+            near = np.concatenate(floor) if floor else np.zeros(0)
             rows.append(
                 {
                     "device": entry["device"],
@@ -50,6 +58,9 @@ def loo_rows(devices: list[str] | None = None) -> list[dict[str, object]]:
                     "points": int(pooled.size),
                     "median_error": float(np.median(pooled)),
                     "p90_error": float(np.percentile(pooled, 90)),
+                    "near_pairs": int(near.size),
+                    "near_pair_median": float(np.median(near)) if near.size else None,
+                    "near_pair_p90": float(np.percentile(near, 90)) if near.size else None,
                     "by_axis": {
                         axis: {
                             "points": int(sum(e.size for e in errs)),
@@ -73,12 +84,13 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     head = f"{'device':<10} {'engine':<8} {'version':<11} {'table':<21} {'points':>7} {'median':>7} {'p90':>7}"
-    print(head + "  by axis (median/p90)")
+    print(head + f" {'floor':>13}  by axis (median/p90)")
     for r in rows:
         axes = "  ".join(f"{a} {v['median_error']:.1%}/{v['p90_error']:.1%}" for a, v in r["by_axis"].items())
+        floor = f"{r['near_pair_median']:.1%}/{r['near_pair_p90']:.1%}" if r["near_pairs"] else "—"
         print(
             f"{r['device']:<10} {r['engine']:<8} {r['version']:<11} {r['table']:<21} {r['points']:>7} "
-            f"{r['median_error']:>7.1%} {r['p90_error']:>7.1%}  {axes}"
+            f"{r['median_error']:>7.1%} {r['p90_error']:>7.1%} {floor:>13}  {axes}"
         )
 
 

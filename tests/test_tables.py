@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from roofline.tables import TablePredictor, store
-from roofline.tables.grid import LogGrid, leave_one_out_log_errors
+from roofline.tables.grid import LogGrid, leave_one_out_log_errors, near_pair_log_differences
 
 
 def test_power_law_between_points_is_exact():
@@ -59,6 +59,19 @@ def test_leave_one_out_of_a_power_law_is_zero():
     assert set(errors) == {0, 1}
     assert len(errors[0]) == 2 * 3 and len(errors[1]) == 4 * 1
     assert np.allclose(np.concatenate(list(errors.values())), 0.0)
+
+
+def test_near_pairs_show_a_tile_boundary_that_no_interpolation_sees():
+    # m = 64, 65 and 128 on one n: 64 rows fill one 64-row tile, 65 need two. Latency 10 ns per
+    # tile: 10, 20, 20 ns. Only 64 and 65 are less than 2% apart; they differ by log(2).
+    m = np.array([64, 65, 128])
+    grid = LogGrid.from_rows([m, np.full(3, 8)], 1e-9 * 10 * np.ceil(m / 64))
+    pairs = near_pair_log_differences(grid)
+    assert set(pairs) == {0} and np.allclose(pairs[0], math.log(2))
+    # Leaving 65 out, its neighbours 64 and 128 predict it at 10 * 2^(log(65/64)/log(2)) ns: 10.2 ns
+    # against 20 measured, an error the grid's own step explains.
+    (err,) = leave_one_out_log_errors(grid)[0]
+    assert math.exp(err) == pytest.approx(10 * 2 ** (math.log(65 / 64) / math.log(2)) / 20)
 
 
 def _write_fake_database(root, rows):

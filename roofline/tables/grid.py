@@ -118,3 +118,21 @@ def leave_one_out_log_errors(grid: LogGrid) -> dict[int, np.ndarray]:
         err = (pred - mid)[np.isfinite(pred - mid)]
         out[a] = err
     return out
+
+
+def near_pair_log_differences(grid: LogGrid, within: float = 0.02) -> dict[int, np.ndarray]:
+    """For every two neighbouring measured values of an axis less than ``within`` apart (the GEMM
+    tables measure m = 127, 128 and 129, say) and every point of the other axes: log(latency of
+    the larger / latency of the smaller). Keyed by axis.
+
+    The work differs by under ``within``, so a smooth law predicts both alike: what they differ by
+    is a tile boundary or the measurement's noise, the floor under any interpolation's error."""
+    out: dict[int, np.ndarray] = {}
+    g = grid.log_latency
+    for a, axis in enumerate(grid.axes):
+        close = np.flatnonzero(np.diff(axis) < np.log1p(within))
+        if close.size == 0:
+            continue
+        diff = np.take(g, close + 1, axis=a) - np.take(g, close, axis=a)
+        out[a] = diff[np.isfinite(diff)]
+    return out
