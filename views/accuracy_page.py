@@ -93,7 +93,7 @@ page_report.caption(
 )
 if below:
     page_report.caption(
-        f"{below:,} of these runs were {BELOW_IDEAL_WHY}"
+        f"{below:,} of these runs were {BELOW_IDEAL_WHY}."
         + (" They are left out above." if within else " They are drawn hollow and counted in every figure above.")
     )
 page_report.subheader("By model, device and engine")

@@ -67,6 +67,8 @@ def accuracy_figure(
                     color=ENGINE_COLORS.get(engine, "#444444"),
                     opacity=0.7,
                     symbol=np.where(hollow[pick], "circle-open", "circle").tolist(),
+                    # WebGL draws an open symbol's ring with the marker's line alone.
+                    line=dict(width=1.5, color=ENGINE_COLORS.get(engine, "#444444")),
                 ),
                 text=hovers[pick],
                 hovertemplate="%{text}<extra></extra>",
