@@ -55,6 +55,7 @@ def simulate_row(
     settings: Settings | None = None,
     tables: bool = True,
     profile: EngineProfile | None = None,
+    kv_dtype: str | None = None,
 ) -> dict[str, object]:
     """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency, on the
     datasheet roofs and (``tables``) on its engine's kernel tables with its host work per step
@@ -66,6 +67,8 @@ def simulate_row(
     concurrency = int(_number(row, "batch_size"))
     isl, osl = int(row["isl"]), int(row["osl"])
     precision = precision_for(row, model)
+    if kv_dtype is not None:  # an assumption the user asked to score under (the sample records none)
+        precision = replace(precision, kv_dtype=kv_dtype)
     run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
     precision = run.precision
     # The run's engine: its scheduler and its default token budget on the device; its sequence cap
@@ -136,14 +139,16 @@ def simulate_row(
     return out
 
 
-def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
-    """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall."""
+def score_load(rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None = None) -> dict[str, object]:
+    """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall.
+    ``kv_dtype`` scores every run as if its KV cache were in that format (the sample does not record
+    it; by default bf16, the engines' ``auto`` for a bf16 model)."""
     cache: dict = {}
     results, skipped = [], {}
     scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
     for row in scoreable[::every]:
         try:
-            results.append(simulate_row(row, cache))
+            results.append(simulate_row(row, cache, kv_dtype=kv_dtype))
         except ValueError as exc:
             reason = str(exc).split(";")[0][:120]
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -180,6 +185,7 @@ def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
         },
         "requests_per_client": REQUESTS_PER_CLIENT,
         "every": every,
+        "kv_dtype": kv_dtype or "bf16 (the sample does not record it)",
         "overall": scores(results) if results else {"runs": 0},
         # The engines' host work per step was fitted on these runs (roofline.engines): the rest is
         # the test set, scored apart.
@@ -209,6 +215,7 @@ def score_load(rows: list[dict[str, str]], every: int = 1) -> dict[str, object]:
 def render_load(report: dict[str, object]) -> str:
     o = report["overall"]
     lines = [f"{report['metric']}: {o['runs']:,} runs (every {report['every']}-th scoreable run)"]
+    lines.append(f"KV cache: {report.get('kv_dtype', 'bf16')}")
     lines.append("error = simulated / measured - 1, as median |error| / p90 |error| / bias (median error)")
 
     def cell(scores: dict, key: str) -> str:

@@ -170,3 +170,21 @@ def test_validate_load_simulates_runs_at_their_concurrency(tmp_path, capsys):
     assert report["overall"]["runs"] >= 3
     assert {"datasheet_ttft", "tables_ttft", "datasheet_tpot", "tables_tpot"} <= set(report["overall"])
     assert csv_path.read_text().startswith("id,model,device,engine")
+
+
+def test_validate_load_scores_under_an_fp8_kv_cache_when_asked(capsys):
+    """The sample does not record the KV format: --kv-dtype fp8 rescores under that assumption.
+    Half the cache bytes per token: a long-context run's ideal decode step reads less, and its
+    cache holds twice the tokens."""
+    from roofline.cli import main
+    from roofline.validate import load_silicon_sample, why_not_scored
+    from roofline.validate_load import simulate_row
+
+    rows = [r for r in load_silicon_sample() if why_not_scored(r) is None and r["model_path"].endswith("8B-Instruct")]
+    row = next(r for r in rows if r["isl"] == "4096" and float(r["batch_size"]) >= 16)
+    bf16, fp8 = simulate_row(row, {}, tables=False), simulate_row(row, {}, tables=False, kv_dtype="fp8")
+    assert fp8["datasheet_tpot_ms"] < bf16["datasheet_tpot_ms"]
+    assert main(["validate", "--load", "--every", "400", "--kv-dtype", "fp8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_dtype"] == "fp8"
+    assert main(["validate", "--kv-dtype", "fp8"]) != 0
+    assert "--kv-dtype: only with --load" in capsys.readouterr().err

@@ -35,6 +35,13 @@ def add_parsers(sub) -> None:
         help="score TTFT and TPOT from a closed-loop simulation of each run at its concurrency (slow: see --every)",
     )
     p.add_argument(
+        "--kv-dtype",
+        choices=["bf16", "fp8"],
+        default=None,
+        help="with --load: score every run as if its KV cache were in this format (the sample does not record it; "
+        "default bf16)",
+    )
+    p.add_argument(
         "--every",
         type=int,
         default=None,
@@ -92,6 +99,8 @@ def cmd_validate(args: argparse.Namespace) -> None:
         report = score_memory()
         print(dumps_strict(report) if args.json else render_memory(report))
         return
+    if args.kv_dtype is not None and not args.load:
+        raise ValueError("--kv-dtype: only with --load (the published report keeps the sample's own bf16)")
     if args.every is not None and not 1 <= args.every <= 100_000:
         raise ValueError(f"--every: expected an integer in [1, 100000], got {args.every}")
     if args.report:
@@ -106,7 +115,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.load:
         from roofline.validate_load import LOAD_FIELDS, render_load, score_load
 
-        report = score_load(load_silicon_sample(args.sample), args.every or 10)
+        report = score_load(load_silicon_sample(args.sample), args.every or 10, args.kv_dtype)
         if args.csv:
             write_csv(report["results"], args.csv, LOAD_FIELDS)
         print(dumps_strict(report) if args.json else render_load(report))
