@@ -26,16 +26,20 @@ def share_panel(title: str, sections: Sequence[Section], note: str = "") -> None
     st.divider()
     st.subheader("Share")
     link = current_link()
-    st.caption(note or "The link reproduces this view: every input is in it (copy with the icon at the right).")
-    st.code(link or "(the address bar of this page)", language=None)
-    st.download_button(
-        "Download an offline HTML report",
-        data=lambda: html_report(title, sections, link or None),
-        file_name=f"roofline_{title.lower().replace(' ', '_').replace('?', '')}.html",
-        mime="text/html",
-        on_click="ignore",
-        help="The page's numbers, text, figures and tables, with plotly.js inline: opens with no network.",
-    )
+    st.caption(note or "The link reproduces this view: every input is in it.")
+    # A popover mounts its content when opened: the code block's highlighter (1.5 MB of script) then
+    # loads on the first click, not with every page's first chart.
+    with st.popover("Link and offline report", icon=":material/share:"):
+        st.caption("Copy the link with the icon at the right of it.")
+        st.code(link or "(the address bar of this page)", language=None)
+        st.download_button(
+            "Download an offline HTML report",
+            data=lambda: html_report(title, sections, link or None),
+            file_name=f"roofline_{title.lower().replace(' ', '_').replace('?', '')}.html",
+            mime="text/html",
+            on_click="ignore",
+            help="The page's numbers, text, figures and tables, with plotly.js inline: opens with no network.",
+        )
 
 
 def _formats(column_config: dict | None) -> dict[str, str]:

@@ -30,6 +30,15 @@ def _wait_until_idle(page, timeout_ms: int = 60_000) -> None:
         page.wait_for_timeout(250)
 
 
+def _share_link(page) -> str:
+    """The page's share link: it sits in the Share panel's popover, mounted once opened."""
+    _wait_until_idle(page)
+    page.get_by_role("button", name="Link and offline report").click()
+    code = page.locator('[data-testid="stCode"]').last
+    code.wait_for(timeout=30_000)
+    return code.inner_text()
+
+
 def _chart_state(page) -> str:
     # The plotted data of every trace, as Plotly holds it in the page.
     return page.evaluate(f"() => JSON.stringify(({FIRST_PLOT}).data.map(t => [t.name, t.x, t.y]))")
@@ -93,7 +102,7 @@ def test_a_shared_advisor_url_restores_the_same_state(app_url, browser):
     page.goto(shared)
     _wait_for_chart_titled(page, "Mixtral 8x7B prefill: ranked by throughput")
     # The page's own share link carries the same parameters.
-    code = page.locator('[data-testid="stCode"]').last.inner_text()
+    code = _share_link(page)
     for part in ("model=mixtral-8x7b", "phase=prefill", "batch=4", "seq=2048", "objective=throughput"):
         assert part in code and part in page.url
     page.close()
@@ -115,7 +124,7 @@ def test_a_link_with_a_custom_model_and_device_reproduces_the_view(app_url, brow
     page.goto(link)
     _wait_for_chart_titled(page, "gpt-oss-20b on My GPU")
     # The page's own share link carries both records, so it reproduces the view again.
-    code = page.locator('[data-testid="stCode"]').last.inner_text()
+    code = _share_link(page)
     assert "cmodel=" in code and "cdevice=" in code and "model=gpt-oss-20b" in code
     page.close()
 
@@ -175,6 +184,7 @@ def test_the_offline_report_opens_without_a_network_and_has_the_headline_numbers
     _wait_until_idle(page)
     shown = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     assert len(shown) == 6
+    page.get_by_role("button", name="Link and offline report").click()
     with page.expect_download(timeout=60_000) as download:
         page.get_by_role("button", name="Download an offline HTML report").click()
     report = tmp_path / "report.html"
