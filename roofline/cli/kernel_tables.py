@@ -52,7 +52,7 @@ def add_parsers(sub) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="write the published accuracy report (both scores, every run; about 10 minutes) that the Accuracy page "
+        help="write the published accuracy report (both scores, every run; 20 to 30 minutes) that the Accuracy page "
         "shows, e.g. docs/accuracy.json",
     )
     p.add_argument(
