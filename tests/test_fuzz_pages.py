@@ -91,7 +91,7 @@ PAGES = {
         "engine",
     ],
     "views/advisor_page.py": ["batch", "seq", "output", "tp", "x_compute", "x_capacity", "device", "phase", "engine"],
-    "views/accuracy_page.py": ["metric", "runs", "engines"],
+    "views/accuracy_page.py": ["metric", "runs", "engines", "within"],
     "views/kv_page.py": ["batch", "context", "block", "mbt", "tp", "mem_util", "hw", "kvdtype", "model"],
     "views/hardware_page.py": ["vendor", "compare", "cdevice"],
     "views/measure_page.py": ["mode", "mdevice", "mmodel", "cmodel"],
