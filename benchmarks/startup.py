@@ -9,6 +9,7 @@ the ratio of the medians is the figure (this tree over the other one):
 
     git worktree add --detach /tmp/base 80bba93        # the tree to compare with
     python -m benchmarks.startup --base /tmp/base --rounds 5
+    python -m benchmarks.startup --base /tmp/base --rounds 5 --pages roofline llm kv advisor hardware
 
 Needs playwright and Chromium at /usr/bin/chromium for the dashboard timing (``--no-browser``
 times the command line only).
@@ -24,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.cold_start import browser
+from benchmarks.cold_start import PAGES, browser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, required=True, help="the other tree (a git worktree)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-browser", action="store_true", help="time the command line only")
+    parser.add_argument(
+        "--pages", nargs="+", choices=sorted(PAGES), default=["roofline"], help="pages whose first chart is timed"
+    )
     args = parser.parse_args(argv)
     if not (args.base / "app.py").is_file():
         parser.error(f"--base: {args.base} holds no app.py (give a worktree of this repository)")
@@ -50,16 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         for name, root in trees.items() if round_ % 2 == 0 else reversed(trees.items()):
             times.setdefault((name, "--help"), []).append(cli_help_s(root))
             if not args.no_browser:
-                healthy, _title, chart, _warm, _js = browser("roofline", root)
-                times.setdefault((name, "server healthy"), []).append(healthy)
-                times.setdefault((name, "first chart"), []).append(chart)
+                for page in args.pages:
+                    healthy, _title, chart, _warm, _js = browser(page, root)
+                    times.setdefault((name, "server healthy"), []).append(healthy)
+                    times.setdefault((name, f"{page} first chart"), []).append(chart)
     print(f"median of {args.rounds} rounds, turn about; base = {args.base}")
-    print(f"{'':16s} {'this tree s':>12s} {'base s':>8s} {'ratio':>6s}")
-    for what in ("--help", "server healthy", "first chart"):
+    print(f"{'':22s} {'this tree s':>12s} {'base s':>8s} {'ratio':>6s}")
+    for what in ("--help", "server healthy", *(f"{page} first chart" for page in args.pages)):
         if ("base", what) not in times:
             continue
         here, base = statistics.median(times[("this tree", what)]), statistics.median(times[("base", what)])
-        print(f"{what:16s} {here:12.2f} {base:8.2f} {here / base:6.2f}")
+        print(f"{what:22s} {here:12.2f} {base:8.2f} {here / base:6.2f}")
     return 0
 
 
