@@ -8,10 +8,10 @@ far apart as in the full table, so this is an upper bound for a query between tw
 points. Pooled over axes and categories (dtype, head dim, KV dtype, window, expert shape) per
 device, engine and table.
 
-Beside it, the floor under any interpolation: where the table measured two sizes less than 2%
-apart (the GEMM tables measure m = 63 and 64, 127, 128 and 129, ...), how much their latencies
-differ. A smooth law predicts both alike; a tile boundary or the measurement's noise is what
-separates them, and the leave-one-out error cannot fall below it.
+Beside it, the floor under interpolation at tile boundaries: where the table measured two sizes
+less than 2% apart (the GEMM tables measure m = 63 and 64, 127, 128 and 129, ...), how much their
+latencies differ. A smooth law predicts both alike; a tile boundary or the measurement's noise is
+what separates them, and no interpolation does better than that at those points (elsewhere it can).
 
 Run from the repository root: python -m benchmarks.table_loo [--json] [--device h100-sxm]
 """

@@ -30,14 +30,15 @@ SCHEMA = "roofline.accuracy"
 MAX_REPORT_BYTES = 32 * 2**20
 REPORT_COMMAND = "python -m roofline validate --report docs/accuracy.json"
 # A run measured this much below the ideal bound of its simulated setup: the datasheet's roofs with
-# no host work give the least time that setup (its arrivals, KV-cache format, one token per step)
-# can take, so a faster measurement says the run did something the sample does not record. The
-# margin leaves room for a schedule slightly better than the simulation's.
+# no host work give the least time that setup takes under the simulation's scheduler and token budget
+# (its arrivals, KV-cache format, one token per step), so a faster measurement most likely comes
+# from something the sample does not record. The margin leaves room for a slightly better schedule.
 BELOW_IDEAL_MARGIN = 0.10
 BELOW_IDEAL_WHY = (
-    "measured more than 10% below the ideal bound of the setup simulated from what the sample records: the run "
-    "must have differed from it (prompts that did not arrive together, a smaller KV-cache format holding more "
-    "sequences, speculative decoding, engine flags), so its error is the setup's, not the kernels'"
+    "measured more than 10% below the ideal bound of the setup simulated from what the sample records (datasheet "
+    "roofs, no host work, the engine's scheduler and token budget): such a run most likely differed from that "
+    "setup (prompts that did not arrive together, a smaller KV-cache format holding more sequences, speculative "
+    "decoding, engine flags), and its error says more about the setup than about the kernels"
 )
 
 

@@ -56,10 +56,15 @@ def simulate_row(
     tables: bool = True,
     profile: EngineProfile | None = None,
     kv_dtype: str | None = None,
+    range_ratio: float = 1.0,
 ) -> dict[str, object]:
     """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency, on the
     datasheet roofs and (``tables``) on its engine's kernel tables with its host work per step
-    (``profile`` replaces the engine's own: the fit of ``benchmarks.fit_engine_host``)."""
+    (``profile`` replaces the engine's own: the fit of ``benchmarks.fit_engine_host``).
+    Assumptions the sample does not record, scored only when asked: ``kv_dtype`` for the KV cache
+    (default: the run's precision, bf16); ``range_ratio`` < 1 draws every prompt and output length
+    uniformly in [ratio x nominal, nominal], as ``--random-range-ratio`` does in vLLM's benchmark
+    client and its forks (default 1: the sample's fixed lengths)."""
     settings = settings or Settings()
     model = get_model(MODEL_IDS[row["model_path"]])
     hw = get_hardware(DEVICE_IDS[row["system"]])
@@ -87,7 +92,11 @@ def simulate_row(
         raise ValueError(f"{model.name} leaves no KV cache on {tp} x {hw.name}")
     n = min(MAX_REQUESTS, REQUESTS_PER_CLIENT * concurrency)
     # Every client starts at once, as the sample's runs record it (C clients, fixed lengths).
-    requests = make_requests(Load("concurrency", n, Lengths(isl), Lengths(osl), concurrency=concurrency))
+    prompts, outputs = Lengths(isl), Lengths(osl)
+    if range_ratio < 1.0:
+        prompts = Lengths(max(1, int(isl * range_ratio)), isl)
+        outputs = Lengths(max(1, int(osl * range_ratio)), osl)
+    requests = make_requests(Load("concurrency", n, prompts, outputs, concurrency=concurrency))
     ideal = replace(settings, engine="ideal").ceilings(hw, tp, cuda_graphs=True)
     roofs = {"datasheet": ideal}
     source = run_tables(row, cache.setdefault("predictors", {})) if tables else None
@@ -139,16 +148,19 @@ def simulate_row(
     return out
 
 
-def score_load(rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None = None) -> dict[str, object]:
+def score_load(
+    rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None = None, range_ratio: float = 1.0
+) -> dict[str, object]:
     """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall.
-    ``kv_dtype`` scores every run as if its KV cache were in that format (the sample does not record
-    it; by default bf16, the engines' ``auto`` for a bf16 model)."""
+    ``kv_dtype`` and ``range_ratio``: ``simulate_row``'s assumptions, for every run."""
+    if not 0.0 < range_ratio <= 1.0:
+        raise ValueError(f"range ratio: expected a number in (0, 1], got {range_ratio}")
     cache: dict = {}
     results, skipped = [], {}
     scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
     for row in scoreable[::every]:
         try:
-            results.append(simulate_row(row, cache, kv_dtype=kv_dtype))
+            results.append(simulate_row(row, cache, kv_dtype=kv_dtype, range_ratio=range_ratio))
         except ValueError as exc:
             reason = str(exc).split(";")[0][:120]
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -160,16 +172,12 @@ def score_load(rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None 
 
     def scores(rs: list[dict], within_ideal: bool = False) -> dict[str, object]:
         out: dict[str, object] = {"runs": len(rs)}
+        kept = {m: [r for r in rs if not (within_ideal and r.get(f"below_ideal_{m}"))] for m in ("ttft", "tpot")}
+        if within_ideal:
+            out |= {f"{m}_runs": len(kept[m]) for m in kept}
         for column in COLUMNS:
             for metric in ("ttft", "tpot"):
-                done = [
-                    r
-                    for r in rs
-                    if r.get(f"{column}_{metric}_ms") is not None
-                    and not (within_ideal and r.get(f"below_ideal_{metric}"))
-                ]
-                if within_ideal:
-                    out[f"{metric}_runs"] = len(done)
+                done = [r for r in kept[metric] if r.get(f"{column}_{metric}_ms") is not None]
                 if done:
                     out[f"{column}_{metric}"] = _errors(
                         [r[f"{column}_{metric}_ms"] for r in done], [r[f"measured_{metric}_ms"] for r in done]
@@ -186,14 +194,15 @@ def score_load(rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None 
         "requests_per_client": REQUESTS_PER_CLIENT,
         "every": every,
         "kv_dtype": kv_dtype or "bf16 (the sample does not record it)",
+        "range_ratio": range_ratio,
         "overall": scores(results) if results else {"runs": 0},
         # The engines' host work per step was fitted on these runs (roofline.engines): the rest is
         # the test set, scored apart.
         "host_fit_split": scores(split) if split else {"runs": 0},
         "test_set": scores(test) if test else {"runs": 0},
-        # Runs measured below the ideal bound of their simulated setup: the setup, not the kernels,
-        # is what differs there. Counted, and the test set scored again without them (each metric
-        # apart); the headline stays the whole test set.
+        # Runs measured below the ideal bound of their simulated setup: most likely the setup, not the
+        # kernels, is what differs there. Counted, and the test set scored again without them (each
+        # metric apart); the headline stays the whole test set.
         "below_ideal": {
             "why": BELOW_IDEAL_WHY,
             "margin": BELOW_IDEAL_MARGIN,
@@ -215,7 +224,9 @@ def score_load(rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None 
 def render_load(report: dict[str, object]) -> str:
     o = report["overall"]
     lines = [f"{report['metric']}: {o['runs']:,} runs (every {report['every']}-th scoreable run)"]
-    lines.append(f"KV cache: {report.get('kv_dtype', 'bf16')}")
+    ratio = report.get("range_ratio", 1.0)
+    lengths = "fixed lengths" if ratio >= 1.0 else f"lengths uniform in [{ratio:g} x, 1 x] the run's"
+    lines.append(f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}")
     lines.append("error = simulated / measured - 1, as median |error| / p90 |error| / bias (median error)")
 
     def cell(scores: dict, key: str) -> str:
@@ -238,7 +249,7 @@ def render_load(report: dict[str, object]) -> str:
     below = report.get("below_ideal")
     if below and report["test_set"]["runs"]:
         within = report["test_set_within_ideal"]
-        row(f"test set within the ideal bound ({within['ttft_runs']:,}/{within['tpot_runs']:,})", within)
+        row(f"test set within bound ({within['ttft_runs']:,}/{within['tpot_runs']:,})", within)
         left = f"TTFT {below['ttft']['test_set_runs']:,} and TPOT {below['tpot']['test_set_runs']:,} test runs"
         lines.append(f"    left out: {left} {below['why']}")
     for g in report["groups"]:

@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from roofline.accuracy import REPORT_PATH, below_ideal, build_report, headline, load_report, write_report
+from roofline.validate_load import render_load
 from tests.test_validate import FIELDS, _row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,12 +71,20 @@ def test_a_run_measured_below_its_ideal_bound_is_counted_and_scored_apart(tmp_pa
     fast = next(r for r in load["results"] if r["id"] == "fast")
     assert fast["measured_ttft_ms"] < 0.9 * fast["datasheet_ttft_ms"]
     assert load["below_ideal"]["ttft"] == {"runs": 1, "test_set_runs": 1}
-    assert load["test_set"]["runs"] == 2 and load["test_set_within_ideal"]["ttft_runs"] == 1
-    assert load["test_set_within_ideal"]["tpot_runs"] == 2 - load["below_ideal"]["tpot"]["test_set_runs"]
+    # Both TPOTs (8 and 9 ms) are above their ideal bounds (5.1 and 7.6 ms): no run leaves the TPOT score.
+    assert [r["below_ideal_tpot"] for r in load["results"]] == [False, False]
+    assert load["below_ideal"]["tpot"] == {"runs": 0, "test_set_runs": 0}
+    within = load["test_set_within_ideal"]
+    assert load["test_set"]["runs"] == 2 and within["ttft_runs"] == 1 and within["tpot_runs"] == 2
+    assert within["tables_tpot"] == load["test_set"]["tables_tpot"]
     # Without the flagged run, the TTFT score is run b's alone.
     b = next(r for r in load["results"] if r["id"] == "b")
     alone = abs(b["tables_ttft_ms"] / b["measured_ttft_ms"] - 1)
     assert load["test_set_within_ideal"]["tables_ttft"]["median_abs_error"] == pytest.approx(alone)
+    # The command line prints both scores and says why the run was left out.
+    text = render_load(load)
+    assert "test set within bound (1/2)" in text and "left out: TTFT 1 and TPOT 0 test runs" in text
+    assert "KV cache: bf16 (the sample does not record it); fixed lengths" in text
 
 
 @pytest.mark.parametrize(
@@ -139,6 +148,11 @@ def test_the_accuracy_page_draws_and_can_leave_out_runs_below_their_ideal_bound(
     assert any(c.value.startswith(f"{below:,} of these runs were measured more than 10% below") for c in at.caption)
     at.toggle(key="within").set_value(True).run()
     assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) == runs - below
+    # The steady state is one analytic step, not a simulated setup: nothing is flagged there.
+    at.selectbox(key="metric").set_value("TPOT, steady state").run()
+    assert not at.exception and at.toggle(key="within").proto.disabled
+    chart = json.loads(next(c for c in at.get("plotly_chart") if c.key == "accuracy_chart").proto.spec)
+    assert not any(t["name"].startswith("hollow") for t in chart["data"])
 
 
 def test_the_accuracy_page_warns_on_a_bad_link():

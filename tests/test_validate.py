@@ -186,5 +186,28 @@ def test_validate_load_scores_under_an_fp8_kv_cache_when_asked(capsys):
     assert fp8["datasheet_tpot_ms"] < bf16["datasheet_tpot_ms"]
     assert main(["validate", "--load", "--every", "400", "--kv-dtype", "fp8", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kv_dtype"] == "fp8"
-    assert main(["validate", "--kv-dtype", "fp8"]) != 0
-    assert "--kv-dtype: only with --load" in capsys.readouterr().err
+    for args in ([], ["--memory"], ["--load", "--report", "r.json"]):
+        assert main(["validate", *args, "--kv-dtype", "fp8"]) != 0
+        assert "--kv-dtype: only with --load, not with --memory, --report" in capsys.readouterr().err
+
+
+def test_validate_load_draws_lengths_as_a_benchmark_clients_range_ratio_when_asked(capsys):
+    """--range-ratio 0.8: every length uniform in [0.8 L, L], as vLLM's benchmark client draws them
+    with --random-range-ratio 0.8 (the sample records fixed lengths)."""
+    from roofline.cli import main
+    from roofline.validate import load_silicon_sample, why_not_scored
+    from roofline.validate_load import score_load, simulate_row
+
+    rows = [r for r in load_silicon_sample() if why_not_scored(r) is None and r["model_path"].endswith("8B-Instruct")]
+    row = next(r for r in rows if float(r["batch_size"]) >= 16)
+    fixed, drawn = simulate_row(row, {}, tables=False), simulate_row(row, {}, tables=False, range_ratio=0.8)
+    assert fixed["datasheet_ttft_ms"] != drawn["datasheet_ttft_ms"]
+    # Shorter prompts on average (0.9 L) and clients that drift apart: the first token comes sooner.
+    assert drawn["datasheet_ttft_ms"] < fixed["datasheet_ttft_ms"]
+    with pytest.raises(ValueError, match="range ratio"):
+        score_load(rows[:1], range_ratio=0.0)
+    assert main(["validate", "--load", "--every", "400", "--range-ratio", "0.8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["range_ratio"] == 0.8
+    for bad in ("1.5", "nan", "-0.2"):
+        assert main(["validate", "--load", "--range-ratio", bad]) != 0
+        assert "--range-ratio: expected a number in (0, 1]" in capsys.readouterr().err

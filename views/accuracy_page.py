@@ -36,22 +36,27 @@ c1, c2, c3 = st.columns([2, 1, 2])
 metric = c1.selectbox("Metric", list(METRICS), key="metric", bind="query-params")
 runs = c2.selectbox("Runs", RUNS, key="runs", bind="query-params", help="test set: the runs no figure was fitted on")
 engines = c3.multiselect("Engines", ENGINES, default=ENGINES, key="engines", bind="query-params")
+simulated = METRICS[metric][0] == "load"
 within = st.toggle(
     "Leave out the runs measured below the ideal bound",
     False,
     key="within",
     bind="query-params",
-    help="A run measured faster than the ideal bound of its simulated setup did something the sample does not "
-    "record; its error is the setup's, not the kernels'. Off: every run counts, as in the published headline.",
+    disabled=not simulated,
+    help="A run measured faster than the ideal bound of its simulated setup most likely did something the sample "
+    "does not record. Off: every run counts, as in the published headline. For the runs simulated under load.",
 )
 frame = runs_frame(data, metric, runs, engines)
 words = METRICS[metric][4]
 below = int(frame["below_ideal"].sum()) if not frame.empty else 0
-if within and not frame.empty:
-    frame = frame[~frame["below_ideal"]]
 if frame.empty:
     st.info("No runs match: choose at least one engine.")
     st.stop()
+if within and simulated:
+    frame = frame[~frame["below_ideal"]]
+    if frame.empty:
+        st.info("Every run of this choice was measured below its ideal bound: turn the toggle off to see them.")
+        st.stop()
 
 expected, ideal = errors(frame["expected_ms"], frame["measured_ms"]), errors(frame["ideal_ms"], frame["measured_ms"])
 page_report.metrics(
@@ -91,7 +96,7 @@ page_report.caption(
     f"the line for almost every run: it is a bound, not a prediction. Report of {md_escape(data['generated'])} "
     f"(commit {md_escape(data['commit'])}); regenerate it with `{data['command']}`."
 )
-if below:
+if below and simulated:
     page_report.caption(
         f"{below:,} of these runs were {BELOW_IDEAL_WHY}."
         + (" They are left out above." if within else " They are drawn hollow and counted in every figure above.")

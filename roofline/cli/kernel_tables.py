@@ -42,6 +42,13 @@ def add_parsers(sub) -> None:
         "default bf16)",
     )
     p.add_argument(
+        "--range-ratio",
+        type=float,
+        default=None,
+        help="with --load: draw every prompt and output length uniformly in [R x, 1 x] the run's, as a benchmark "
+        "client's --random-range-ratio R does (the sample records fixed lengths; default 1)",
+    )
+    p.add_argument(
         "--every",
         type=int,
         default=None,
@@ -52,7 +59,7 @@ def add_parsers(sub) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="write the published accuracy report (both scores, every run; 20 to 30 minutes) that the Accuracy page "
+        help="write the published accuracy report (both scores, every run; about 20 minutes) that the Accuracy page "
         "shows, e.g. docs/accuracy.json",
     )
     p.add_argument(
@@ -92,6 +99,14 @@ def cmd_tables_import(args: argparse.Namespace) -> None:
 def cmd_validate(args: argparse.Namespace) -> None:
     from roofline.validate import explain, load_silicon_sample, render, render_explain, validate, write_csv
 
+    assumed = [f for f, v in (("--kv-dtype", args.kv_dtype), ("--range-ratio", args.range_ratio)) if v is not None]
+    if assumed and (not args.load or args.memory or args.report or args.explain):
+        raise ValueError(
+            f"{assumed[0]}: only with --load, not with --memory, --report or --explain (the published report "
+            "assumes bf16 KV and fixed lengths)"
+        )
+    if args.range_ratio is not None and not 0.0 < args.range_ratio <= 1.0:
+        raise ValueError(f"--range-ratio: expected a number in (0, 1], got {args.range_ratio}")
     if args.memory:
         from roofline.startup_logs import render as render_memory
         from roofline.startup_logs import score as score_memory
@@ -99,8 +114,6 @@ def cmd_validate(args: argparse.Namespace) -> None:
         report = score_memory()
         print(dumps_strict(report) if args.json else render_memory(report))
         return
-    if args.kv_dtype is not None and not args.load:
-        raise ValueError("--kv-dtype: only with --load (the published report keeps the sample's own bf16)")
     if args.every is not None and not 1 <= args.every <= 100_000:
         raise ValueError(f"--every: expected an integer in [1, 100000], got {args.every}")
     if args.report:
@@ -115,7 +128,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.load:
         from roofline.validate_load import LOAD_FIELDS, render_load, score_load
 
-        report = score_load(load_silicon_sample(args.sample), args.every or 10, args.kv_dtype)
+        report = score_load(load_silicon_sample(args.sample), args.every or 10, args.kv_dtype, args.range_ratio or 1.0)
         if args.csv:
             write_csv(report["results"], args.csv, LOAD_FIELDS)
         print(dumps_strict(report) if args.json else render_load(report))

@@ -126,7 +126,8 @@ def near_pair_log_differences(grid: LogGrid, within: float = 0.02) -> dict[int, 
     the larger / latency of the smaller). Keyed by axis.
 
     The work differs by under ``within``, so a smooth law predicts both alike: what they differ by
-    is a tile boundary or the measurement's noise, the floor under any interpolation's error."""
+    is a tile boundary or the measurement's noise, a floor under any interpolation's error at those
+    points."""
     out: dict[int, np.ndarray] = {}
     g = grid.log_latency
     for a, axis in enumerate(grid.axes):
