@@ -49,7 +49,7 @@ pages = [
 ]
 page = st.navigation(pages)
 # Each tab names its page, so several open tabs can be told apart.
-st.set_page_config(page_title=f"{page.title} · roofline", page_icon="📈", layout="wide")
+st.set_page_config(page_title=f"{page.title} · roofline", page_icon=":material/show_chart:", layout="wide")
 try:
     page.run()
 finally:

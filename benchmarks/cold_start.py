@@ -42,6 +42,9 @@ PAGES = {
     "kv": ("kv", "views/kv_page.py"),
     "advisor": ("advisor", "views/advisor_page.py"),
     "hardware": ("hardware", "views/hardware_page.py"),
+    "training": ("training", "views/training_page.py"),
+    "serving": ("serving", "views/serving_page.py"),
+    "accuracy": ("accuracy", "views/accuracy_page.py"),
 }
 # A drawn trace: the blank chart app.py sends first to load Plotly early has none.
 CHART = '[data-testid="stPlotlyChart"] .main-svg g.trace'

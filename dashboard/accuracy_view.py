@@ -4,10 +4,10 @@ reads widgets and lays out what these return."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from roofline.accuracy import RUN_FIELDS, below_ideal, load_report
+from roofline.lazy import pandas as pd
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
 METRICS = {

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from dashboard.share import CELL_PAD_PX, CHAR_PX
 from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_seconds
+from roofline.lazy import pandas as pd
 
 # The ranking's key figure for each objective: (field of a ranking row, column heading).
 RANKED_BY = {

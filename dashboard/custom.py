@@ -46,7 +46,10 @@ def _load_from_url(param: str) -> None:
         if problem:
             raise DataError(problem)
     except DataError as exc:  # the rest of the message quotes the link: shown as text
-        st.warning(f"{where}{md_escape(str(exc).removeprefix(where))}; the {what} in the link is ignored.", icon="⚠️")
+        st.warning(
+            f"{where}{md_escape(str(exc).removeprefix(where))}; the {what} in the link is ignored.",
+            icon=":material/warning:",
+        )
         del st.query_params[param]
         return
     st.session_state[param] = record

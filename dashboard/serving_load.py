@@ -12,7 +12,6 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from dashboard.basis import basis_short
@@ -22,6 +21,7 @@ from dashboard.share import Report
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
+from roofline.lazy import pandas as pd
 from roofline.models import ModelConfig
 from roofline.plots.serving_load import (
     TPOT_COLOR,

@@ -4,10 +4,10 @@ on the latency-rate curves, with the gap per metric. Nothing is fitted on it."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from dashboard.cache import cached
+from roofline.lazy import pandas as pd
 from roofline.serving.measured import FORMATS, MeasuredError, compare, parse_measured, simulator
 from roofline.serving.measured.record import MeasuredRun
 

@@ -157,7 +157,7 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
             _replace_param(key, keep(values) if keep else [])
     messages = [f"URL parameter `{key}`: {problem}." for key, problem in problems]
     for key, problem in problems:  # the value came from the URL: shown as text, never as Markdown
-        st.warning(f"URL parameter `{key}`: {md_escape(problem)}.", icon="⚠️")
+        st.warning(f"URL parameter `{key}`: {md_escape(problem)}.", icon=":material/warning:")
     return messages
 
 

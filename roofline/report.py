@@ -9,10 +9,15 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
+
+from roofline.lazy import pandas as pd
+
+if TYPE_CHECKING:
+    from pandas import DataFrame
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,8 @@ class Chart:
     title: str = ""
 
 
-Content = go.Figure | Chart | pd.DataFrame | Table | str | Sequence[Metric] | None
+# A section's content; ``DataFrame`` names pandas' class without importing pandas (see roofline.lazy).
+Content = Union[go.Figure, Chart, "DataFrame", Table, str, Sequence[Metric], None]  # noqa: UP007
 Section = tuple[str, Content]
 
 STYLE = """

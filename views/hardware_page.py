@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -15,6 +14,7 @@ from roofline.api import hardware_summary
 from roofline.datafiles import PROBLEMS, format_validation_error
 from roofline.dtypes import COMPUTE_DTYPES, PEAK_FIELDS, peak_unit
 from roofline.hardware import Hardware
+from roofline.lazy import pandas as pd
 from roofline.plots import grouped_bar_figure, memory_compare_figure
 from roofline.records import to_toml
 
@@ -39,7 +39,7 @@ if PROBLEMS:
     st.warning(
         f"{len(PROBLEMS)} data file(s) could not be used and were skipped; everything else loaded:\n\n"
         + "\n".join(f"- `{problem}`" for problem in PROBLEMS[:20]),
-        icon="⚠️",
+        icon=":material/warning:",
     )
 
 vendor_filter = st.multiselect("Vendors", vendors, default=vendors, key="vendor", bind="query-params")

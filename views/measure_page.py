@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -27,6 +26,7 @@ from dashboard.measured import RESULTS_KEY, SOURCE_KEY
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import one_of, warn_bad_params
 from roofline.format import fmt_seconds
+from roofline.lazy import pandas as pd
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
 from roofline.plots import REGIME_COLORS, roofline_figure, style_figure
 from roofline.report import Metric

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -16,6 +15,7 @@ from dashboard.share import Report, share_panel
 from dashboard.state import int_in, one_of, warn_bad_params
 from roofline.engine import REGIME_LABELS, REGIMES, Ceilings
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
+from roofline.lazy import pandas as pd
 from roofline.plots import REGIME_COLORS, PointSeries, point_hover, roofline_figure, style_figure
 from roofline.profile import Profile, TraceError, import_traces, match_hardware, summarize
 from roofline.profile.trace import MAX_EVENTS, MAX_RANKS, MAX_TRACE_BYTES

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from dashboard import custom
@@ -29,6 +28,7 @@ from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
+from roofline.lazy import pandas as pd
 from roofline.matmul import log_sweep_values, matmul_sweep
 from roofline.ops import step_ops
 from roofline.plots import DEVICE_COLORS, PointSeries, op_table_series, point_hover, roofline_figure
