@@ -4,10 +4,10 @@ widgets, calls these and lays out what they return."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_seconds
+from roofline.lazy import pandas as pd
 from roofline.memory import footprint
 from roofline.ops import step_ops
 from roofline.plots import DEVICE_COLORS, PointSeries, step_series
@@ -152,3 +152,19 @@ def decode_trajectories(
             )
         )
     return out
+
+
+def steps_summary(prefill, decode, batch: int, prompt: int, mid_context: int, device_name: str) -> str:
+    """The line under the headline: each step's regime and time, and what decode reads."""
+    text = (
+        f"**Prefill** ({batch} × {prompt:,} tokens) on {device_name} is **{REGIME_LABELS[prefill.bound]}**, "
+        f"{fmt_seconds(prefill.time_s)}."
+    )
+    if decode:
+        totals = decode.totals()
+        text += (
+            f" **Decode** (batch {batch}, {mid_context:,} tokens cached, the middle of the output) is "
+            f"**{REGIME_LABELS[decode.bound]}**, {fmt_seconds(decode.time_s)} per step: it reads "
+            f"{fmt_bytes(totals['weight_bytes'])} of weights and {fmt_bytes(totals['kv_bytes'])} of KV cache."
+        )
+    return text

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from urllib.parse import urlencode
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from roofline.lazy import pandas as pd
 from roofline.plots.style import label_log_ticks
 from roofline.report import Chart, Metric, Section, Table, html_report, strip_tags
 
@@ -38,7 +38,8 @@ def share_panel(title: str, sections: Sequence[Section], note: str = "") -> None
             file_name=f"roofline_{title.lower().replace(' ', '_').replace('?', '')}.html",
             mime="text/html",
             on_click="ignore",
-            help="The page's numbers, text, figures and tables, with plotly.js inline: opens with no network.",
+            help="What the page shows (its headline and the open view): numbers, text, figures and tables, "
+            "with plotly.js inline; opens with no network.",
         )
 
 

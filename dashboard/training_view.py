@@ -37,3 +37,56 @@ def headline_device(name: str, fits: bool, devices: int) -> str:
             "would take with the memory" + ("; the charts below compare every picked device." if devices > 1 else ".")
         )
     return f"On {name}, the first picked device this setup fits: the charts below compare every picked device."
+
+
+def levers_frame(lever_rows, peak_bytes: float):
+    """The Levers tab's table: each lever alone against this setup."""
+    from roofline.format import fmt_bytes
+    from roofline.lazy import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "lever": lv.name,
+                "peak per device": fmt_bytes(lv.peak_bytes),
+                "change": f"{fmt_bytes(peak_bytes)} → {fmt_bytes(lv.peak_bytes)}",
+                "fits": lv.fits,
+                "time per token": f"{lv.slowdown:.2f}×",
+            }
+            for lv in lever_rows
+        ]
+    )
+
+
+STEP_SYMBOLS = (("forward", "circle"), ("backward", "diamond"), ("recompute", "square"), ("optimizer", "x"))
+
+
+def step_series(table, step_time_s: float) -> list:
+    """The step's ops on the roofline, one series per phase (communication has no roofline point)."""
+    from roofline.engine import evaluate
+    from roofline.plots import op_table_series
+
+    series = []
+    for phase, symbol in STEP_SYMBOLS:
+        ops = [op for op in table.ops if op.phase == phase]
+        if ops:
+            series.append(op_table_series(evaluate(ops, table.ceilings), phase, symbol, step_time_s))
+    return series
+
+
+def loading_frame(peaks):
+    """The Loading tab's table: each way to load the checkpoint and its peaks."""
+    from roofline.format import fmt_bytes
+    from roofline.lazy import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "method": pk.method,
+                "host RAM peak": fmt_bytes(pk.host_bytes) + (" (file pages)" if pk.host_file_backed else ""),
+                "device peak": fmt_bytes(pk.device_bytes),
+                "how": pk.description,
+            }
+            for pk in peaks
+        ]
+    )

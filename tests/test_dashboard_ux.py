@@ -36,7 +36,7 @@ def test_llm_page_with_a_v100_added_keeps_the_analysis_and_gives_the_v100_a_row(
     at = page("views/llm_page.py", hw=["h100-sxm", "v100-sxm2-32gb"])
     assert not at.exception and not at.error
     assert [m.label for m in at.metric][:2] == ["TTFT", "TPOT"]
-    assert len(at.get("plotly_chart")) == 3
+    assert [c.key for c in at.get("plotly_chart")] == ["llm_roofline"]
     devices = at.dataframe[0].value
     assert list(devices["device"]) == ["NVIDIA H100 SXM5 80GB", "NVIDIA V100 SXM2 32GB"]
     assert "hw=v100-sxm2-32gb" in share_link(at)
@@ -62,19 +62,22 @@ def test_llm_page_analyses_the_first_device_that_can_run_the_choice():
 
 
 def test_advisor_page_a_what_if_device_without_the_peak_keeps_the_ranking():
-    at = page("views/advisor_page.py", adtype="fp8", device="a100-sxm-80gb")
+    at = page("views/advisor_page.py", adtype="fp8", device="a100-sxm-80gb", view="Diagnosis")
     assert not at.exception and not at.error
     assert "NVIDIA A100 SXM4 80GB cannot run this workload" in texts(at.warning)
+    at = page("views/advisor_page.py", adtype="fp8", device="a100-sxm-80gb")
     ranking = at.dataframe[0].value
     assert len(ranking) > 30 and ranking["fits"].any()
     assert at.get("plotly_chart") and "device=a100-sxm-80gb" in share_link(at)
 
 
 def test_advisor_page_with_a_v100_what_if_device_runs_in_fp16():
-    at = page("views/advisor_page.py", device="v100-sxm2-32gb")
+    at = page("views/advisor_page.py", device="v100-sxm2-32gb", view="Diagnosis")
     assert not at.exception and not at.error
-    assert "V100" in texts(at.markdown) and at.metric  # the diagnosis and the what-if are there
-    assert len(at.get("plotly_chart")) == 3
+    assert "V100" in texts(at.markdown)  # the diagnosis is there
+    at = page("views/advisor_page.py", device="v100-sxm2-32gb", view="What-if")
+    assert not at.exception and not at.error and at.metric  # and the what-if
+    assert [c.key for c in at.get("plotly_chart")] == ["what_if_chart"]
 
 
 def test_llm_page_a_prompt_at_the_context_limit_says_what_it_shows():
@@ -133,6 +136,7 @@ def test_times_read_in_one_format_across_the_advisor():
         seq="8192",
         output="1024",
         tp="8",
+        view="Diagnosis",
     )
     summary = texts(at.markdown)
     assert not re.search(r"\d,\d{3}\.\d+ ms", summary), summary  # "81,011.90 ms" beside "81 s"
@@ -284,10 +288,10 @@ def test_llm_decode_trajectories_follow_the_memory_setting():
     import json
 
     def not_fitting(at) -> int:
-        fig = json.loads(at.get("plotly_chart")[2].proto.spec)
+        fig = json.loads(at.get("plotly_chart")[0].proto.spec)
         return sum(str(t.get("text", "")).count("does NOT fit") for t in fig["data"])
 
-    at = page("views/llm_page.py", model="llama-3.1-8b", mem_util="0.9")
+    at = page("views/llm_page.py", model="llama-3.1-8b", mem_util="0.9", view="Batch and context")
     roomy = not_fitting(at)
     at.slider(key="mem_util").set_value(0.3).run()
     assert not_fitting(at) > roomy

@@ -102,7 +102,7 @@ def test_op_table_columns_are_as_wide_as_their_values_after_a_widget_changes():
     def gflop_width(at: AppTest) -> int:
         return json.loads(at.dataframe[-1].proto.columns)["GFLOP"]["width"]
 
-    at = page("views/llm_page.py")
+    at = page("views/llm_page.py", view="Op table")
     small = gflop_width(at)
     at.number_input(key="batch").set_value(1000).run()
     assert not at.exception

@@ -70,12 +70,15 @@ NON_DEFAULT = {
         "kvdtype": "fp8",
         "chunked": "false",
         "xaxis": "tokens per dollar",
-        "spec_k": "3",
-        "spec_alpha": "0.5",
         "engine": "sglang",
     },
+    # A page with several views opens the one its URL names (after the "#" here), with that view's widgets.
+    "views/serving_page.py#Techniques": {"model": "qwen3-8b", "spec_k": "3", "spec_alpha": "0.5"},
+    "views/llm_page.py#Batch and context": {"model": "qwen2.5-7b", "batch": "4"},
+    "views/kv_page.py#KV-bound decode": {"model": "mistral-7b-v0.1", "batch": "3"},
+    "views/advisor_page.py#What-if": {"device": "mi300x", "x_memory": "2.0"},
     "views/accuracy_page.py": {"metric": "TTFT, simulated under load", "runs": "all", "engines": ["vllm", "sglang"]},
-    "views/training_page.py": {
+    "views/training_page.py#Loading the checkpoint": {
         "model": "qwen3-8b",
         "hw": ["mi300x"],
         "seq": "1024",
@@ -105,11 +108,14 @@ def _widget_value(at: AppTest, key: str):
     raise KeyError(key)
 
 
-@pytest.mark.parametrize("view", list(NON_DEFAULT))
-def test_every_page_state_comes_from_its_url(view):
-    params = NON_DEFAULT[view]
-    at = page(view, **params)
+@pytest.mark.parametrize("case", list(NON_DEFAULT))
+def test_every_page_state_comes_from_its_url(case):
+    path, _, tab = case.partition("#")
+    params = NON_DEFAULT[case]
+    at = page(path, **params, **({"view": tab} if tab else {}))
     assert not at.exception and not at.warning, [w.value for w in at.warning]
+    if tab:
+        assert at.session_state["view"] == tab
     for key, raw in params.items():
         value = _widget_value(at, key)
         expected = raw if isinstance(raw, list) else raw

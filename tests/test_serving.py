@@ -220,13 +220,18 @@ def test_serving_page():
 
     at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60).run()
     assert not at.exception and not at.error
-    assert [c.key for c in at.get("plotly_chart")][:3] == ["frontier_chart", "point_roofline", "spec_chart"]
-    assert any("Open this batch on the LLM inference page" in md.value for md in at.markdown)
-    link = next(md.value for md in at.markdown if "Open this batch" in md.value)
-    assert "/llm?model=llama-3.1-8b&hw=h100-sxm&batch=" in link
+    assert [c.key for c in at.get("plotly_chart")] == ["frontier_chart"]  # the Frontier view, open by default
+    for view, charts in (("One point", ["point_roofline"]), ("Techniques", ["spec_chart"]), ("Cheapest setup", [])):
+        at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60)
+        at.query_params["view"] = view
+        at.run()
+        assert not at.exception and not at.error and [c.key for c in at.get("plotly_chart")] == charts
+        if view == "One point":
+            link = next(md.value for md in at.markdown if "Open this batch on the LLM inference page" in md.value)
+            assert "/llm?model=llama-3.1-8b&hw=h100-sxm&batch=" in link
     at.number_input(key="tpot_ms").set_value(10.0).run()
     assert not at.exception
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "meets" in d.value.columns)  # beside the prices editor
     assert set(table.columns) >= {"device", "meets", "$ per M output", "what binds"}
 
 
@@ -307,6 +312,17 @@ def test_serve_cli_searches_on_past_a_tp_that_does_not_split_the_heads(model):
     assert data["best"][0]["meets_targets"] and str(data["best"][0]["tp"]) not in data["skipped_tp"]
 
 
+def _view(view: str, **params):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60)
+    for key, value in {**params, "view": view}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception and not at.error
+    return at
+
+
 def _frontier(**params) -> dict:
     from streamlit.testing.v1 import AppTest
 
@@ -359,7 +375,9 @@ def test_serving_figures_say_what_they_rest_on():
     fig, at = _frontier(engine="ideal")
     assert all("datasheet roofs (an ideal bound)" in h for h in fig["data"][0]["text"])
     assert any("ideal bounds on datasheet roofs" in c.value for c in at.caption)
+    at = _view("One point", engine="ideal")
     assert next(m for m in at.metric if m.label == "TTFT").proto.delta == "ideal bound"
+    at = _view("Techniques", engine="ideal")
     assert any("Times rest on the ideal bound (datasheet roofs)" in c.value for c in at.caption)
     assert any("Both TPOTs rest on the ideal bound" in c.value for c in at.caption)
 

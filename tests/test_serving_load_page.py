@@ -24,6 +24,7 @@ LOAD_CHARTS = ["load_rate_chart", "load_ttft_chart", "load_tpot_chart", "load_se
 def serving(**params) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.query_params["hw"] = params.pop("hw", ["h100-sxm", "a100-sxm-80gb"])
+    at.query_params["view"] = params.pop("view", "Under load")
     for key, value in params.items():
         at.query_params[key] = value
     return at.run()

@@ -343,9 +343,11 @@ def test_training_page():
     at.run()
     assert not at.exception and not at.error
     keys = [c.key for c in at.get("plotly_chart")]
-    assert keys == ["memory_by_batch", "memory_by_length", "train_roofline", "loading_chart"]
-    assert any("To fit on" in md.value for md in at.markdown)
+    assert keys == ["memory_by_batch", "memory_by_length"]  # the Memory view, open by default
     step = next(m.value for m in at.metric if m.label == "Step")
+    at.query_params["view"] = "Levers"
+    at.run()
+    assert any("To fit on" in md.value for md in at.markdown)
     at.radio(key="recompute").set_value("full").run()
     assert not at.exception
     assert next(m.value for m in at.metric if m.label == "Step") != step  # recomputation costs time
@@ -358,6 +360,7 @@ def test_training_page_labels_ideal_bound_figures_as_ideal():
 
     at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
     at.query_params["method"] = "lora"
+    at.query_params["view"] = "Step on the roofline"
     at.run()
     assert not at.exception and not at.error
     labels = {m.label: m for m in at.metric}

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -15,6 +14,7 @@ from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, engine_param, engine_picker, float_in, int_in, one_of, warn_bad_params
+from dashboard.tabs import VIEW_PARAM, is_open, open_view, view_param, view_tabs
 from roofline.advisor import diagnose, ops_on, rank, sensitivity, workload_time
 from roofline.defaults import (
     ACT_DTYPES,
@@ -27,12 +27,14 @@ from roofline.defaults import (
 )
 from roofline.engine import REGIME_LABELS
 from roofline.format import dumps_strict, fmt_seconds
+from roofline.lazy import pandas as pd
 from roofline.plots import REGIME_COLORS, op_table_series, roofline_figure, style_figure
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+VIEWS = ("Ranking", "Diagnosis", "What-if", "Top roofs")
 devices = custom.devices()
 models = custom.models()
 device_ids, model_ids = list(devices), list(models)
@@ -60,6 +62,7 @@ warn_bad_params(
         "mem_util": float_in(0.05, 1.0),
         "graphs": boolean,
         "engine": engine_param(),
+        VIEW_PARAM: view_param(VIEWS),
     }
 )
 
@@ -110,13 +113,28 @@ with st.sidebar:
         "tokens/s per device per TDP watt.",
     )
     st.header("What-if")
+    # Each of these changes only the diagnosis and the what-if: touching one brings its tab up.
     target_id = st.selectbox(
-        "Your device", device_ids, index=device_ids.index("h100-sxm"), key="device", bind="query-params"
+        "Your device",
+        device_ids,
+        index=device_ids.index("h100-sxm"),
+        key="device",
+        bind="query-params",
+        on_change=open_view("Diagnosis", unless=("What-if",)),
     )
-    x_compute = st.select_slider("Peak FLOPS ×", SCALES, value=1.0, key="x_compute", bind="query-params")
-    x_memory = st.select_slider("Memory bandwidth ×", SCALES, value=1.0, key="x_memory", bind="query-params")
-    x_capacity = st.select_slider("Memory capacity ×", SCALES, value=1.0, key="x_capacity", bind="query-params")
-    x_link = st.select_slider("Link bandwidth ×", SCALES, value=1.0, key="x_link", bind="query-params")
+    to_what_if = open_view("What-if")
+    x_compute = st.select_slider(
+        "Peak FLOPS ×", SCALES, value=1.0, key="x_compute", bind="query-params", on_change=to_what_if
+    )
+    x_memory = st.select_slider(
+        "Memory bandwidth ×", SCALES, value=1.0, key="x_memory", bind="query-params", on_change=to_what_if
+    )
+    x_capacity = st.select_slider(
+        "Memory capacity ×", SCALES, value=1.0, key="x_capacity", bind="query-params", on_change=to_what_if
+    )
+    x_link = st.select_slider(
+        "Link bandwidth ×", SCALES, value=1.0, key="x_link", bind="query-params", on_change=to_what_if
+    )
 
 custom.model_upload()
 
@@ -150,180 +168,208 @@ if not any(r["fits"] for r in ranking):
         "make each one fit."
     )
 
-key, label = RANKED_BY[objective]
-shown = [r for r in ranking if r[key] is not None]
-left_out = [r for r in ranking if r[key] is None]
-values = [ranked_figure(r, key) for r in shown]
-scale, unit = 1.0, ""
-if objective == "latency" and values:  # one unit for the axis, the one the typical device's time reads in
-    scale, unit = next(
-        ((f, u) for f, u in ((1, "s"), (1e3, "ms"), (1e6, "µs")) if np.median(values) * f >= 1), (1e9, "ns")
-    )
-    label = f"time ({unit})"
-colors = [REGIME_COLORS[r["bound"]] if r["fits"] else "#CCCCCC" for r in shown]
-fig = go.Figure(
-    go.Bar(
-        x=[v * scale for v in values],
-        y=[short_name(r["name"]) for r in shown],
-        orientation="h",
-        marker_color=colors,
-        text=[("" if r["fits"] else "does not fit") for r in shown],
-        textposition="inside",
-        insidetextanchor="start",
-        textfont=dict(size=11, color="#333333"),
-        customdata=[
-            [
-                r["bound_label"],
-                r["why_not"] or "fits",
-                fmt_seconds(r["time_s"]) if objective == "latency" else f"{r[key]:,.4g} {label}",
-            ]
-            for r in shown
-        ],
-        hovertext=[r["name"] for r in shown],
-        hovertemplate="<b>%{hovertext}</b><br>%{customdata[2]}<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
-    )
-)
-fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
-fig.update_xaxes(title=label, gridcolor="#E5E5E5")
-fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
-style_figure(
-    fig,
-    max(320, 16 * len(shown) + 80),
-    "ranking",
-    f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
-    margin=dict(l=10, r=20, t=40, b=40),
-)
-report.chart(fig, "Ranking", width="stretch", theme=None, key="ranking_chart")
-report.caption(basis_caption(ranking))
-if left_out:
-    why = "a TDP (or the peaks this workload needs)" if objective == "per-watt" else "the peaks this workload needs"
-    report.caption(
-        f"Not in the chart ({len(left_out)}), for want of {why}; the table gives the reason for each: "
-        + ", ".join(r["name"] for r in left_out)
-        + "."
-    )
-table, table_config = ranking_table(ranking, objective)
-report.table(table, hide_index=True, width="stretch", placeholder="n/a", column_config=table_config)
-d1, d2 = st.columns(2)
-d1.download_button(
-    "Download the ranking (CSV)",
-    data=pd.DataFrame(ranking).drop(columns=["workload"], errors="ignore").to_csv(index=False),
-    file_name=f"{model_id}_{phase}_ranking.csv",
-    mime="text/csv",
-    on_click="ignore",
-)
-d2.download_button(
-    "Download the ranking (JSON)",
-    data=lambda: dumps_strict({"workload": workload.describe(), "objective": objective, "ranking": ranking}),
-    file_name=f"{model_id}_{phase}_ranking.json",
-    mime="application/json",
-    on_click="ignore",
-)
+ranking_tab, diagnosis_tab, what_if_tab, top_tab = view_tabs(VIEWS)
 
-report.subheader(f"Diagnosis on {md_escape(target.name)}")
-try:
-    run, _ = workload.on(target)
-    diagnosis = cached(diagnose, run, target, settings)
-    sensitivities = cached(sensitivity, run, target, settings)
-except ValueError as exc:
-    st.warning(f"{md_escape(target.name)} cannot run this workload, so there is no diagnosis or what-if for it: {exc}.")
-    share_panel("Which hardware", report.sections)
-    st.stop()
-report.markdown("\n".join(f"- {line}" for line in diagnosis["summary"]))
-levers = pd.DataFrame(
-    [
-        {
-            "lever": lv["name"],
-            "time": fmt_seconds(lv["time_s"]),
-            "speed-up": diagnosis["time_s"] / lv["time_s"],
-            "tokens/s": lv["tokens_per_s"],
-            "regime after": REGIME_LABELS[lv["bound"]],
-            "fits": lv["fits"],
-        }
-        for lv in diagnosis["levers"]
-    ]
-)
-SPEEDUP = st.column_config.NumberColumn(format="%.2f×")
-report.table(
-    levers,
-    "Levers",
-    hide_index=True,
-    width="stretch",
-    column_config={"speed-up": SPEEDUP, "tokens/s": st.column_config.NumberColumn(format="%,.1f")},
-)
-sensitivity_frame = pd.DataFrame(
-    [
-        {"2× of": "half the launch overhead" if k == "launch_overhead" else k.replace("_", " "), "speed-up": v}
-        for k, v in sensitivities.items()
-    ]
-)
-report.markdown(
-    "**Sensitivity**: the speed-up from 2× of each resource alone (of the launch overhead, half of it); the "
-    "largest is the binding one."
-)
-report.table(sensitivity_frame, hide_index=True, column_config={"speed-up": SPEEDUP})
+if is_open(ranking_tab):
+    with ranking_tab:
+        key, label = RANKED_BY[objective]
+        shown = [r for r in ranking if r[key] is not None]
+        left_out = [r for r in ranking if r[key] is None]
+        values = [ranked_figure(r, key) for r in shown]
+        scale, unit = 1.0, ""
+        if objective == "latency" and values:  # one unit for the axis, the one the typical device's time reads in
+            scale, unit = next(
+                ((f, u) for f, u in ((1, "s"), (1e3, "ms"), (1e6, "µs")) if np.median(values) * f >= 1), (1e9, "ns")
+            )
+            label = f"time ({unit})"
+        colors = [REGIME_COLORS[r["bound"]] if r["fits"] else "#CCCCCC" for r in shown]
+        fig = go.Figure(
+            go.Bar(
+                x=[v * scale for v in values],
+                y=[short_name(r["name"]) for r in shown],
+                orientation="h",
+                marker_color=colors,
+                text=[("" if r["fits"] else "does not fit") for r in shown],
+                textposition="inside",
+                insidetextanchor="start",
+                textfont=dict(size=11, color="#333333"),
+                customdata=[
+                    [
+                        r["bound_label"],
+                        r["why_not"] or "fits",
+                        fmt_seconds(r["time_s"]) if objective == "latency" else f"{r[key]:,.4g} {label}",
+                    ]
+                    for r in shown
+                ],
+                hovertext=[r["name"] for r in shown],
+                hovertemplate="<b>%{hovertext}</b><br>%{customdata[2]}<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+            )
+        )
+        fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
+        fig.update_xaxes(title=label, gridcolor="#E5E5E5")
+        fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
+        style_figure(
+            fig,
+            max(320, 16 * len(shown) + 80),
+            "ranking",
+            f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
+            margin=dict(l=10, r=20, t=40, b=40),
+        )
+        report.chart(fig, "Ranking", width="stretch", theme=None, key="ranking_chart")
+        report.caption(basis_caption(ranking))
+        if left_out:
+            why = (
+                "a TDP (or the peaks this workload needs)"
+                if objective == "per-watt"
+                else "the peaks this workload needs"
+            )
+            report.caption(
+                f"Not in the chart ({len(left_out)}), for want of {why}; the table gives the reason for each: "
+                + ", ".join(r["name"] for r in left_out)
+                + "."
+            )
+        table, table_config = ranking_table(ranking, objective)
+        report.table(table, hide_index=True, width="stretch", placeholder="n/a", column_config=table_config)
+        d1, d2 = st.columns(2)
+        d1.download_button(
+            "Download the ranking (CSV)",
+            data=pd.DataFrame(ranking).drop(columns=["workload"], errors="ignore").to_csv(index=False),
+            file_name=f"{model_id}_{phase}_ranking.csv",
+            mime="text/csv",
+            on_click="ignore",
+        )
+        d2.download_button(
+            "Download the ranking (JSON)",
+            data=lambda: dumps_strict({"workload": workload.describe(), "objective": objective, "ranking": ranking}),
+            file_name=f"{model_id}_{phase}_ranking.json",
+            mime="application/json",
+            on_click="ignore",
+        )
 
-report.subheader("What-if")
-scaled = replace(
-    settings,
-    compute_scale=x_compute,
-    memory_scale=x_memory,
-    capacity_scale=x_capacity,
-    link_scale=x_link,
-)
-base_time = cached(workload_time, run, target, settings)
-new_time = cached(workload_time, run, target, scaled)
-report.metrics(
-    Metric(
-        "Time",
-        fmt_seconds(new_time.time_s),
-        f"{base_time.time_s / new_time.time_s:.2f}× vs the datasheet",
-        delta_color="off",
-    ),
-    Metric(
-        "Regime",
-        REGIME_LABELS[new_time.bound].replace("-bound", ""),
-        f"was {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
-        delta_color="off",
-    ),
-    Metric(
-        "Memory",
-        "fits" if new_time.fits else "does not fit",
-        "was " + ("fits" if base_time.fits else "does not fit"),
-        delta_color="off",
-    ),
-)
-base_ceilings = settings.ceilings(target, run.tp, run.cuda_graphs)
-new_ceilings = replace(
-    scaled.ceilings(target, run.tp, run.cuda_graphs), name=f"{target.name} what-if", source="what-if"
-)
-table_new = cached(ops_on, run, new_ceilings)
-what_if_fig = roofline_figure(
-    [(base_ceilings, run.precision.act_dtype), (new_ceilings, run.precision.act_dtype)],
-    [op_table_series(table_new, f"{phase} (what-if)", "diamond", table_new.total_time_s)],
-    title=f"{target.name}: datasheet roof and the what-if roof, with the workload's ops",
-    height=520,
-)
-report.chart(what_if_fig, width="stretch", theme=None, key="what_if_chart")
 
-report.subheader("The top devices' roofs with this workload")
-top = [devices[r["hardware"]] for r in ranking if r["fits"]][:3]
-if top:
-    top_ceilings = [settings.ceilings(hw, run.tp, run.cuda_graphs) for hw in top]
-    ops_table = cached(ops_on, workload.on(top[0])[0], top_ceilings[0])
-    overlay = roofline_figure(
-        [(c, run.precision.act_dtype) for c in top_ceilings],
-        [op_table_series(ops_table, f"{phase} on {top[0].name}", "circle", ops_table.total_time_s)],
-        title=f"The {len(top)} fastest devices that fit, with the ops on {top[0].name}",
-        height=520,
-    )
-    report.chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
-    report.caption(
-        "Roofs of the fastest devices that fit, in rank order: "
-        + ", ".join(md_escape(hw.name) for hw in top)
-        + f". The ops are placed on the first ({md_escape(top[0].name)})."
-    )
-else:
-    report.caption("No device fits this workload at this TP degree, so there are no top roofs to show.")
+def target_run():
+    """The workload on your device, or None (with a warning) when it cannot run there."""
+    try:
+        return workload.on(target)[0]
+    except ValueError as exc:
+        st.warning(
+            f"{md_escape(target.name)} cannot run this workload, so there is no diagnosis or what-if for it: {exc}."
+        )
+        return None
+
+
+if is_open(diagnosis_tab):
+    with diagnosis_tab:
+        report.subheader(f"Diagnosis on {md_escape(target.name)}")
+        run = target_run()
+        if run is not None:
+            diagnosis = cached(diagnose, run, target, settings)
+            sensitivities = cached(sensitivity, run, target, settings)
+            report.markdown("\n".join(f"- {line}" for line in diagnosis["summary"]))
+            levers = pd.DataFrame(
+                [
+                    {
+                        "lever": lv["name"],
+                        "time": fmt_seconds(lv["time_s"]),
+                        "speed-up": diagnosis["time_s"] / lv["time_s"],
+                        "tokens/s": lv["tokens_per_s"],
+                        "regime after": REGIME_LABELS[lv["bound"]],
+                        "fits": lv["fits"],
+                    }
+                    for lv in diagnosis["levers"]
+                ]
+            )
+            SPEEDUP = st.column_config.NumberColumn(format="%.2f×")
+            report.table(
+                levers,
+                "Levers",
+                hide_index=True,
+                width="stretch",
+                column_config={"speed-up": SPEEDUP, "tokens/s": st.column_config.NumberColumn(format="%,.1f")},
+            )
+            sensitivity_frame = pd.DataFrame(
+                [
+                    {
+                        "2× of": "half the launch overhead" if k == "launch_overhead" else k.replace("_", " "),
+                        "speed-up": v,
+                    }
+                    for k, v in sensitivities.items()
+                ]
+            )
+            report.markdown(
+                "**Sensitivity**: the speed-up from 2× of each resource alone (of the launch overhead, half of "
+                "it); the largest is the binding one."
+            )
+            report.table(sensitivity_frame, hide_index=True, column_config={"speed-up": SPEEDUP})
+
+if is_open(what_if_tab):
+    with what_if_tab:
+        run = target_run()
+        if run is not None:
+            report.subheader("What-if")
+            scaled = replace(
+                settings,
+                compute_scale=x_compute,
+                memory_scale=x_memory,
+                capacity_scale=x_capacity,
+                link_scale=x_link,
+            )
+            base_time = cached(workload_time, run, target, settings)
+            new_time = cached(workload_time, run, target, scaled)
+            report.metrics(
+                Metric(
+                    "Time",
+                    fmt_seconds(new_time.time_s),
+                    f"{base_time.time_s / new_time.time_s:.2f}× vs the datasheet",
+                    delta_color="off",
+                ),
+                Metric(
+                    "Regime",
+                    REGIME_LABELS[new_time.bound].replace("-bound", ""),
+                    f"was {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
+                    delta_color="off",
+                ),
+                Metric(
+                    "Memory",
+                    "fits" if new_time.fits else "does not fit",
+                    "was " + ("fits" if base_time.fits else "does not fit"),
+                    delta_color="off",
+                ),
+            )
+            base_ceilings = settings.ceilings(target, run.tp, run.cuda_graphs)
+            new_ceilings = replace(
+                scaled.ceilings(target, run.tp, run.cuda_graphs), name=f"{target.name} what-if", source="what-if"
+            )
+            table_new = cached(ops_on, run, new_ceilings)
+            what_if_fig = roofline_figure(
+                [(base_ceilings, run.precision.act_dtype), (new_ceilings, run.precision.act_dtype)],
+                [op_table_series(table_new, f"{phase} (what-if)", "diamond", table_new.total_time_s)],
+                title=f"{target.name}: datasheet roof and the what-if roof, with the workload's ops",
+                height=520,
+            )
+            report.chart(what_if_fig, width="stretch", theme=None, key="what_if_chart")
+
+if is_open(top_tab):
+    with top_tab:
+        report.subheader("The top devices' roofs with this workload")
+        top = [devices[r["hardware"]] for r in ranking if r["fits"]][:3]
+        if top:
+            run = workload.on(top[0])[0]
+            top_ceilings = [settings.ceilings(hw, run.tp, run.cuda_graphs) for hw in top]
+            ops_table = cached(ops_on, run, top_ceilings[0])
+            overlay = roofline_figure(
+                [(c, run.precision.act_dtype) for c in top_ceilings],
+                [op_table_series(ops_table, f"{phase} on {top[0].name}", "circle", ops_table.total_time_s)],
+                title=f"The {len(top)} fastest devices that fit, with the ops on {top[0].name}",
+                height=520,
+            )
+            report.chart(overlay, width="stretch", theme=None, key="top_roofs_chart")
+            report.caption(
+                "Roofs of the fastest devices that fit, in rank order: "
+                + ", ".join(md_escape(hw.name) for hw in top)
+                + f". The ops are placed on the first ({md_escape(top[0].name)})."
+            )
+        else:
+            report.caption("No device fits this workload at this TP degree, so there are no top roofs to show.")
 
 share_panel("Which hardware", report.sections)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from dashboard import custom
@@ -14,15 +13,18 @@ from dashboard.kv_view import headline_result, memory_rows, no_fit_from
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
+from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.format import fmt_bytes
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
+from roofline.lazy import pandas as pd
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+VIEWS = ("Capacity", "Memory", "KV-bound decode", "KV dtype and GQA")
 devices = custom.devices()
 models = custom.models()
 device_ids, model_ids = list(devices), list(models)
@@ -48,6 +50,7 @@ warn_bad_params(
         "batch": int_in(1, 1 << 20),
         "context": int_in(1, 1 << 21),
         "mbt": int_in(1, 1 << 20),
+        VIEW_PARAM: view_param(VIEWS),
     }
 )
 
@@ -167,76 +170,84 @@ for r in results.values():
 
 contexts = context_grid(model)
 curves = {r.hardware.name: r.curve_max_batch for r in results.values()}
+capacity_tab, memory_tab, crossover_tab, variants_tab = view_tabs(VIEWS)
 
+if is_open(capacity_tab):
+    with capacity_tab:
+        report.chart(
+            capacity_figure(
+                contexts,
+                curves,
+                model.max_context,
+                {r.hardware.name: no_fit_from(r) for r in results.values()},
+                title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp})",
+            ),
+            width="stretch",
+            theme=None,
+            key="capacity_chart",
+        )
+        frame = pd.DataFrame(
+            {"context": contexts, **{f"max batch · {r.hardware.id}": r.curve_max_batch for r in results.values()}}
+        )
+        report.table(frame, hide_index=True, width="stretch", height=240)
+        st.download_button(
+            "Download the curves (CSV)",
+            data=frame.to_csv(index=False),
+            file_name=f"{model_id}_kv.csv",
+            mime="text/csv",
+            on_click="ignore",
+        )
 
-report.chart(
-    capacity_figure(
-        contexts,
-        curves,
-        model.max_context,
-        {r.hardware.name: no_fit_from(r) for r in results.values()},
-        title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp})",
-    ),
-    width="stretch",
-    theme=None,
-    key="capacity_chart",
-)
+if is_open(memory_tab):
+    with memory_tab:
+        report.subheader(f"Memory at batch {batch}, context {context:,}")
+        report.chart(memory_bar_figure(memory_rows(results)), width="stretch", theme=None, key="memory_bar")
+        report.caption(
+            f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the "
+            f"partly filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library "
+            "workspaces, communication buffers). Red is what does not fit."
+        )
 
-report.subheader(f"Memory at batch {batch}, context {context:,}")
-report.chart(memory_bar_figure(memory_rows(results)), width="stretch", theme=None, key="memory_bar")
-report.caption(
-    f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the partly "
-    f"filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library workspaces, "
-    "communication buffers). Red is what does not fit."
-)
+if is_open(crossover_tab):
+    with crossover_tab:
+        report.subheader("When decode becomes KV-bound")
+        cross_ctx = np.unique(np.round(np.geomspace(1, model.max_context - 1, 96)).astype(int))
+        weights_read, kv_read = decode_read_bytes(result.workload, int(batch), cross_ctx)
+        report.chart(
+            crossover_figure(cross_ctx, weights_read, kv_read, result.crossover_context, int(batch)),
+            width="stretch",
+            theme=None,
+            key="crossover_chart",
+        )
+        report.caption(
+            "A decode step reads every weight once however large the batch, but each sequence's cache on its "
+            "own: past the crossover, more bandwidth or a smaller KV (fp8, fewer KV heads) speeds decode more "
+            "than smaller weights."
+        )
 
-report.subheader("When decode becomes KV-bound")
-cross_ctx = np.unique(np.round(np.geomspace(1, model.max_context - 1, 96)).astype(int))
-weights_read, kv_read = decode_read_bytes(result.workload, int(batch), cross_ctx)
-report.chart(
-    crossover_figure(cross_ctx, weights_read, kv_read, result.crossover_context, int(batch)),
-    width="stretch",
-    theme=None,
-    key="crossover_chart",
-)
-report.caption(
-    "A decode step reads every weight once however large the batch, but each sequence's cache on its "
-    "own: past the crossover, more bandwidth or a smaller KV (fp8, fewer KV heads) speeds decode more "
-    "than smaller weights."
-)
-
-report.subheader(f"KV quantization and GQA on {md_escape(primary.name)}")
-variants: dict[str, np.ndarray] = {}
-dashes: dict[str, str] = {}
-for dtype in dict.fromkeys([kvdtype, "bf16", "fp8", "int4"]):
-    variant = replace(workload, precision=replace(workload.precision, kv_dtype=dtype))
-    variants[f"KV {dtype}"] = capacity_curves(variant, [primary], contexts, settings)["max_batch"][0]
-if model.attention_kind in ("GQA", "MQA"):
-    mha = replace(workload, model=model.model_copy(update={"num_kv_heads": model.num_heads}))
-    name = f"same model as MHA ({model.num_heads} KV heads, KV {kvdtype})"
-    variants[name] = capacity_curves(mha, [primary], contexts, settings)["max_batch"][0]
-    dashes[name] = "dash"
-report.chart(
-    capacity_figure(contexts, variants, model.max_context, dashes=dashes, height=440),
-    width="stretch",
-    theme=None,
-    key="variants_chart",
-)
-report.caption(
-    f"{md_escape(model.name)} has {model.num_kv_heads} KV heads for {model.num_heads} query heads "
-    f"({model.attention_kind})" + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
-)
-
-frame = pd.DataFrame(
-    {"context": contexts, **{f"max batch · {r.hardware.id}": r.curve_max_batch for r in results.values()}}
-)
-report.table(frame, hide_index=True, width="stretch", height=240)
-st.download_button(
-    "Download the curves (CSV)",
-    data=frame.to_csv(index=False),
-    file_name=f"{model_id}_kv.csv",
-    mime="text/csv",
-    on_click="ignore",
-)
+if is_open(variants_tab):
+    with variants_tab:
+        report.subheader(f"KV quantization and GQA on {md_escape(primary.name)}")
+        variants: dict[str, np.ndarray] = {}
+        dashes: dict[str, str] = {}
+        for dtype in dict.fromkeys([kvdtype, "bf16", "fp8", "int4"]):
+            variant = replace(workload, precision=replace(workload.precision, kv_dtype=dtype))
+            variants[f"KV {dtype}"] = capacity_curves(variant, [primary], contexts, settings)["max_batch"][0]
+        if model.attention_kind in ("GQA", "MQA"):
+            mha = replace(workload, model=model.model_copy(update={"num_kv_heads": model.num_heads}))
+            name = f"same model as MHA ({model.num_heads} KV heads, KV {kvdtype})"
+            variants[name] = capacity_curves(mha, [primary], contexts, settings)["max_batch"][0]
+            dashes[name] = "dash"
+        report.chart(
+            capacity_figure(contexts, variants, model.max_context, dashes=dashes, height=440),
+            width="stretch",
+            theme=None,
+            key="variants_chart",
+        )
+        report.caption(
+            f"{md_escape(model.name)} has {model.num_kv_heads} KV heads for {model.num_heads} query heads "
+            f"({model.attention_kind})"
+            + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
+        )
 
 share_panel("KV cache", report.sections)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import cached, per_device
-from dashboard.llm_view import OP_FORMATS, decode_sweeps, decode_trajectories, device_rows, op_frames
+from dashboard.llm_view import OP_FORMATS, decode_sweeps, decode_trajectories, device_rows, op_frames, steps_summary
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
@@ -22,6 +22,7 @@ from dashboard.state import (
     one_of,
     warn_bad_params,
 )
+from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import (
     ACT_DTYPES,
     ATTENTION_KERNELS,
@@ -40,6 +41,7 @@ from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
 MAX_TOKENS = 1 << 20
+VIEWS = ("Ops on the roofline", "Where the time goes", "Batch and context", "Op table")
 devices = custom.devices()
 models = custom.models()
 device_ids, model_ids = list(devices), list(models)
@@ -68,6 +70,7 @@ warn_bad_params(
         "launch_us": float_in(0.0, 1000.0),
         "mem_util": float_in(0.05, 1.0),
         "engine": engine_param(),
+        VIEW_PARAM: view_param(VIEWS),
     }
 )
 
@@ -289,17 +292,7 @@ if not mem["fits"]:
         f"{fmt_bytes(mem['capacity_bytes'])} usable."
         + (f" It fits at TP={mem['smallest_tp']}." if mem["smallest_tp"] else " No TP degree up to 64 is enough.")
     )
-decode_text = (
-    f" **Decode** (batch {batch}, {mid_context:,} tokens cached, the middle of the output) is "
-    f"**{REGIME_LABELS[decode.bound]}**, {fmt_seconds(decode.time_s)} per step: it reads "
-    f"{fmt_bytes(decode.totals()['weight_bytes'])} of weights and {fmt_bytes(decode.totals()['kv_bytes'])} of KV cache."
-    if decode
-    else ""
-)
-report.markdown(
-    f"**Prefill** ({batch} × {prompt:,} tokens) on {md_escape(hw.name)} is **{REGIME_LABELS[prefill.bound]}**, "
-    f"{fmt_seconds(prefill.time_s)}." + decode_text
-)
+report.markdown(steps_summary(prefill, decode, int(batch), int(prompt), mid_context, md_escape(hw.name)))
 
 ceilings = prefill.table.ceilings
 tables = {"prefill": prefill.table, **({"decode": decode.table} if decode else {})}
@@ -315,55 +308,68 @@ fig = roofline_figure(
     series,
     title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
 )
-report.chart(fig, width="stretch", theme=None, key="llm_roofline")
-report.caption(
-    "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "
-    "performance the model predicts (FLOPs / time), so launch-bound ops fall below the roof."
-)
-
-report.subheader("Where the time goes")
-report.chart(
-    time_breakdown_figure({p: t.rows() for p, t in tables.items()}), width="stretch", theme=None, key="llm_breakdown"
-)
-
-report.subheader("How decode moves as batch and context grow")
-batches = np.unique(np.round(np.geomspace(1, 1024, 28)).astype(int))
-max_ctx = model.max_context - 1
-contexts = np.unique(np.round(np.geomspace(min(128, max_ctx), max_ctx, 28)).astype(int))
-
-
-sweeps = cached(decode_sweeps, run, hw, settings, ceilings, mid_context, batches, contexts)
-trajectories = decode_trajectories(sweeps, run, ceilings, mid_context, int(batch), batches, contexts)
-report.chart(
-    roofline_figure(
-        [(ceilings, d) for d in (run.precision.act_dtype,) if ceilings.has_peak(d)],
-        trajectories,
-        title=f"{model.name} on {hw.name}: one decode step as the batch grows and as the context grows",
-        height=520,
-    ),
-    width="stretch",
-    theme=None,
-    key="llm_trajectory",
-)
-report.caption(
-    "Batching reuses each weight byte for more tokens, so the step moves right (more FLOP per byte). "
-    "A longer context adds KV bytes that every sequence reads alone, at attention's few FLOPs per byte (more "
-    "with more query heads per KV head): the step's intensity moves toward attention's, left when batching had "
-    "taken it past that, right when it had not, and the step takes longer."
-)
-
 if len(selected) > 1:
     devices_table()
+roofline_tab, breakdown_tab, trajectory_tab, ops_tab = view_tabs(VIEWS)
 
-report.subheader("Op table")
+if is_open(roofline_tab):
+    with roofline_tab:
+        report.chart(fig, width="stretch", theme=None, key="llm_roofline")
+        report.caption(
+            "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "
+            "performance the model predicts (FLOPs / time), so launch-bound ops fall below the roof."
+        )
+
+if is_open(breakdown_tab):
+    with breakdown_tab:
+        report.subheader("Where the time goes")
+        report.chart(
+            time_breakdown_figure({p: t.rows() for p, t in tables.items()}),
+            width="stretch",
+            theme=None,
+            key="llm_breakdown",
+        )
+
+if is_open(trajectory_tab):
+    with trajectory_tab:
+        report.subheader("How decode moves as batch and context grow")
+        batches = np.unique(np.round(np.geomspace(1, 1024, 28)).astype(int))
+        max_ctx = model.max_context - 1
+        contexts = np.unique(np.round(np.geomspace(min(128, max_ctx), max_ctx, 28)).astype(int))
+        sweeps = cached(decode_sweeps, run, hw, settings, ceilings, mid_context, batches, contexts)
+        trajectories = decode_trajectories(sweeps, run, ceilings, mid_context, int(batch), batches, contexts)
+        report.chart(
+            roofline_figure(
+                [(ceilings, d) for d in (run.precision.act_dtype,) if ceilings.has_peak(d)],
+                trajectories,
+                title=f"{model.name} on {hw.name}: one decode step as the batch grows and as the context grows",
+                height=520,
+            ),
+            width="stretch",
+            theme=None,
+            key="llm_trajectory",
+        )
+        report.caption(
+            "Batching reuses each weight byte for more tokens, so the step moves right (more FLOP per byte). "
+            "A longer context adds KV bytes that every sequence reads alone, at attention's few FLOPs per byte "
+            "(more with more query heads per KV head): the step's intensity moves toward attention's, left when "
+            "batching had taken it past that, right when it had not, and the step takes longer."
+        )
+
 frame, shown = op_frames(tables)
-report.caption("Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s.")
-report.table(
-    shown,
-    hide_index=True,
-    width="stretch",
-    column_config={col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
-)
+if is_open(ops_tab):
+    with ops_tab:
+        report.subheader("Op table")
+        report.caption(
+            "Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s."
+        )
+        report.table(
+            shown,
+            hide_index=True,
+            width="stretch",
+            column_config={col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
+        )
+# Below every tab: the files hold the whole analysis, whichever view is open.
 d1, d2 = st.columns(2)
 d1.download_button(
     "Download ops (CSV)",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from dashboard import custom
@@ -14,6 +13,7 @@ from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.serving_load import render_load_section
+from dashboard.serving_view import disaggregation_frame, targets_frame
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
@@ -27,9 +27,11 @@ from dashboard.state import (
     one_of,
     warn_bad_params,
 )
+from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.engine import evaluate
-from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
+from roofline.format import dumps_strict, fmt_seconds
+from roofline.lazy import pandas as pd
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
 from roofline.report import Metric
@@ -45,6 +47,7 @@ from roofline.serving import (
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
+VIEWS = ("Frontier", "One point", "Cheapest setup", "Techniques", "Under load")
 devices = custom.devices()
 models = custom.models()
 device_ids, model_ids = list(devices), list(models)
@@ -76,6 +79,7 @@ warn_bad_params(
         "spec_k": int_in(1, 16),
         "spec_alpha": float_in(0.0, 1.0),
         "engine": engine_param(),
+        VIEW_PARAM: view_param(VIEWS),
     }
 )
 
@@ -163,188 +167,213 @@ except ValueError as exc:
 for hid, why in points.why_not.items():
     st.warning(f"{md_escape(devices[hid].name)}: {why}")
 
-# ---- the frontier ------------------------------------------------------------------------------
-report.subheader("Latency against throughput")
-xaxis = st.radio(
-    "x axis",
-    ["tokens/s per device", "tokens per dollar"],
-    horizontal=True,
-    key="xaxis",
-    bind="query-params",
-    help="tokens per dollar needs a price for the device",
-)
 roofs = {hid: settings.ceilings(devices[hid], int(tp), True).source for hid in points.devices}
-fig = frontier_figure(
-    points,
-    {hid: devices[hid].name for hid in points.devices},
-    roofs,
-    ttft_ms / 1e3,
-    tpot_ms / 1e3,
-    xaxis == "tokens per dollar",
-    f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV",
-)
-report.chart(fig, width="stretch", theme=None, key="frontier_chart")
-report.caption(
-    "Each line is one device as the decode batch grows (left to right); marker colours are the step's regime "
-    "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT target; "
-    "hollow grey points miss the TTFT target. Batches that do not fit in memory are left out. "
-    + rests_on_sentence(roofs.values())
-)
+frontier_tab, point_tab, targets_tab, techniques_tab, load_tab = view_tabs(VIEWS)
 
-# ---- open one point ----------------------------------------------------------------------------
-report.subheader("One point as a step on the roofline")
-c1, c2 = st.columns(2)
-runnable = [hid for hid in points.devices if hid not in points.why_not]
-pick_device = c1.selectbox("Device", runnable, key="pick_hw") if runnable else None
-if pick_device is None:
-    st.stop()
-d = points.devices.index(pick_device)
-fitting = [int(b) for b, f in zip(points.batch, points.fits[d]) if f]
-if not fitting:
-    st.warning(
-        f"{md_escape(model.name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
-    )
-else:
+
+def pick_point():
+    """The device and decode batch that the One point and Techniques tabs open (one of them is open)."""
+    c1, c2 = st.columns(2)
+    runnable = [hid for hid in points.devices if hid not in points.why_not]
+    if not runnable:
+        st.info("No chosen device can run this setup; the warnings above say why.")
+        return None, []
+    pick_device = c1.selectbox("Device", runnable, key="pick_hw")
+    d = points.devices.index(pick_device)
+    fitting = [int(b) for b, f in zip(points.batch, points.fits[d]) if f]
+    if not fitting:
+        st.warning(
+            f"{md_escape(model.name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
+        )
+        return pick_device, []
     pick_batch = c2.select_slider("Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch")
-    j = int(np.flatnonzero(points.batch == pick_batch)[0])
-    row = points.row(d, j)
-    usd = row["usd_per_million_output"]
-    basis = basis_label(roofs[pick_device])
-    on = f"{md_escape(devices[pick_device].name)}, decode batch {pick_batch}, on {basis}"
-    report.metrics(
-        Metric("TTFT", fmt_seconds(row["ttft_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
-        Metric("TPOT", fmt_seconds(row["tpot_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
-        Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}", help=on),
-        Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help=f"decode is judged by MBU; {on}"),
-        Metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price", help=on),
-    )
-    hw = devices[pick_device]
-    run, _ = Workload(
-        model, "decode", pick_batch, int(round(traffic.mean_context)), precision=precision, tp=int(tp), cuda_graphs=True
-    ).on(hw)
-    chunk = pick_batch * traffic.prompt_len / traffic.output_len if chunked else 0.0
-    table = evaluate(mixed_step_ops(run, pick_batch, chunk, traffic.prompt_len), settings.ceilings(hw, int(tp), True))
-    report.chart(
-        roofline_figure(
-            [(table.ceilings, run.precision.act_dtype)],
-            [op_table_series(table, "mixed step", "circle", table.total_time_s)],
-            title=f"One step: {pick_batch} decoding sequences + {chunk:,.0f} prompt tokens (chunked prefill)",
-            height=460,
-        ),
-        width="stretch",
-        theme=None,
-        key="point_roofline",
-    )
-    link = "/llm?" + urlencode(
-        {
-            "model": model_id,
-            "hw": pick_device,
-            "batch": pick_batch,
-            "prompt": traffic.prompt_len,
-            "output": traffic.output_len,
-            "tp": tp,
-            "wdtype": wdtype,
-            "kvdtype": kvdtype,
-        }
-    )
-    report.markdown(f"[Open this batch on the LLM inference page]({link}): every op of its prefill and decode steps.")
+    return pick_device, [pick_batch, fitting]
 
-# ---- targets -----------------------------------------------------------------------------------
-report.subheader(f"Cheapest setup per device that meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms")
-try:
-    best = cached(best_under_targets, model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
-except ValueError as exc:
-    st.error(str(exc))
-    best = []
-ranking = pd.DataFrame(
-    [
-        {
-            "device": b.hardware,
-            "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
-            "meets": b.meets,
-            "TP": b.point["tp"] if b.meets else None,
-            "batch": b.point["batch"] if b.meets else None,
-            "weights / KV": f"{b.weight_dtype} / {b.kv_dtype}" if b.meets else "",
-            "TTFT": fmt_seconds(b.point["ttft_s"]) if b.meets else "",
-            "TPOT": fmt_seconds(b.point["tpot_s"]) if b.meets else "",
-            "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,
-            "$ per M output": b.point["usd_per_million_output"] if b.meets else None,
-            "$ per M input": b.point["usd_per_million_input"] if b.meets else None,
-            "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
-            "what binds": f"{b.binding}-bound" if b.meets else b.binding,
-        }
-        for b in best
-    ]
-)
-report.table(
-    ranking,
-    "Targets",
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "$ per M output": st.column_config.NumberColumn(format="$%.3f"),
-        "$ per M input": st.column_config.NumberColumn(format="$%.3f"),
-        "tokens per joule": st.column_config.NumberColumn(format="%.2f"),
-    },
-    placeholder="—",
-)
-report.caption(
-    "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost per "
-    "million output tokens where priced, then by throughput per device. Each row's times rest on its device's "
-    "roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a device on the "
-    "datasheet alone looks better than it will run."
-)
 
-# ---- levers ------------------------------------------------------------------------------------
-report.subheader(f"Serving techniques on {md_escape(devices[pick_device].name)}")
-if fitting:
-    lc1, lc2 = st.columns(2)
-    spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")
-    alpha = lc2.number_input("Speculative: acceptance rate", 0.0, 1.0, 0.7, 0.05, key="spec_alpha", bind="query-params")
-    batches = np.unique(np.round(np.geomspace(1, max(fitting), 16)).astype(int))
-    spec = speculative(
-        model, hw, traffic, batches, int(spec_k), float(alpha), precision=precision, tp=int(tp), settings=settings
-    )
-    tokens = float(spec["tokens_per_verify"][0])
-    sfig = speculative_figure(
-        spec, f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
-    )
-    report.chart(sfig, width="stretch", theme=None, key="spec_chart")
-    report.caption(
-        f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and yields "
-        f"(1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound (blue markers); "
-        "once the verify step is compute-bound (red) it costs nearly k + 1 steps and speculation stops paying. "
-        "Drafting here is n-gram (free); a draft model adds its own k steps (`serve --draft-model`). Both TPOTs "
-        f"rest on the {basis_label(roofs[pick_device])}."
-    )
-    try:
-        disagg = disaggregation(model, hw, traffic, pick_batch, precision, int(tp), settings)
+if is_open(frontier_tab):
+    with frontier_tab:
+        report.subheader("Latency against throughput")
+        xaxis = st.radio(
+            "x axis",
+            ["tokens/s per device", "tokens per dollar"],
+            horizontal=True,
+            key="xaxis",
+            bind="query-params",
+            help="tokens per dollar needs a price for the device",
+        )
+        fig = frontier_figure(
+            points,
+            {hid: devices[hid].name for hid in points.devices},
+            roofs,
+            ttft_ms / 1e3,
+            tpot_ms / 1e3,
+            xaxis == "tokens per dollar",
+            f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV",
+        )
+        report.chart(fig, width="stretch", theme=None, key="frontier_chart")
+        report.caption(
+            "Each line is one device as the decode batch grows (left to right); marker colours are the step's regime "
+            "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT "
+            "target; hollow grey points miss the TTFT target. Batches that do not fit in memory are left out. "
+            + rests_on_sentence(roofs.values())
+        )
+
+if is_open(point_tab):
+    with point_tab:
+        report.subheader("One point as a step on the roofline")
+        pick_device, picked = pick_point()
+        if picked:
+            pick_batch, fitting = picked
+            d = points.devices.index(pick_device)
+            j = int(np.flatnonzero(points.batch == pick_batch)[0])
+            row = points.row(d, j)
+            usd = row["usd_per_million_output"]
+            basis = basis_label(roofs[pick_device])
+            on = f"{md_escape(devices[pick_device].name)}, decode batch {pick_batch}, on {basis}"
+            report.metrics(
+                Metric("TTFT", fmt_seconds(row["ttft_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
+                Metric("TPOT", fmt_seconds(row["tpot_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
+                Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}", help=on),
+                Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help=f"decode is judged by MBU; {on}"),
+                Metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price", help=on),
+            )
+            hw = devices[pick_device]
+            run, _ = Workload(
+                model,
+                "decode",
+                pick_batch,
+                int(round(traffic.mean_context)),
+                precision=precision,
+                tp=int(tp),
+                cuda_graphs=True,
+            ).on(hw)
+            chunk = pick_batch * traffic.prompt_len / traffic.output_len if chunked else 0.0
+            table = evaluate(
+                mixed_step_ops(run, pick_batch, chunk, traffic.prompt_len), settings.ceilings(hw, int(tp), True)
+            )
+            report.chart(
+                roofline_figure(
+                    [(table.ceilings, run.precision.act_dtype)],
+                    [op_table_series(table, "mixed step", "circle", table.total_time_s)],
+                    title=f"One step: {pick_batch} decoding sequences + {chunk:,.0f} prompt tokens (chunked prefill)",
+                    height=460,
+                ),
+                width="stretch",
+                theme=None,
+                key="point_roofline",
+            )
+            link = "/llm?" + urlencode(
+                {
+                    "model": model_id,
+                    "hw": pick_device,
+                    "batch": pick_batch,
+                    "prompt": traffic.prompt_len,
+                    "output": traffic.output_len,
+                    "tp": tp,
+                    "wdtype": wdtype,
+                    "kvdtype": kvdtype,
+                }
+            )
+            report.markdown(
+                f"[Open this batch on the LLM inference page]({link}): every op of its prefill and decode steps."
+            )
+
+if is_open(targets_tab):
+    with targets_tab:
+        report.subheader(f"Cheapest setup per device that meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms")
+        try:
+            best = cached(best_under_targets, model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
+        except ValueError as exc:
+            st.error(str(exc))
+            best = []
+        ranking = targets_frame(best, roofs)
         report.table(
-            pd.DataFrame(
-                [
-                    {
-                        "setup": name,
-                        "TTFT": fmt_seconds(v["ttft_s"]),
-                        "TPOT": fmt_seconds(v["tpot_s"]),
-                        "tok/s per device": round(v["tokens_per_s_per_device"]),
-                        "KV per prompt": fmt_bytes(v["kv_bytes_per_prompt"]) if "kv_bytes_per_prompt" in v else "",
-                        "KV transfer": fmt_seconds(v["kv_transfer_s"]) if "kv_transfer_s" in v else "",
-                    }
-                    for name, v in disagg.items()
-                ]
-            ),
-            f"Prefill/decode disaggregation at batch {pick_batch}",
+            ranking,
+            "Targets",
             hide_index=True,
             width="stretch",
+            column_config={
+                "$ per M output": st.column_config.NumberColumn(format="$%.3f"),
+                "$ per M input": st.column_config.NumberColumn(format="$%.3f"),
+                "tokens per joule": st.column_config.NumberColumn(format="%.2f"),
+            },
+            placeholder="—",
         )
         report.caption(
-            "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed (lower "
-            "TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is sized to keep "
-            f"pace with the decode pool. Times rest on the {basis_label(roofs[pick_device])}."
+            "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost "
+            "per million output tokens where priced, then by throughput per device. Each row's times rest on its "
+            "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
+            "device on the datasheet alone looks better than it will run."
         )
-    except ValueError as exc:
-        st.info(f"Disaggregation: {exc}")
 
+if is_open(techniques_tab):
+    with techniques_tab:
+        report.subheader("Serving techniques")
+        pick_device, picked = pick_point()
+        if picked:
+            pick_batch, fitting = picked
+            hw = devices[pick_device]
+            lc1, lc2 = st.columns(2)
+            spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")
+            alpha = lc2.number_input(
+                "Speculative: acceptance rate", 0.0, 1.0, 0.7, 0.05, key="spec_alpha", bind="query-params"
+            )
+            batches = np.unique(np.round(np.geomspace(1, max(fitting), 16)).astype(int))
+            spec = speculative(
+                model,
+                hw,
+                traffic,
+                batches,
+                int(spec_k),
+                float(alpha),
+                precision=precision,
+                tp=int(tp),
+                settings=settings,
+            )
+            tokens = float(spec["tokens_per_verify"][0])
+            sfig = speculative_figure(
+                spec, f"Speculative decoding, k={spec_k}, acceptance {alpha:g}: {tokens:.2f} tokens per verify"
+            )
+            report.chart(sfig, width="stretch", theme=None, key="spec_chart")
+            report.caption(
+                f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and "
+                f"yields (1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound "
+                "(blue markers); once the verify step is compute-bound (red) it costs nearly k + 1 steps and "
+                "speculation stops paying. Drafting here is n-gram (free); a draft model adds its own k steps (`serve "
+                f"--draft-model`). Both TPOTs rest on the {basis_label(roofs[pick_device])}."
+            )
+            try:
+                disagg = disaggregation(model, hw, traffic, pick_batch, precision, int(tp), settings)
+                report.table(
+                    disaggregation_frame(disagg),
+                    f"Prefill/decode disaggregation at batch {pick_batch}",
+                    hide_index=True,
+                    width="stretch",
+                )
+                report.caption(
+                    "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed "
+                    "(lower TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is "
+                    f"sized to keep pace with the decode pool. Times rest on the {basis_label(roofs[pick_device])}."
+                )
+            except ValueError as exc:
+                st.info(f"Disaggregation: {exc}")
+
+if is_open(load_tab):
+    with load_tab:
+        render_load_section(
+            model, hws, traffic, precision, int(tp), settings, ttft_ms / 1e3, tpot_ms / 1e3, prices, chunked, report
+        )
+
+
+def plan_best() -> list:
+    """The cheapest setups, for the JSON download (built when it is clicked)."""
+    try:
+        return cached(best_under_targets, model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
+    except ValueError:
+        return []
+
+
+# Below every tab: the files hold the whole plan, whichever view is open.
 frame = pd.DataFrame([points.row(d, j) for d in range(len(points.devices)) for j in range(len(points.batch))])
 st.download_button(
     "Download the frontier (CSV)",
@@ -355,12 +384,9 @@ st.download_button(
 )
 st.download_button(
     "Download the plan (JSON)",
-    data=lambda: dumps_strict({"frontier": frame.to_dict("records"), "best": [b.to_json() for b in best]}),
+    data=lambda: dumps_strict({"frontier": frame.to_dict("records"), "best": [b.to_json() for b in plan_best()]}),
     file_name="roofline_serving.json",
     mime="application/json",
     on_click="ignore",
-)
-render_load_section(
-    model, hws, traffic, precision, int(tp), settings, ttft_ms / 1e3, tpot_ms / 1e3, prices, chunked, report
 )
 share_panel("Serving", report.sections)

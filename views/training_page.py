@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from dashboard import custom
@@ -15,11 +14,20 @@ from dashboard.cache import per_device
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
-from dashboard.training_view import fmt_params, headline_device, sequence_lengths, token_label
-from roofline.engine import REGIME_LABELS, evaluate
+from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
+from dashboard.training_view import (
+    fmt_params,
+    headline_device,
+    levers_frame,
+    loading_frame,
+    sequence_lengths,
+    step_series,
+    token_label,
+)
+from roofline.engine import REGIME_LABELS
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.loading import CHECKPOINT_DTYPES, load_peaks
-from roofline.plots import loading_figure, op_table_series, roofline_figure, training_memory_figure
+from roofline.plots import loading_figure, roofline_figure, training_memory_figure
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.training import (
@@ -36,6 +44,7 @@ from roofline.training import (
 )
 
 DP_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+VIEWS = ("Memory", "Levers", "Step on the roofline", "Loading the checkpoint")
 MICRO_BATCHES = np.array([1, 2, 4, 8, 16, 32, 64])
 devices = custom.devices()
 models = custom.models()
@@ -72,6 +81,7 @@ warn_bad_params(
         "ckdtype": one_of(CHECKPOINT_DTYPES),
         "ltp": one_of([str(d) for d in DP_CHOICES]),
         "hostram": int_in(0, 1 << 20),
+        VIEW_PARAM: view_param(VIEWS),
     }
 )
 
@@ -242,146 +252,140 @@ report.markdown(
 
 capacities = {devices[hid].name: r.capacity_bytes for hid, r in results.items()}
 
-report.subheader("Memory against micro-batch and sequence length")
-sweep_mb = training_memory(replace(setup, micro_batch=MICRO_BATCHES))
-report.chart(
-    training_memory_figure(
-        MICRO_BATCHES,
-        sweep_mb.at_peak,
-        capacities,
-        "micro-batch (sequences per device)",
-        f"{model.name}: peak per device by term, at {seq:,} tokens",
-    ),
-    width="stretch",
-    theme=None,
-    key="memory_by_batch",
-)
-lengths = sequence_lengths(model.max_context)
-sweep_len = training_memory(replace(setup, seq_len=lengths))
-report.chart(
-    training_memory_figure(
-        lengths,
-        sweep_len.at_peak,
-        capacities,
-        "sequence length (tokens, k = 1,024)",
-        f"{model.name}: peak per device by term, micro-batch {micro}",
-        labels=[token_label(int(n)) for n in lengths],
-    ),
-    width="stretch",
-    theme=None,
-    key="memory_by_length",
-)
-report.caption(
-    "Each bar is the step's peak: at the end of forward (every activation and the loss), the start of backward "
-    "(the loss's gradients), the end of backward (every gradient) or the optimizer step, whichever is largest. "
-    "Dashed lines are each device's usable memory: a bar above a line does not fit that device."
-)
+memory_tab, levers_tab, step_tab, loading_tab = view_tabs(VIEWS)
 
-report.subheader("Levers")
-lever_rows = levers(setup, primary, settings)
-frame = pd.DataFrame(
-    [
+if is_open(memory_tab):
+    with memory_tab:
+        report.subheader("Memory against micro-batch and sequence length")
+        sweep_mb = training_memory(replace(setup, micro_batch=MICRO_BATCHES))
+        report.chart(
+            training_memory_figure(
+                MICRO_BATCHES,
+                sweep_mb.at_peak,
+                capacities,
+                "micro-batch (sequences per device)",
+                f"{model.name}: peak per device by term, at {seq:,} tokens",
+            ),
+            width="stretch",
+            theme=None,
+            key="memory_by_batch",
+        )
+        lengths = sequence_lengths(model.max_context)
+        sweep_len = training_memory(replace(setup, seq_len=lengths))
+        report.chart(
+            training_memory_figure(
+                lengths,
+                sweep_len.at_peak,
+                capacities,
+                "sequence length (tokens, k = 1,024)",
+                f"{model.name}: peak per device by term, micro-batch {micro}",
+                labels=[token_label(int(n)) for n in lengths],
+            ),
+            width="stretch",
+            theme=None,
+            key="memory_by_length",
+        )
+        report.caption(
+            "Each bar is the step's peak: at the end of forward (every activation and the loss), the start of backward "
+            "(the loss's gradients), the end of backward (every gradient) or the optimizer step, whichever is largest. "
+            "Dashed lines are each device's usable memory: a bar above a line does not fit that device."
+        )
+
+if is_open(levers_tab):
+    with levers_tab:
+        report.subheader("Levers")
+        frame = levers_frame(levers(setup, primary, settings), peak)
+        report.table(frame, "Levers", hide_index=True, width="stretch")
+        plan, planned = plan_to_fit(setup, primary, settings)
+        if plan and planned is not None:
+            verdict = "fits" if planned.fits else "still does not fit"
+            report.markdown(
+                f"**To fit on {md_escape(primary.name)}**: "
+                + " + ".join(plan)
+                + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
+                f"{verdict}, step {fmt_seconds(planned.step_time_s)} against "
+                f"{fmt_seconds(result.step_time_s)} ({basis})."
+            )
+        elif result.fits:
+            report.markdown(f"It fits on {md_escape(primary.name)} as it is.")
+        report.caption(
+            f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}; "
+            "below 1x is faster). Levers that train "
+            "the same model are tried first; LoRA and QLoRA train adapters instead."
+        )
+
+if is_open(step_tab):
+    with step_tab:
+        report.subheader("The step on the roofline")
+        table = result.table
+        series = step_series(table, result.step_time_s)
+        dtype = "fp32" if precision == "fp32" else setup.compute_dtype
+        report.chart(
+            roofline_figure([(table.ceilings, dtype)], series, title=f"{model.name} training step on {primary.name}"),
+            width="stretch",
+            theme=None,
+            key="train_roofline",
+        )
+        by_phase = result.to_json()["time_by_phase_s"]
+        report.markdown(
+            f"Time by phase ({basis}): "
+            + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in by_phase.items())
+            + ". Backward does about twice the forward's matmul work (the gradient of the input and of the "
+            "weight); recomputation adds a forward."
+        )
+
+# The loading view's choices while its tab is closed (the JSON download uses them): the link's, else
+# the defaults (warn_bad_params has dropped any bad one).
+ckdtype = st.query_params.get("ckdtype", CHECKPOINT_DTYPES[1])
+ltp = int(st.query_params.get("ltp", DP_CHOICES[0]))
+if is_open(loading_tab):
+    with loading_tab:
+        report.subheader("Loading the checkpoint")
+        lc1, lc2, lc3 = st.columns(3)
+        ckdtype = lc1.selectbox("Checkpoint dtype", CHECKPOINT_DTYPES, index=1, key="ckdtype", bind="query-params")
+        ltp = lc2.selectbox("Devices the model is split over", DP_CHOICES, key="ltp", bind="query-params")
+        host_ram = lc3.number_input("Host RAM (GB, 0 = not checked)", 0, 1 << 20, 0, key="hostram", bind="query-params")
+        peaks = load_peaks(model, ckdtype, "fp32" if precision == "fp32" else setup.compute_dtype, tp=int(ltp))
+        report.chart(
+            loading_figure(
+                [pk.method for pk in peaks],
+                [pk.host_bytes for pk in peaks],
+                [pk.device_bytes for pk in peaks],
+                primary.memory_bytes,
+                host_ram * 1e9 or None,
+            ),
+            width="stretch",
+            theme=None,
+            key="loading_chart",
+        )
+        report.table(
+            loading_frame(peaks),
+            "Loading",
+            hide_index=True,
+            width="stretch",
+        )
+        report.caption(
+            "A naive load holds the model built in fp32 and the whole checkpoint at once, per process; meta-device "
+            "init holds the checkpoint once; memory-mapped files (safetensors, torch.load(mmap=True)) are page cache "
+            "that every process on the host shares. torch.load here always means weights_only=True."
+        )
+
+
+def analysis_json() -> str:
+    """Built when the download is clicked: the analysis, every lever and the loading methods."""
+    peaks = load_peaks(model, ckdtype, "fp32" if precision == "fp32" else setup.compute_dtype, tp=int(ltp))
+    return dumps_strict(
         {
-            "lever": lv.name,
-            "peak per device": fmt_bytes(lv.peak_bytes),
-            "change": f"{fmt_bytes(peak)} → {fmt_bytes(lv.peak_bytes)}",
-            "fits": lv.fits,
-            "time per token": f"{lv.slowdown:.2f}×",
+            **result.to_json(),
+            "levers": [lv.to_json() for lv in levers(setup, primary, settings)],
+            "loading": [pk.to_json() for pk in peaks],
         }
-        for lv in lever_rows
-    ]
-)
-report.table(frame, "Levers", hide_index=True, width="stretch")
-plan, planned = plan_to_fit(setup, primary, settings)
-if plan and planned is not None:
-    verdict = "fits" if planned.fits else "still does not fit"
-    report.markdown(
-        f"**To fit on {md_escape(primary.name)}**: "
-        + " + ".join(plan)
-        + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
-        f"{verdict}, step {fmt_seconds(planned.step_time_s)} against {fmt_seconds(result.step_time_s)} ({basis})."
     )
-elif result.fits:
-    report.markdown(f"It fits on {md_escape(primary.name)} as it is.")
-report.caption(
-    f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}; "
-    "below 1x is faster). Levers that train "
-    "the same model are tried first; LoRA and QLoRA train adapters instead."
-)
 
-report.subheader("The step on the roofline")
-table = result.table
-phases = {}
-for phase in ("forward", "backward", "recompute", "optimizer", "communication"):
-    idx = [i for i, op in enumerate(table.ops) if op.phase == phase]
-    if idx:
-        phases[phase] = idx
-series = []
-for phase, symbol in (("forward", "circle"), ("backward", "diamond"), ("recompute", "square"), ("optimizer", "x")):
-    if phase not in phases:
-        continue
-    sub = evaluate([table.ops[i] for i in phases[phase]], table.ceilings)
-    series.append(op_table_series(sub, phase, symbol, result.step_time_s))
-dtype = "fp32" if precision == "fp32" else setup.compute_dtype
-report.chart(
-    roofline_figure([(table.ceilings, dtype)], series, title=f"{model.name} training step on {primary.name}"),
-    width="stretch",
-    theme=None,
-    key="train_roofline",
-)
-by_phase = result.to_json()["time_by_phase_s"]
-report.markdown(
-    f"Time by phase ({basis}): "
-    + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in by_phase.items())
-    + ". Backward does about "
-    "twice the forward's matmul work (the gradient of the input and of the weight); recomputation adds a forward."
-)
-
-report.subheader("Loading the checkpoint")
-lc1, lc2, lc3 = st.columns(3)
-ckdtype = lc1.selectbox("Checkpoint dtype", CHECKPOINT_DTYPES, index=1, key="ckdtype", bind="query-params")
-ltp = lc2.selectbox("Devices the model is split over", DP_CHOICES, key="ltp", bind="query-params")
-host_ram = lc3.number_input("Host RAM (GB, 0 = not checked)", 0, 1 << 20, 0, key="hostram", bind="query-params")
-peaks = load_peaks(model, ckdtype, "fp32" if precision == "fp32" else setup.compute_dtype, tp=int(ltp))
-report.chart(
-    loading_figure(
-        [pk.method for pk in peaks],
-        [pk.host_bytes for pk in peaks],
-        [pk.device_bytes for pk in peaks],
-        primary.memory_bytes,
-        host_ram * 1e9 or None,
-    ),
-    width="stretch",
-    theme=None,
-    key="loading_chart",
-)
-report.table(
-    pd.DataFrame(
-        [
-            {
-                "method": pk.method,
-                "host RAM peak": fmt_bytes(pk.host_bytes) + (" (file pages)" if pk.host_file_backed else ""),
-                "device peak": fmt_bytes(pk.device_bytes),
-                "how": pk.description,
-            }
-            for pk in peaks
-        ]
-    ),
-    "Loading",
-    hide_index=True,
-    width="stretch",
-)
-report.caption(
-    "A naive load holds the model built in fp32 and the whole checkpoint at once, per process; meta-device init "
-    "holds the checkpoint once; memory-mapped files (safetensors, torch.load(mmap=True)) are page cache that every "
-    "process on the host shares. torch.load here always means weights_only=True."
-)
 
 st.download_button(
     "Download the analysis (JSON)",
-    data=lambda: dumps_strict(
-        {**result.to_json(), "levers": [lv.to_json() for lv in lever_rows], "loading": [pk.to_json() for pk in peaks]}
-    ),
+    data=analysis_json,
     file_name="roofline_training.json",
     mime="application/json",
     on_click="ignore",

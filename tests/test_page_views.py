@@ -1,0 +1,119 @@
+"""Pages with several views open one at a time: each view from its URL draws its own charts and
+nothing of the others; a bad view warns and falls back; a widget that changes one view opens it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.page_helpers import ROOT, page
+
+# page -> each view and the charts it draws (by key), the first view being the default.
+VIEWS = {
+    "views/kv_page.py": {
+        "Capacity": ["capacity_chart"],
+        "Memory": ["memory_bar"],
+        "KV-bound decode": ["crossover_chart"],
+        "KV dtype and GQA": ["variants_chart"],
+    },
+    "views/llm_page.py": {
+        "Ops on the roofline": ["llm_roofline"],
+        "Where the time goes": ["llm_breakdown"],
+        "Batch and context": ["llm_trajectory"],
+        "Op table": [],
+    },
+    "views/advisor_page.py": {
+        "Ranking": ["ranking_chart"],
+        "Diagnosis": [],
+        "What-if": ["what_if_chart"],
+        "Top roofs": ["top_roofs_chart"],
+    },
+    "views/training_page.py": {
+        "Memory": ["memory_by_batch", "memory_by_length"],
+        "Levers": [],
+        "Step on the roofline": ["train_roofline"],
+        "Loading the checkpoint": ["loading_chart"],
+    },
+    "views/serving_page.py": {
+        "Frontier": ["frontier_chart"],
+        "One point": ["point_roofline"],
+        "Cheapest setup": [],
+        "Techniques": ["spec_chart"],
+        "Under load": ["load_rate_chart", "load_ttft_chart", "load_tpot_chart", "load_series_chart"],
+    },
+}
+CASES = [(path, view, charts) for path, views in VIEWS.items() for view, charts in views.items()]
+
+
+@pytest.mark.parametrize("path, view, charts", CASES, ids=[f"{p.split('/')[1][:-8]}-{v}" for p, v, _ in CASES])
+def test_each_view_opens_from_its_url_with_its_charts_only(path, view, charts):
+    at = page(path, view=view)
+    assert not at.exception and not at.error and not at.warning, [w.value for w in at.warning]
+    assert [c.key for c in at.get("plotly_chart")] == charts
+    assert [t.label for t in at.tabs] == list(VIEWS[path])
+
+
+@pytest.mark.parametrize("path", list(VIEWS))
+def test_the_default_view_is_the_first(path):
+    at = page(path)
+    assert [c.key for c in at.get("plotly_chart")] == next(iter(VIEWS[path].values()))
+
+
+@pytest.mark.parametrize("bad", ["Nope", "memory", ""])
+def test_a_bad_view_warns_with_the_allowed_ones_and_falls_back(bad):
+    at = page("views/kv_page.py", view=bad)
+    assert not at.exception
+    warning = " ".join(w.value for w in at.warning)
+    assert "`view`" in warning and "Capacity" in warning and "KV dtype and GQA" in warning
+    assert [c.key for c in at.get("plotly_chart")] == ["capacity_chart"]
+
+
+def test_a_what_if_slider_opens_the_what_if_view_and_your_device_the_diagnosis():
+    at = page("views/advisor_page.py")
+    at.select_slider(key="x_memory").set_value(2.0).run()
+    assert at.session_state["view"] == "What-if"
+    assert [c.key for c in at.get("plotly_chart")] == ["what_if_chart"]
+    at.selectbox(key="device").set_value("a100-sxm-80gb").run()  # the what-if stays open
+    assert at.session_state["view"] == "What-if"
+    fresh = page("views/advisor_page.py")
+    fresh.selectbox(key="device").set_value("a100-sxm-80gb").run()
+    assert fresh.session_state["view"] == "Diagnosis" and not fresh.get("plotly_chart")
+    assert any("A100" in md.value for md in fresh.markdown)
+
+
+def test_the_share_link_names_the_open_view():
+    at = page("views/kv_page.py", view="Memory")
+    assert "view=Memory" in at.code[-1].value
+
+
+def test_the_downloads_sit_below_the_views_and_hold_the_whole_analysis():
+    # The LLM page's CSV and JSON are there whichever view is open.
+    for view in VIEWS["views/llm_page.py"]:
+        labels = [b.label for b in page("views/llm_page.py", view=view).get("download_button")]
+        assert {"Download ops (CSV)", "Download analysis (JSON)"} <= set(labels), view
+
+
+def test_a_page_reaches_its_first_chart_without_importing_pandas():
+    """pandas is bound lazily (roofline.lazy): what a page imports before its chart leaves it out."""
+    code = (
+        "import sys; import dashboard.share, dashboard.custom, dashboard.state, dashboard.tabs, roofline.report, "
+        "dashboard.llm_view, dashboard.advisor_view, dashboard.training_view, dashboard.serving_view; "
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_lazy_module_imports_on_first_use_and_reads_like_the_module():
+    import pandas
+
+    from roofline.lazy import LazyModule
+
+    lazy = LazyModule("pandas")
+    assert lazy.DataFrame is pandas.DataFrame
+    assert lazy.DataFrame({"a": [1, 2]})["a"].sum() == 3
+    assert "lazy module 'pandas'" in repr(lazy)
+    with pytest.raises(ModuleNotFoundError):
+        LazyModule("no_such_module_here").anything  # noqa: B018
