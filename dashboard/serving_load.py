@@ -83,8 +83,8 @@ def render_load_section(
         f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, scheduled as the page's engine "
         "schedules them (vLLM V1's continuous batching with chunked prefill and preemption, SGLang's prefill-first "
         "batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the roofs are ideal), each step timed "
-        "on the roofline. Unlike the steady state above, requests queue: latency grows with the rate and turns up "
-        "sharply at saturation. Times rest on the page's roofs and the engine's host work per step."
+        "on the roofline. Unlike the Frontier view's steady state, requests queue: latency grows with the rate and "
+        "turns up sharply at saturation. Times rest on the page's roofs and the engine's host work per step."
     )
     warn_bad_params(
         {
@@ -190,7 +190,7 @@ def _one_device(
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
         f"with {settings.max_num_seqs} requests always in flight. Below it the batch grows with the rate and TPOT "
         "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
-        "Dotted: the steady-state model above at each run's mean running batch, a bound with no queueing."
+        "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing."
         + ("" if load.kind == "poisson" else " The closed-loop run is placed at the rate it achieved.")
     )
 
@@ -220,7 +220,7 @@ def _one_device(
             )
     report.caption(
         f"{done}. The share of requests at or below each latency; TTFT counts the time queued. Dotted: the "
-        f"steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the page above predicts "
+        f"steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the Frontier view predicts "
         "for a server that never queues."
     )
 
