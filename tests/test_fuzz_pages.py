@@ -89,10 +89,22 @@ PAGES = {
         "graphs",
         "cdevice",
         "engine",
+        "view",
     ],
-    "views/advisor_page.py": ["batch", "seq", "output", "tp", "x_compute", "x_capacity", "device", "phase", "engine"],
+    "views/advisor_page.py": [
+        "batch",
+        "seq",
+        "output",
+        "tp",
+        "x_compute",
+        "x_capacity",
+        "device",
+        "phase",
+        "engine",
+        "view",
+    ],
     "views/accuracy_page.py": ["metric", "runs", "engines", "within"],
-    "views/kv_page.py": ["batch", "context", "block", "mbt", "tp", "mem_util", "hw", "kvdtype", "model"],
+    "views/kv_page.py": ["batch", "context", "block", "mbt", "tp", "mem_util", "hw", "kvdtype", "model", "view"],
     "views/hardware_page.py": ["vendor", "compare", "cdevice"],
     "views/measure_page.py": ["mode", "mdevice", "mmodel", "cmodel"],
     "views/serving_page.py": [
@@ -106,6 +118,7 @@ PAGES = {
         "spec_k",
         "spec_alpha",
         "engine",
+        "view",
     ],
     "views/training_page.py": [
         "model",
@@ -119,6 +132,7 @@ PAGES = {
         "zero",
         "hostram",
         "cmodel",
+        "view",
     ],
 }
 url_value = st.one_of(st.sampled_from(HOSTILE_NUMBERS + ["h100-sxm", "tpu-v4", "x" * 3000]), st.text(max_size=10))

@@ -117,3 +117,19 @@ def test_a_lazy_module_imports_on_first_use_and_reads_like_the_module():
     assert "lazy module 'pandas'" in repr(lazy)
     with pytest.raises(ModuleNotFoundError):
         LazyModule("no_such_module_here").anything  # noqa: B018
+
+
+def test_a_view_open_on_one_page_does_not_leak_into_the_next():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("views/kv_page.py").run()
+    at.session_state["view"] = "KV dtype and GQA"
+    at.run()
+    assert [c.key for c in at.get("plotly_chart")] == ["variants_chart"]
+    for path, first in (
+        ("views/llm_page.py", ["llm_roofline"]),
+        ("views/training_page.py", VIEWS["views/training_page.py"]["Memory"]),
+    ):
+        at.switch_page(path).run()
+        assert not at.exception and not at.warning and [c.key for c in at.get("plotly_chart")] == first

@@ -167,6 +167,8 @@ def page_keys() -> dict[str, list[str]]:
             re.findall(r'"([a-z0-9_]+)":\s*(?:int_in|float_in|one_of|some_of|boolean|devices_param|state\.)', source)
         )
         keys = {k for k in keys if not k.startswith(("cmodel_", "cdevice_"))}
+        if "VIEW_PARAM" in source:  # the open tab (dashboard/tabs.py)
+            keys.add("view")
         pages[f"views/{path.name}"] = sorted(keys | {"cmodel", "cdevice"})
     return pages
 
