@@ -88,7 +88,13 @@ def teach_the_roofline(r: dict, c: Ceilings) -> None:
     else:
         verdict = f", so it is **{REGIME_LABELS[r['bound']]}**"
         floor_note = "this GEMM is large enough to sit on its roof."
-    with st.expander("How to read a roofline (worked on this GEMM)", icon=":material/school:"):
+    # Built only while open (its state is the `lesson` URL parameter): closed, the page draws one chart.
+    lesson = st.expander(
+        "How to read a roofline (worked on this GEMM)", icon=":material/school:", key="lesson", bind="query-params"
+    )
+    if lesson.open is False:
+        return
+    with lesson:
         st.markdown(
             f"""
 **1. Arithmetic intensity** is the work done per byte moved: FLOPs ÷ bytes. A GEMM of

@@ -88,7 +88,7 @@ def test_llm_page_a_prompt_at_the_context_limit_says_what_it_shows():
 
 
 def test_roofline_page_teaches_on_the_first_device_that_has_the_gemm_dtype():
-    at = page("views/roofline_page.py", hw=["a100-sxm-80gb", "h100-sxm"], gemm_dtype="fp8")
+    at = page("views/roofline_page.py", hw=["a100-sxm-80gb", "h100-sxm"], gemm_dtype="fp8", lesson="true")
     assert not at.exception
     assert "A100 SXM4 80GB has no fp8 peak" in texts(at.warning)
     lesson = texts(at.markdown)
@@ -274,11 +274,11 @@ def test_cached_results_are_keyed_by_content_and_handed_out_as_copies():
 def test_the_lesson_names_the_regime_the_engine_gives():
     # A 64×64×64 GEMM sits left of the H100's ridge (intensity 2·64³ / (3·64²·2 B) = 21.3 FLOP/B <
     # 295), but a kernel floor of 1.2 µs is longer than its memory time (24.6 kB / 3.35 TB/s = 7 ns).
-    at = page("views/roofline_page.py", m="64", n="64", k="64")
+    at = page("views/roofline_page.py", m="64", n="64", k="64", lesson="true")
     lesson = texts(at.markdown)
     assert "sits left of the ridge (21.3" in lesson and "overhead-bound" in lesson
     assert "so it is **compute-bound**" not in lesson
-    big = texts(page("views/roofline_page.py").markdown)  # 4096³: right of the ridge, on the flat roof
+    big = texts(page("views/roofline_page.py", lesson="true").markdown)  # 4096³: right of the ridge, the flat roof
     assert "sits right of the ridge (1,365.3" in big and "so it is **compute-bound**" in big
 
 

@@ -76,6 +76,7 @@ PAGES = {
         "llm_batch",
         "llm_seq",
         "engine",
+        "lesson",
     ],
     "views/llm_page.py": [
         "batch",

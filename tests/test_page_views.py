@@ -127,3 +127,14 @@ def test_a_view_open_on_one_page_does_not_leak_into_the_next():
     ):
         at.switch_page(path).run()
         assert not at.exception and not at.warning and [c.key for c in at.get("plotly_chart")] == first
+
+
+def test_the_roofline_lesson_is_built_only_while_open():
+    closed = page("views/roofline_page.py")
+    assert [c.key for c in closed.get("plotly_chart")] == ["roofline_chart"]
+    assert not any("Arithmetic intensity" in md.value for md in closed.markdown)
+    opened = page("views/roofline_page.py", lesson="true")
+    assert [c.key for c in opened.get("plotly_chart")] == ["roofline_chart", "teach_chart"]
+    assert any("Arithmetic intensity" in md.value for md in opened.markdown)
+    bad = page("views/roofline_page.py", lesson="maybe")
+    assert any("`lesson`: 'maybe' is not allowed" in w.value for w in bad.warning)

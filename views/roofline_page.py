@@ -65,6 +65,7 @@ warn_bad_params(
         "llm_batch": int_in(1, 65536),
         "llm_seq": int_in(1, MAX_DIM),
         "engine": engine_param(),
+        "lesson": boolean,
     }
 )
 
