@@ -18,7 +18,9 @@ METRICS = {
 RUNS = ("test set", "fit split", "all")
 
 
-@st.cache_data(show_spinner=False)
+# One copy per server, read and never changed: cache_data would pickle the 3.4 MB report on its first
+# run and unpickle a copy on every rerun.
+@st.cache_resource(show_spinner=False)
 def report() -> dict:
     return load_report()
 
