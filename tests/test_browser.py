@@ -58,6 +58,9 @@ def test_roofline_page_in_a_browser(app_url, browser):
     before = _chart_state(page)
     assert "GEMM 4096×4096×4096" in before
 
+    # A value typed while the page still reruns (a fresh session reruns once as its URL settles)
+    # can be lost when the rerun redraws the input: type it once the page is idle.
+    _wait_until_idle(page)
     m_input = page.get_by_label("M", exact=True)
     m_input.fill("1")
     m_input.press("Enter")
