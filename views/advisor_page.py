@@ -230,21 +230,6 @@ if is_open(ranking_tab):
             )
         table, table_config = ranking_table(ranking, objective)
         report.table(table, hide_index=True, width="stretch", placeholder="n/a", column_config=table_config)
-        d1, d2 = st.columns(2)
-        d1.download_button(
-            "Download the ranking (CSV)",
-            data=pd.DataFrame(ranking).drop(columns=["workload"], errors="ignore").to_csv(index=False),
-            file_name=f"{model_id}_{phase}_ranking.csv",
-            mime="text/csv",
-            on_click="ignore",
-        )
-        d2.download_button(
-            "Download the ranking (JSON)",
-            data=lambda: dumps_strict({"workload": workload.describe(), "objective": objective, "ranking": ranking}),
-            file_name=f"{model_id}_{phase}_ranking.json",
-            mime="application/json",
-            on_click="ignore",
-        )
 
 
 def target_run():
@@ -372,4 +357,20 @@ if is_open(top_tab):
         else:
             report.caption("No device fits this workload at this TP degree, so there are no top roofs to show.")
 
+# Below every view: the files hold the whole ranking whichever view is open (built when clicked).
+d1, d2 = st.columns(2)
+d1.download_button(
+    "Download the ranking (CSV)",
+    data=lambda: pd.DataFrame(ranking).drop(columns=["workload"], errors="ignore").to_csv(index=False),
+    file_name=f"{model_id}_{phase}_ranking.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
+d2.download_button(
+    "Download the ranking (JSON)",
+    data=lambda: dumps_strict({"workload": workload.describe(), "objective": objective, "ranking": ranking}),
+    file_name=f"{model_id}_{phase}_ranking.json",
+    mime="application/json",
+    on_click="ignore",
+)
 share_panel("Which hardware", report.sections)

@@ -172,6 +172,14 @@ contexts = context_grid(model)
 curves = {r.hardware.name: r.curve_max_batch for r in results.values()}
 capacity_tab, memory_tab, crossover_tab, variants_tab = view_tabs(VIEWS)
 
+
+def curves_frame():
+    """The capacity curves, one column per device: the Capacity view's table and the CSV."""
+    return pd.DataFrame(
+        {"context": contexts, **{f"max batch · {r.hardware.id}": r.curve_max_batch for r in results.values()}}
+    )
+
+
 if is_open(capacity_tab):
     with capacity_tab:
         report.chart(
@@ -186,17 +194,7 @@ if is_open(capacity_tab):
             theme=None,
             key="capacity_chart",
         )
-        frame = pd.DataFrame(
-            {"context": contexts, **{f"max batch · {r.hardware.id}": r.curve_max_batch for r in results.values()}}
-        )
-        report.table(frame, hide_index=True, width="stretch", height=240)
-        st.download_button(
-            "Download the curves (CSV)",
-            data=frame.to_csv(index=False),
-            file_name=f"{model_id}_kv.csv",
-            mime="text/csv",
-            on_click="ignore",
-        )
+        report.table(curves_frame(), hide_index=True, width="stretch", height=240)
 
 if is_open(memory_tab):
     with memory_tab:
@@ -250,4 +248,12 @@ if is_open(variants_tab):
             + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
         )
 
+# Below every view: the file holds the curves whichever view is open (built when clicked).
+st.download_button(
+    "Download the curves (CSV)",
+    data=lambda: curves_frame().to_csv(index=False),
+    file_name=f"{model_id}_kv.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
 share_panel("KV cache", report.sections)
