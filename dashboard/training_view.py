@@ -34,9 +34,10 @@ def headline_device(name: str, fits: bool, devices: int) -> str:
     if not fits:
         return (
             f"On {name}: the setup fits none of the picked devices, so the step figures are what it "
-            "would take with the memory" + ("; the charts below compare every picked device." if devices > 1 else ".")
+            "would take with the memory"
+            + ("; the Memory view's charts compare every picked device." if devices > 1 else ".")
         )
-    return f"On {name}, the first picked device this setup fits: the charts below compare every picked device."
+    return f"On {name}, the first picked device this setup fits: the Memory view's charts compare every picked device."
 
 
 def levers_frame(lever_rows, peak_bytes: float):

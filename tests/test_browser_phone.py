@@ -8,7 +8,7 @@ from tests.test_page_views import VIEWS
 
 # Every page; a page with several views has each further one opened by clicking its tab (the
 # views and their charts' keys as tests/test_page_views.py lists them).
-PAGES_390 = ["/", "/llm", "/advisor", "/kv", "/training", "/serving", "/hardware", "/measure"]
+PAGES_390 = ["/", "/?lesson=true", "/llm", "/advisor", "/kv", "/training", "/serving", "/hardware", "/measure"]
 TABS_390 = {
     f"/{path.split('/')[1][: -len('_page.py')]}": [
         (view, charts[0]) for view, charts in list(views.items())[1:] if charts

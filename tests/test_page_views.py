@@ -122,6 +122,8 @@ def test_a_lazy_module_imports_on_first_use_and_reads_like_the_module():
 
 
 def test_a_view_open_on_one_page_does_not_leak_into_the_next():
+    # Streamlit resets a stored label a page's tabs do not have to their first, so this checks that
+    # no page raises or warns on the label another page left and each opens its first view.
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()

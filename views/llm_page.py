@@ -296,24 +296,24 @@ report.markdown(steps_summary(prefill, decode, int(batch), int(prompt), mid_cont
 
 ceilings = prefill.table.ceilings
 tables = {"prefill": prefill.table, **({"decode": decode.table} if decode else {})}
-series = [
-    op_table_series(t, phase, "circle" if phase == "prefill" else "diamond", t.total_time_s)
-    for phase, t in tables.items()
-]
-roof_dtypes = list(dict.fromkeys([run.precision.act_dtype, run.precision.attention_dtype]))
 if data["time_is_lower_bound"]:
     st.warning(f"Times are lower bounds (≥): {data['time_rests_on']}.")
-fig = roofline_figure(
-    [(ceilings, d) for d in roof_dtypes if ceilings.has_peak(d)],
-    series,
-    title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
-)
 if len(selected) > 1:
     devices_table()
 roofline_tab, breakdown_tab, trajectory_tab, ops_tab = view_tabs(VIEWS)
 
 if is_open(roofline_tab):
     with roofline_tab:
+        series = [
+            op_table_series(t, phase, "circle" if phase == "prefill" else "diamond", t.total_time_s)
+            for phase, t in tables.items()
+        ]
+        roof_dtypes = list(dict.fromkeys([run.precision.act_dtype, run.precision.attention_dtype]))
+        fig = roofline_figure(
+            [(ceilings, d) for d in roof_dtypes if ceilings.has_peak(d)],
+            series,
+            title=f"{model.name} on {hw.name}: ops of one prefill (●) and one decode (◆) step",
+        )
         report.chart(fig, width="stretch", theme=None, key="llm_roofline")
         report.caption(
             "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "

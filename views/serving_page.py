@@ -313,6 +313,9 @@ if is_open(techniques_tab):
         if picked:
             pick_batch, fitting = picked
             hw = devices[pick_device]
+            report.caption(
+                f"On {md_escape(hw.name)}, TP={tp}, at decode batch {pick_batch}."
+            )  # the report has no picker
             lc1, lc2 = st.columns(2)
             spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")
             alpha = lc2.number_input(

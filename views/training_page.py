@@ -334,10 +334,11 @@ if is_open(step_tab):
             "weight); recomputation adds a forward."
         )
 
-# The loading view's choices while its tab is closed (the JSON download uses them): the link's, else
-# the defaults (warn_bad_params has dropped any bad one).
-ckdtype = st.query_params.get("ckdtype", CHECKPOINT_DTYPES[1])
-ltp = int(st.query_params.get("ltp", DP_CHOICES[0]))
+# The loading view's choices while its tab is closed (the JSON download uses them): the last ones made
+# in it this session (its widgets' state outlives the closed tab; the URL parameter does not), else
+# the link's, else the defaults (warn_bad_params has dropped any bad one).
+ckdtype = st.session_state.get("ckdtype", st.query_params.get("ckdtype", CHECKPOINT_DTYPES[1]))
+ltp = int(st.session_state.get("ltp", st.query_params.get("ltp", DP_CHOICES[0])))
 if is_open(loading_tab):
     with loading_tab:
         report.subheader("Loading the checkpoint")
