@@ -356,7 +356,6 @@ if is_open(trajectory_tab):
             "batching had taken it past that, right when it had not, and the step takes longer."
         )
 
-frame, shown = op_frames(tables)
 if is_open(ops_tab):
     with ops_tab:
         report.subheader("Op table")
@@ -364,16 +363,16 @@ if is_open(ops_tab):
             "Values are totals over the op's count, per device; MB = 10⁶ B. The CSV has them in FLOPs, bytes and s."
         )
         report.table(
-            shown,
+            op_frames(tables)[1],
             hide_index=True,
             width="stretch",
             column_config={col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
         )
-# Below every tab: the files hold the whole analysis, whichever view is open.
+# Below every tab: the files hold the whole analysis, whichever view is open (built when clicked).
 d1, d2 = st.columns(2)
 d1.download_button(
     "Download ops (CSV)",
-    data=frame.to_csv(index=False),
+    data=lambda: op_frames(tables)[0].to_csv(index=False),
     file_name=f"{model_id}_ops.csv",
     mime="text/csv",
     on_click="ignore",

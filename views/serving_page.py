@@ -171,13 +171,14 @@ roofs = {hid: settings.ceilings(devices[hid], int(tp), True).source for hid in p
 frontier_tab, point_tab, targets_tab, techniques_tab, load_tab = view_tabs(VIEWS)
 
 
-def pick_point():
-    """The device and decode batch that the One point and Techniques tabs open (one of them is open)."""
+def pick_point() -> tuple[str, int, list[int]] | None:
+    """The device, decode batch and batches that fit that the One point and Techniques tabs open
+    (one of them is open); None, with the reason shown, when there is no point to open."""
     c1, c2 = st.columns(2)
     runnable = [hid for hid in points.devices if hid not in points.why_not]
     if not runnable:
         st.info("No chosen device can run this setup; the warnings above say why.")
-        return None, []
+        return None
     pick_device = c1.selectbox("Device", runnable, key="pick_hw")
     d = points.devices.index(pick_device)
     fitting = [int(b) for b, f in zip(points.batch, points.fits[d]) if f]
@@ -185,9 +186,9 @@ def pick_point():
         st.warning(
             f"{md_escape(model.name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
         )
-        return pick_device, []
+        return None
     pick_batch = c2.select_slider("Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch")
-    return pick_device, [pick_batch, fitting]
+    return pick_device, pick_batch, fitting
 
 
 if is_open(frontier_tab):
@@ -221,9 +222,8 @@ if is_open(frontier_tab):
 if is_open(point_tab):
     with point_tab:
         report.subheader("One point as a step on the roofline")
-        pick_device, picked = pick_point()
-        if picked:
-            pick_batch, fitting = picked
+        if picked := pick_point():
+            pick_device, pick_batch, fitting = picked
             d = points.devices.index(pick_device)
             j = int(np.flatnonzero(points.batch == pick_batch)[0])
             row = points.row(d, j)
@@ -309,13 +309,11 @@ if is_open(targets_tab):
 if is_open(techniques_tab):
     with techniques_tab:
         report.subheader("Serving techniques")
-        pick_device, picked = pick_point()
-        if picked:
-            pick_batch, fitting = picked
+        if picked := pick_point():
+            pick_device, pick_batch, fitting = picked
             hw = devices[pick_device]
-            report.caption(
-                f"On {md_escape(hw.name)}, TP={tp}, at decode batch {pick_batch}."
-            )  # the report has no picker
+            # The report has no picker: say which point the techniques are for.
+            report.caption(f"On {md_escape(hw.name)}, TP={tp}, at decode batch {pick_batch}.")
             lc1, lc2 = st.columns(2)
             spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")
             alpha = lc2.number_input(
@@ -376,18 +374,24 @@ def plan_best() -> list:
         return []
 
 
+def frontier_frame():
+    """Every point of the frontier, a row each: the CSV and the plan JSON (built when clicked)."""
+    return pd.DataFrame([points.row(d, j) for d in range(len(points.devices)) for j in range(len(points.batch))])
+
+
 # Below every tab: the files hold the whole plan, whichever view is open.
-frame = pd.DataFrame([points.row(d, j) for d in range(len(points.devices)) for j in range(len(points.batch))])
 st.download_button(
     "Download the frontier (CSV)",
-    data=frame.to_csv(index=False),
+    data=lambda: frontier_frame().to_csv(index=False),
     file_name="roofline_serving.csv",
     mime="text/csv",
     on_click="ignore",
 )
 st.download_button(
     "Download the plan (JSON)",
-    data=lambda: dumps_strict({"frontier": frame.to_dict("records"), "best": [b.to_json() for b in plan_best()]}),
+    data=lambda: dumps_strict(
+        {"frontier": frontier_frame().to_dict("records"), "best": [b.to_json() for b in plan_best()]}
+    ),
     file_name="roofline_serving.json",
     mime="application/json",
     on_click="ignore",
