@@ -110,7 +110,11 @@ page_report.table(
 )
 d1, d2 = st.columns(2)
 d1.download_button(
-    "Download these runs (CSV)", frame.to_csv(index=False), "roofline_accuracy.csv", "text/csv", on_click="ignore"
+    "Download these runs (CSV)",
+    data=lambda: frame.to_csv(index=False),
+    file_name="roofline_accuracy.csv",
+    mime="text/csv",
+    on_click="ignore",
 )
 d2.download_button(
     "Download the report (JSON)",

@@ -95,7 +95,7 @@ report.table(
 )
 st.download_button(
     "Download the table (CSV)",
-    data=frame.to_csv(index=False),
+    data=lambda: frame.to_csv(index=False),
     file_name="hardware.csv",
     mime="text/csv",
     on_click="ignore",

@@ -308,7 +308,7 @@ if results:
     d1, d2 = st.columns(2)
     d1.download_button(
         "Download CSV",
-        data=frame.to_csv(index=False),
+        data=lambda: frame.to_csv(index=False),
         file_name="roofline_gemm.csv",
         mime="text/csv",
         on_click="ignore",
