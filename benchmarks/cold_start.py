@@ -12,6 +12,14 @@ Two measurements, each from a fresh process:
     python benchmarks/cold_start.py                      # both, for the Roofline and LLM pages
     python benchmarks/cold_start.py phases --pages llm kv
     python benchmarks/cold_start.py browser --pages roofline
+    python benchmarks/cold_start.py floor --pages kv accuracy --rounds 5
+
+``floor`` times each page against the least a page can cost here: a Streamlit app in a temporary
+folder, with this project's `.streamlit/config.toml`, that draws a title and one three-point chart
+(no sidebar, no widgets, no imports of this project). Both are timed cold, turn about, and the
+medians printed with their difference: the part of a page's first chart that its own content
+(widgets, tables, the server's imports and computation) costs, apart from Streamlit's boot and
+Plotly's script, which every page pays.
 
 Needs playwright and Chromium at /usr/bin/chromium for ``browser``. The numbers vary with the
 machine's load: compare runs taken one after the other.
@@ -90,6 +98,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FLOOR_APP = """import plotly.graph_objects as go
+import streamlit as st
+
+st.set_page_config(page_title="floor", layout="wide")
+st.title("Floor")
+st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])), width="stretch", theme=None)
+"""
+
+
+def floor_app(into: Path) -> Path:
+    """A folder holding the floor app (``FLOOR_APP`` as app.py) and this project's Streamlit
+    config; ``browser("floor", folder)`` times it."""
+    (into / ".streamlit").mkdir(parents=True, exist_ok=True)
+    (into / ".streamlit" / "config.toml").write_text((ROOT / ".streamlit" / "config.toml").read_text())
+    (into / "app.py").write_text(FLOOR_APP)
+    return into
+
+
 def browser(page: str, root: Path = ROOT) -> tuple[float, float, float, float, float]:
     """In seconds: server start to healthy; navigation to the page's title (the script has
     started and the frontend is up), to the first chart cold, to the first chart after a reload;
@@ -132,7 +158,7 @@ def browser(page: str, root: Path = ROOT) -> tuple[float, float, float, float, f
                 lambda r: scripts.append(int(r.headers.get("content-length", 0))) if r.url.endswith(".js") else None,
             )
             t1 = time.perf_counter()
-            tab.goto(f"http://127.0.0.1:{port}/{PAGES[page][0]}")
+            tab.goto(f"http://127.0.0.1:{port}/{PAGES[page][0] if page in PAGES else ''}")
             tab.wait_for_selector("h1", timeout=120_000)
             title = time.perf_counter() - t1
             tab.wait_for_selector(CHART, timeout=120_000)
@@ -150,9 +176,13 @@ def browser(page: str, root: Path = ROOT) -> tuple[float, float, float, float, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="?", choices=["both", "phases", "browser"], default="both")
+    parser.add_argument("what", nargs="?", choices=["both", "phases", "browser", "floor"], default="both")
     parser.add_argument("--pages", nargs="+", choices=list(PAGES), default=["roofline", "llm"])
+    parser.add_argument("--rounds", type=int, default=5, help="floor: samples of each, turn about")
     args = parser.parse_args()
+    if args.what == "floor":
+        floor(args.pages, args.rounds)
+        return
     for page in args.pages:
         if args.what in ("both", "phases"):
             print(f"{page}: server-side steps of a first run, fresh process")
@@ -164,6 +194,29 @@ def main() -> None:
                 f"{page}: server healthy after {healthy:.2f} s; title {title:.2f} s, first chart {cold:.2f} s cold "
                 f"({js_mb:.1f} MB of JavaScript fetched); {warm:.2f} s after a reload"
             )
+
+
+def floor(pages: list[str], rounds: int) -> None:
+    """Each page's cold first chart against the floor app's, turn about; medians and the gap."""
+    import statistics
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        floor_root = floor_app(Path(tmp))
+        times: dict[str, list[float]] = {page: [] for page in [*pages, "floor"]}
+        for i in range(rounds):
+            for page in pages:
+                pair = [(page, ROOT), ("floor", floor_root)]
+                for name, root in pair if i % 2 == 0 else pair[::-1]:
+                    times[name].append(browser(name, root)[2])
+    base = statistics.median(times["floor"])
+    print(f"floor (a title and one chart): {base:.2f} s, median of {len(times['floor'])}")
+    for page in pages:
+        median = statistics.median(times[page])
+        print(
+            f"{page:10s} {median:.2f} s  (+{median - base:.2f} s over the floor)  samples: "
+            + " ".join(f"{t:.2f}" for t in times[page])
+        )
 
 
 if __name__ == "__main__":
