@@ -146,7 +146,13 @@ def _one_device(
     report.metrics(
         Metric("TTFT p50", _seconds(ttft["p50"]), f"p99 {_seconds(ttft['p99'])}", done, "off"),
         Metric("TPOT p50", _seconds(tpot["p50"]), f"p99 {_seconds(tpot['p99'])}", done, "off"),
-        Metric("Output tokens/s", f"{run['output_throughput_tokens_per_s'] or 0:,.0f}", help=done),
+        Metric(
+            "Output tokens/s",
+            f"{run['output_throughput_tokens_per_s'] or 0:,.0f}",
+            help=f"{done}: every output token over the run's duration, first arrival to last finish, as vllm "
+            "bench serve counts it (the last requests' drain included, so a finite run reads below the rate x the "
+            "output length a server sustaining that rate puts out; the capacity table gives the sustained figure)",
+        ),
         Metric(
             "Met the targets",
             f"{run.get('met_targets', 0):.0%}",
@@ -319,7 +325,7 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
                 f"p{c.percentile} TTFT": fmt_seconds(c.ttft_s) if c.ttft_s is not None else "",
                 f"p{c.percentile} TPOT": fmt_seconds(c.tpot_s) if c.tpot_s is not None else "",
                 "output tokens/s": round(c.output_tokens_per_s),
-                "$ per M output": c.usd_per_million_output_tokens,
+                "$ per M output (all-in)": c.usd_per_million_output_tokens,
                 "saturation requests/s": c.saturation_per_s,
             }
             for c in found
@@ -338,7 +344,13 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
         column_config={
             "max requests/s": st.column_config.NumberColumn(format="%.2f"),
             "saturation requests/s": st.column_config.NumberColumn(format="%.2f"),
-            "$ per M output": st.column_config.NumberColumn(format="$%.3f"),
+            "output tokens/s": st.column_config.NumberColumn(
+                help="sustained: the rate x the mean output length (a server that meets its targets carries all "
+                "it is offered)"
+            ),
+            "$ per M output (all-in)": st.column_config.NumberColumn(
+                format="$%.3f", help="every device-hour at this rate over the output tokens it puts out"
+            ),
         },
         placeholder="—",
     )

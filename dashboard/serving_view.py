@@ -8,12 +8,14 @@ from roofline.lazy import pandas as pd
 
 
 def targets_frame(best: list, roofs: dict[str, str]):
-    """The cheapest setup per device that meets the targets, one row per device."""
+    """The cheapest setup per device that meets the targets, one row per device, cheapest first:
+    ranked by every device-hour over the output tokens (the cost of a request), which the prefill
+    and decode shares beside it split between input and output tokens."""
     return pd.DataFrame(
         [
             {
                 "device": b.hardware,
-                "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
+                "$ per M output (all-in)": b.point["usd_per_million_output_all_in"] if b.meets else None,
                 "meets": b.meets,
                 "TP": b.point["tp"] if b.meets else None,
                 "batch": b.point["batch"] if b.meets else None,
@@ -21,14 +23,35 @@ def targets_frame(best: list, roofs: dict[str, str]):
                 "TTFT": fmt_seconds(b.point["ttft_s"]) if b.meets else "",
                 "TPOT": fmt_seconds(b.point["tpot_s"]) if b.meets else "",
                 "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,
-                "$ per M output": b.point["usd_per_million_output"] if b.meets else None,
-                "$ per M input": b.point["usd_per_million_input"] if b.meets else None,
+                "$ per M input (prefill share)": b.point["usd_per_million_input"] if b.meets else None,
+                "$ per M output (decode share)": b.point["usd_per_million_output"] if b.meets else None,
                 "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
                 "what binds": f"{b.binding}-bound" if b.meets else b.binding,
+                "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
             }
             for b in best
         ]
     )
+
+
+def targets_columns() -> dict:
+    """How ``targets_frame``'s cost columns read on the page."""
+    import streamlit as st
+
+    money = st.column_config.NumberColumn
+    return {
+        "$ per M output (all-in)": money(
+            format="$%.3f",
+            help="every device-hour over the output tokens: the cost of a request, what the rows are ranked by",
+        ),
+        "$ per M input (prefill share)": money(
+            format="$%.3f", help="the device-hours spent on prompts over the input tokens"
+        ),
+        "$ per M output (decode share)": money(
+            format="$%.3f", help="the device-hours spent decoding over the output tokens"
+        ),
+        "tokens per joule": money(format="%.2f"),
+    }
 
 
 def disaggregation_frame(disagg: dict):

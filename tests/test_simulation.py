@@ -303,6 +303,22 @@ def test_capacity_arithmetic_by_hand():
     assert c.replicas_for(25.0) == 3 and c.to_json(25.0)["devices_for_target"] == 6
 
 
+def test_capacity_puts_out_the_output_tokens_of_the_rate_it_sustains():
+    # A rate within the targets is carried whole: tokens/s = rate x output length (a finite run's
+    # span would count the drain of its last requests, reading about a quarter low here).
+    from roofline.serving.simulation.capacity import max_rate
+
+    c = max_rate(
+        get_model("llama-3.1-8b"),
+        get_hardware("h100-sxm"),
+        Lengths(512),
+        Lengths(128),
+        Targets(ttft_s=1.0, tpot_s=12 * MS),
+        requests=300,
+    )
+    assert c.rate_per_s > 0 and c.output_tokens_per_s == pytest.approx(c.rate_per_s * 128)
+
+
 def test_capacity_rises_with_looser_targets_and_faster_memory():
     from roofline.serving.simulation.capacity import max_rate
 

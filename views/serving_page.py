@@ -13,7 +13,7 @@ from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.serving_load import render_load_section
-from dashboard.serving_view import disaggregation_frame, targets_frame
+from dashboard.serving_view import disaggregation_frame, targets_columns, targets_frame
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
@@ -227,7 +227,7 @@ if is_open(point_tab):
             d = points.devices.index(pick_device)
             j = int(np.flatnonzero(points.batch == pick_batch)[0])
             row = points.row(d, j)
-            usd = row["usd_per_million_output"]
+            usd = row["usd_per_million_output_all_in"]
             basis = basis_label(roofs[pick_device])
             on = f"{md_escape(devices[pick_device].name)}, decode batch {pick_batch}, on {basis}"
             report.metrics(
@@ -235,7 +235,11 @@ if is_open(point_tab):
                 Metric("TPOT", fmt_seconds(row["tpot_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
                 Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}", help=on),
                 Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help=f"decode is judged by MBU; {on}"),
-                Metric("$ per M output", f"${usd:,.3f}" if usd is not None else "no price", help=on),
+                Metric(
+                    "$ per M output",
+                    f"${usd:,.3f}" if usd is not None else "no price",
+                    help=f"all-in: every device-hour over the output tokens; {on}",
+                ),
             )
             hw = devices[pick_device]
             run, _ = Workload(
@@ -292,16 +296,13 @@ if is_open(targets_tab):
             "Targets",
             hide_index=True,
             width="stretch",
-            column_config={
-                "$ per M output": st.column_config.NumberColumn(format="$%.3f"),
-                "$ per M input": st.column_config.NumberColumn(format="$%.3f"),
-                "tokens per joule": st.column_config.NumberColumn(format="%.2f"),
-            },
+            column_config=targets_columns(),
             placeholder="—",
         )
         report.caption(
             "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV; every batch that fits. Ranked by cost "
-            "per million output tokens where priced, then by throughput per device. Each row's times rest on its "
+            "per million output tokens all-in (every device-hour over the output tokens: what a request costs) where "
+            "priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
             "device on the datasheet alone looks better than it will run."
         )

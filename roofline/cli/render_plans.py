@@ -140,7 +140,7 @@ def serve(d: dict, model_name: str) -> str:
         if not b["meets_targets"]:
             rows.append([b["hardware"], "-", "-", "-", "-", "-", "-", f"no: {b['binding']}"])
             continue
-        cost = b["usd_per_million_output"]
+        cost = b["usd_per_million_output_all_in"]
         rows.append(
             [
                 b["hardware"],
@@ -154,7 +154,10 @@ def serve(d: dict, model_name: str) -> str:
             ]
         )
     lines.append(
-        table(["hardware", "setup", "weights/KV", "TTFT", "TPOT", "tok/s/device", "$/M out", "meets targets"], rows)
+        table(
+            ["hardware", "setup", "weights/KV", "TTFT", "TPOT", "tok/s/device", "$/M out (all-in)", "meets targets"],
+            rows,
+        )
     )
     lines += list(d.get("skipped_tp", {}).values())
     notes = list(d.get("roofs", {}).values())

@@ -73,7 +73,7 @@ def frontier_figure(
     device as the decode batch grows. Marker fill is the step's regime; a point that misses the
     TTFT target is drawn hollow and grey; the TPOT target is a dotted line, labelled. ``roofs``
     names what each device's times rest on (datasheet: an ideal bound; calibrated)."""
-    cost = points.usd_per_million()["output"]
+    cost = points.usd_per_million()["output_all_in"]  # every device-hour over the output tokens
     # Devices on measured kernels beside devices on the datasheet: the latter's lines are bounds.
     mixed = len({roofs.get(hid, "datasheet") == "datasheet" for hid in points.devices}) > 1
     fig = go.Figure()
@@ -96,7 +96,7 @@ def frontier_figure(
             f"TPOT {fmt_seconds(points.tpot_s[d, j])}<br>{points.per_device[d, j]:,.0f} tok/s per device · "
             f"{points.per_user[d, j]:,.1f} per user<br>memory {fmt_bytes(points.memory_bytes[d, j])}<br>"
             f"{REGIME_LABELS.get(points.bound[d, j], '')} · MBU {points.mbu[d, j]:.0%} · MFU {points.mfu[d, j]:.0%}"
-            + (f"<br>${cost[d, j]:,.3f} per M output tokens" if np.isfinite(cost[d, j]) else "")
+            + (f"<br>${cost[d, j]:,.3f} per M output tokens (all-in)" if np.isfinite(cost[d, j]) else "")
             + f"<br>on {basis}"
             for j, b in enumerate(points.batch)
         ]

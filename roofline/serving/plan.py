@@ -100,7 +100,7 @@ def best_under_targets(
             if not able:
                 continue
             pts = serving_sweep(model, able, traffic, precision, tp, settings, prices)
-            cost = pts.usd_per_million()["output"]
+            cost = pts.usd_per_million()["output_all_in"]  # what a request costs, not its decode share
             meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
             for d, hw_id in enumerate(pts.devices):
                 if np.any(meets[d]):
@@ -121,10 +121,10 @@ def best_under_targets(
             cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
             reason = near.get(hw.id, (cannot, np.inf))[0]
             out.append(Best(hw.id, False, None, None, None, reason, notes))
-    priced = [b for b in out if b.meets and b.point.get("usd_per_million_output") is not None]
-    unpriced = [b for b in out if b.meets and b.point.get("usd_per_million_output") is None]
+    priced = [b for b in out if b.meets and b.point.get("usd_per_million_output_all_in") is not None]
+    unpriced = [b for b in out if b.meets and b.point.get("usd_per_million_output_all_in") is None]
     missing = [b for b in out if not b.meets]
-    priced.sort(key=lambda b: b.point["usd_per_million_output"])
+    priced.sort(key=lambda b: b.point["usd_per_million_output_all_in"])
     unpriced.sort(key=lambda b: -b.point["tokens_per_s_per_device"])
     return priced + unpriced + missing
 

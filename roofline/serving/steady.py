@@ -66,12 +66,17 @@ class ServingPoints:
         return 1.0 / self.tpot_s
 
     def usd_per_million(self) -> dict[str, np.ndarray]:
-        """Cost per million output tokens, input tokens, and all tokens."""
+        """Cost per million tokens: ``output_all_in``, every device-second over the output tokens
+        (what the plans rank by: for one traffic it orders setups as their cost per request
+        does); ``output`` and ``input``, the same cost split by the step's time between decoding
+        and prompts (an API's price per output and per input token); ``all``, over every token in
+        and out."""
         per_s = (self.usd_per_hour[:, None] * self.tp) / 3600.0
         out_rate = self.tokens_per_s
         in_rate = out_rate * self.traffic.prompt_len / self.traffic.output_len
         with np.errstate(divide="ignore", invalid="ignore"):
             return {
+                "output_all_in": per_s / out_rate * 1e6,
                 "output": per_s * (1 - self.prefill_share) / out_rate * 1e6,
                 "input": per_s * self.prefill_share / in_rate * 1e6,
                 "all": per_s / (out_rate + in_rate) * 1e6,
@@ -107,6 +112,7 @@ class ServingPoints:
             "bound": str(self.bound[d, j]),
             "mfu": float(self.mfu[d, j]),
             "mbu": float(self.mbu[d, j]),
+            "usd_per_million_output_all_in": _finite_or_none(cost["output_all_in"]),
             "usd_per_million_output": _finite_or_none(cost["output"]),
             "usd_per_million_input": _finite_or_none(cost["input"]),
             "usd_per_million_tokens": _finite_or_none(cost["all"]),

@@ -130,9 +130,10 @@ def max_rate(
         ttft, tpot = _percentiles(run, percentile)
         over_ttft = targets.ttft_s is not None and ttft > targets.ttft_s
         over_tpot = targets.tpot_s is not None and tpot > targets.tpot_s
-        finished = np.isfinite(run.finish_s)
-        span = float(np.nanmax(run.finish_s) - np.nanmin(run.arrival_s)) if finished.any() else math.inf
-        tokens_per_s = float(run.output_tokens[finished].sum() / span) if span > 0 else 0.0
+        # A rate the server sustains is carried whole: it puts out the offered output tokens. (A
+        # finite run's tokens over its span, first arrival to last finish, would count the time
+        # the last requests take to drain as idle: 1,000 requests at 10/s read 25% low.)
+        tokens_per_s = rate * float(np.mean(run.output_tokens))
         binding = "TTFT" if over_ttft else "TPOT" if over_tpot else ""
         return not (over_ttft or over_tpot), ttft, tpot, tokens_per_s, binding
 
