@@ -40,6 +40,28 @@ def headline_device(name: str, fits: bool, devices: int) -> str:
     return f"On {name}, the first picked device this setup fits: the Memory view's charts compare every picked device."
 
 
+def lever_device(results: dict, headline: str) -> str:
+    """Where the levers are evaluated: they answer "what makes it fit", so on the first picked
+    device the setup does not fit where there is one (the headline is the first it fits), else on
+    the headline's."""
+    return next((hid for hid, r in results.items() if not r.fits), headline)
+
+
+def fit_plan(name: str, plan: list[str], planned, result) -> str:
+    """The Levers view's verdict on device ``name``: the levers that together make the setup fit
+    (``plan_to_fit``'s answer) and what they cost in step time, or that it fits as it is."""
+    from dashboard.basis import basis_short
+    from roofline.format import fmt_bytes, fmt_seconds
+
+    if plan and planned is not None:
+        return (
+            f"**To fit on {name}**: " + " + ".join(plan) + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
+            f"{'fits' if planned.fits else 'still does not fit'}, step {fmt_seconds(planned.step_time_s)} against "
+            f"{fmt_seconds(result.step_time_s)} ({basis_short(result.table.ceilings.source)})."
+        )
+    return f"It fits on {name} as it is." if result.fits else ""
+
+
 def levers_frame(lever_rows, peak_bytes: float):
     """The Levers tab's table: each lever alone against this setup."""
     from roofline.format import fmt_bytes

@@ -16,8 +16,10 @@ from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from dashboard.training_view import (
+    fit_plan,
     fmt_params,
     headline_device,
+    lever_device,
     levers_frame,
     loading_frame,
     sequence_lengths,
@@ -251,6 +253,9 @@ report.markdown(
 )
 
 capacities = {devices[hid].name: r.capacity_bytes for hid, r in results.items()}
+lever_hw = devices[lever_device(results, primary.id)]
+lever_result = results[lever_hw.id]
+lever_peak = float(lever_result.memory.peak_bytes)
 
 memory_tab, levers_tab, step_tab, loading_tab = view_tabs(VIEWS)
 
@@ -293,24 +298,20 @@ if is_open(memory_tab):
 
 if is_open(levers_tab):
     with levers_tab:
-        report.subheader("Levers")
-        frame = levers_frame(levers(setup, primary, settings), peak)
-        report.table(frame, "Levers", hide_index=True, width="stretch")
-        plan, planned = plan_to_fit(setup, primary, settings)
-        if plan and planned is not None:
-            verdict = "fits" if planned.fits else "still does not fit"
-            report.markdown(
-                f"**To fit on {md_escape(primary.name)}**: "
-                + " + ".join(plan)
-                + f" → {fmt_bytes(float(planned.memory.peak_bytes))}, "
-                f"{verdict}, step {fmt_seconds(planned.step_time_s)} against "
-                f"{fmt_seconds(result.step_time_s)} ({basis})."
+        report.subheader(f"Levers on {md_escape(lever_hw.name)}")
+        if lever_hw.id != primary.id:
+            report.caption(
+                f"The first device picked that this setup does not fit ({fmt_bytes(lever_peak)} against "
+                f"{fmt_bytes(lever_result.capacity_bytes)} usable); the headline above is {md_escape(primary.name)}'s."
             )
-        elif result.fits:
-            report.markdown(f"It fits on {md_escape(primary.name)} as it is.")
+        lever_basis = basis_short(lever_result.table.ceilings.source)
+        frame = levers_frame(levers(setup, lever_hw, settings), lever_peak)
+        report.table(frame, "Levers", hide_index=True, width="stretch")
+        if verdict := fit_plan(md_escape(lever_hw.name), *plan_to_fit(setup, lever_hw, settings), lever_result):
+            report.markdown(verdict)
         report.caption(
-            f"Each lever alone against this setup; time per token is per device, the ratio of two step times ({basis}; "
-            "below 1x is faster). Levers that train "
+            f"Each lever alone against this setup; time per token is per device, the ratio of two step times "
+            f"({lever_basis}; below 1x is faster). Levers that train "
             "the same model are tried first; LoRA and QLoRA train adapters instead."
         )
 
@@ -378,7 +379,8 @@ def analysis_json() -> str:
     return dumps_strict(
         {
             **result.to_json(),
-            "levers": [lv.to_json() for lv in levers(setup, primary, settings)],
+            "levers_on": lever_hw.id,
+            "levers": [lv.to_json() for lv in levers(setup, lever_hw, settings)],
             "loading": [pk.to_json() for pk in peaks],
         }
     )
