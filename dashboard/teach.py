@@ -59,7 +59,7 @@ def teaching_figure(c: Ceilings, r: dict, small: dict) -> go.Figure:
             _point(r, f"your GEMM, M={r['m']}", "star"),
             _point(small, "the same weights at M=1", "circle"),
         ],
-        title=f"The parts of a roofline: {c.name}, {dtype}",
+        title=f"The parts of a roofline: {c.name}, {dtype} (ideal bound)",
         height=460,
     )
     x_lo, x_hi = (10**v for v in fig.layout.xaxis.range)
@@ -87,7 +87,22 @@ def teach_the_roofline(r: dict, c: Ceilings) -> None:
         floor_note = "this GEMM is one of them."
     else:
         verdict = f", so it is **{REGIME_LABELS[r['bound']]}**"
-        floor_note = "this GEMM is large enough to sit on its roof."
+        floor_note = "this GEMM is large enough that the floor does not hold it under."
+    # The other loss: the kernel itself. The chart above places the GEMM at its expected time, which
+    # rests on measured kernels where the page has them (engine tables or a calibration).
+    share = r["expected_tflops"] / r["attainable_tflops"] if r["attainable_tflops"] else 1.0
+    if share < 0.995:
+        kernel_note = (
+            f"The other is the kernel itself: real kernels reach a fraction of the roof. On the chart above this "
+            f"GEMM sits at **{share:.0%} of its roof**: {fmt_seconds(r['time_s'])} on {r['rests_on']}, against "
+            f"the ideal {fmt_seconds(r['ideal_time_s'])}."
+        )
+    else:
+        kernel_note = (
+            "The other is the kernel itself: real kernels reach a fraction of the roof, which datasheet roofs do "
+            "not know (an engine's measured kernels or the Measure page's calibration do), so on the chart above "
+            "this GEMM sits on its roof."
+        )
     # Built only while open (its state is the `lesson` URL parameter): closed, the page draws one chart.
     lesson = st.expander(
         "How to read a roofline (worked on this GEMM)", icon=":material/school:", key="lesson", bind="query-params"
@@ -102,12 +117,12 @@ M×K by K×N does 2·M·N·K = 2·{m:,}·{n:,}·{k:,} = **{fmt_flops(r["flops"])
 B once and writes C once: (M·K + K·N)·{b_in:g} B + M·N·{b_out:g} B = **{fmt_bytes(r["bytes"])}**. Its
 intensity is {fmt_flops(r["flops"])} ÷ {fmt_bytes(r["bytes"])} = **{r["intensity"]:,.1f} FLOP/B** (the x axis).
 
-**2. Two roofs.** {c.name} can do at most **{peak / 1e12:,.0f} TFLOP/s** of {dtype} math (the flat roof),
+**2. Two roofs.** {c.name} can do at most **{peak / 1e12:,.1f} TFLOP/s** of {dtype} math (the flat roof),
 and memory feeds it {bw / 1e12:.3g} TB/s, so at intensity I it can do at most {bw / 1e12:.3g} TB/s × I
-(the slanted roof). A kernel attains the lower of the two: min({peak / 1e12:,.0f},
+(the slanted roof). A kernel attains at most the lower of the two: min({peak / 1e12:,.1f},
 {bw / 1e12:.3g} × {r["intensity"]:,.1f}) = **{r["attainable_tflops"]:,.1f} TFLOP/s** here.
 
-**3. The ridge** is where the roofs meet: peak ÷ bandwidth = {peak / 1e12:,.0f} TFLOP/s ÷
+**3. The ridge** is where the roofs meet: peak ÷ bandwidth = {peak / 1e12:,.1f} TFLOP/s ÷
 {bw / 1e12:.3g} TB/s = **{ridge:,.0f} FLOP/B**. Left of it a kernel waits on memory (memory-bound), right
 of it on math (compute-bound). This GEMM sits {side} of the ridge ({r["intensity"]:,.1f}
 {"<" if r["intensity"] < ridge else "≥"} {ridge:,.0f}){verdict}.
@@ -116,12 +131,13 @@ of it on math (compute-bound). This GEMM sits {side} of the ridge ({r["intensity
 equal ratios, and the slanted roof is a straight line of slope 1: twice the intensity, twice the
 performance, until the ridge.
 
-**5. Below the roof** means time is lost to something the two roofs do not count. Here that is the
+**5. Below the roof** means time is lost to something the two roofs do not count. One is the
 kernel floor, the least time any kernel takes ({fmt_seconds(r["overhead_s"])}), which keeps tiny GEMMs
-far under the roof (overhead-bound); {floor_note} Points on this page sit at FLOPs ÷ predicted time.
+far under the roof (overhead-bound); {floor_note} {kernel_note} The chart below draws the ideal bound
+(the roofs and the floor only), so its points sit on their roofs unless the floor holds them under.
 
 **What moves a point.** The same weights used for one token (M=1, the round marker) have intensity
-{small["intensity"]:,.2f} FLOP/B, far left: that is decode at batch 1, **{REGIME_LABELS[small["bound"]]}**.
+{plain_number(small["intensity"])} FLOP/B, far left: that is decode at batch 1, **{REGIME_LABELS[small["bound"]]}**.
 Batching (larger M) moves a point right; fewer bytes per weight (quantization) moves it right too;
 faster memory raises the slanted roof, more FLOP/s the flat one. The M sweep on the chart above traces
 the whole path.
@@ -130,6 +146,6 @@ the whole path.
         show_chart(teaching_figure(c, r, small), width="stretch", theme=None, key="teach_chart")
         st.caption(
             f"**A** the slanted roof, {bw / 1e12:.3g} TB/s × intensity · **B** the ridge, {ridge:,.0f} FLOP/B · "
-            f"**C** the flat roof, {peak / 1e12:,.0f} TFLOP/s · ★ your GEMM at {plain_number(r['intensity'])} FLOP/B · "
+            f"**C** the flat roof, {peak / 1e12:,.1f} TFLOP/s · ★ your GEMM at {plain_number(r['intensity'])} FLOP/B · "
             f"● the same weights at M=1, {plain_number(small['intensity'])} FLOP/B (colour: the regime)"
         )

@@ -282,6 +282,26 @@ def test_the_lesson_names_the_regime_the_engine_gives():
     assert "sits right of the ridge (1,365.3" in big and "so it is **compute-bound**" in big
 
 
+def test_the_lesson_places_the_gemm_where_the_chart_above_does():
+    # On vLLM's measured kernels a 4096³ bf16 GEMM on an H100 takes 166 µs, the ideal 139 µs
+    # (137.4 GFLOP at 989.4 TFLOP/s): the chart above draws it at 139/166 = 84% of its roof, and the
+    # lesson says so instead of "large enough to sit on its roof".
+    import json
+
+    from tests.page_helpers import chart_titles, decode
+
+    at = page("views/roofline_page.py", lesson="true", engine="vllm")
+    lesson = texts(at.markdown)
+    assert "sits at **84% of its roof**" in lesson and "sit on its roof" not in lesson
+    main = json.loads(at.get("plotly_chart")[0].proto.spec)
+    star = next(t for t in main["data"] if t.get("name", "").startswith("GEMM 4096"))
+    assert decode(star["y"])[0] / 989.4 == pytest.approx(0.84, abs=0.005)  # TFLOP/s
+    assert any(t.endswith("(ideal bound)") for t in chart_titles(at))
+    # On datasheet roofs nothing says how far under the roof a real kernel runs: the lesson says that.
+    ideal = texts(page("views/roofline_page.py", lesson="true", engine="ideal").markdown)
+    assert "datasheet roofs do not know" in ideal and "min(989.4," in ideal and "= **989.4 TFLOP/s** here" in ideal
+
+
 def test_llm_decode_trajectories_follow_the_memory_setting():
     """The cached sweeps take every input as an argument: a smaller usable fraction marks more
     batches as not fitting (a cache keyed on less would show the old marks)."""
