@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from roofline.engine import REGIME_LABELS
 from roofline.report import Chart, Metric, Table, display_frame, html_report, markdown_html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,6 +126,27 @@ def test_advisor_page_offers_downloads_and_names_what_its_chart_leaves_out():
 
     no_tdp = [h.name for h in load_hardware().values() if not h.tdp_w]
     assert no_tdp and all(name in left_out for name in no_tdp)
+
+
+def test_the_ranking_chart_says_it_draws_ideal_bounds_and_explains_its_colours():
+    # Devices on measured kernels beside devices on the datasheet are ranked on the ideal bound,
+    # which the bars draw: the axis, the title and each hover say so, the hover with the expected time.
+    import json
+
+    from tests.page_helpers import chart_titles
+
+    at = page("views/advisor_page.py")
+    spec = json.loads(next(c for c in at.get("plotly_chart") if c.key == "ranking_chart").proto.spec)
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith("ideal bound: time (")
+    assert any(t.endswith("ranked by latency at the ideal bound") for t in chart_titles(at))
+    bars = spec["data"][0]
+    assert all(h[2].startswith("ideal bound ") and " · expected " in h[2] for h in bars["customdata"])
+    legend = {t["name"] for t in spec["data"][1:]}
+    assert legend and legend <= {*REGIME_LABELS.values(), "does not fit"}
+    # One device on its datasheet alone: ranked on its expected time, which is what the axis says.
+    alone = page("views/advisor_page.py", engine="ideal")
+    spec = json.loads(next(c for c in alone.get("plotly_chart") if c.key == "ranking_chart").proto.spec)
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith("time (")
 
 
 def test_times_read_in_one_format_across_the_advisor():

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
@@ -28,7 +26,8 @@ from roofline.defaults import (
 from roofline.engine import REGIME_LABELS
 from roofline.format import dumps_strict, fmt_seconds
 from roofline.lazy import pandas as pd
-from roofline.plots import REGIME_COLORS, op_table_series, roofline_figure, style_figure
+from roofline.plots import op_table_series, roofline_figure
+from roofline.plots.ranking import ranking_figure
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
@@ -175,45 +174,15 @@ if is_open(ranking_tab):
         key, label = RANKED_BY[objective]
         shown = [r for r in ranking if r[key] is not None]
         left_out = [r for r in ranking if r[key] is None]
-        values = [ranked_figure(r, key) for r in shown]
-        scale, unit = 1.0, ""
-        if objective == "latency" and values:  # one unit for the axis, the one the typical device's time reads in
-            scale, unit = next(
-                ((f, u) for f, u in ((1, "s"), (1e3, "ms"), (1e6, "µs")) if np.median(values) * f >= 1), (1e9, "ns")
-            )
-            label = f"time ({unit})"
-        colors = [REGIME_COLORS[r["bound"]] if r["fits"] else "#CCCCCC" for r in shown]
-        fig = go.Figure(
-            go.Bar(
-                x=[v * scale for v in values],
-                y=[short_name(r["name"]) for r in shown],
-                orientation="h",
-                marker_color=colors,
-                text=[("" if r["fits"] else "does not fit") for r in shown],
-                textposition="inside",
-                insidetextanchor="start",
-                textfont=dict(size=11, color="#333333"),
-                customdata=[
-                    [
-                        r["bound_label"],
-                        r["why_not"] or "fits",
-                        fmt_seconds(r["time_s"]) if objective == "latency" else f"{r[key]:,.4g} {label}",
-                    ]
-                    for r in shown
-                ],
-                hovertext=[r["name"] for r in shown],
-                hovertemplate="<b>%{hovertext}</b><br>%{customdata[2]}<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
-            )
-        )
-        fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
-        fig.update_xaxes(title=label, gridcolor="#E5E5E5")
-        fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
-        style_figure(
-            fig,
-            max(320, 16 * len(shown) + 80),
-            "ranking",
-            f"{model.name} {phase}: ranked by {objective} (colour = regime; grey = does not fit)",
-            margin=dict(l=10, r=20, t=40, b=40),
+        on_ideal = bool(ranking) and ranking[0].get("ranked_on") == "ideal bound"
+        fig = ranking_figure(
+            shown,
+            [short_name(r["name"]) for r in shown],
+            [ranked_figure(r, key) for r in shown],
+            objective == "latency",
+            label,
+            on_ideal,
+            f"{model.name} {phase}: ranked by {objective}" + (" at the ideal bound" if on_ideal else ""),
         )
         report.chart(fig, "Ranking", width="stretch", theme=None, key="ranking_chart")
         report.caption(basis_caption(ranking))
