@@ -133,10 +133,12 @@ def frontier_figure(
     fig.add_shape(
         type="line", xref="paper", x0=0, x1=1, yref="y", y0=tpot_y, y1=tpot_y, line=dict(color=TARGET_COLOR, dash="dot")
     )
+    # At the left end, where the devices' lines run high (small batches are fast per user): at the
+    # right end they come down to the target and the label would cover them.
     fig.add_annotation(
         xref="paper",
-        x=1,
-        xanchor="right",
+        x=0,
+        xanchor="left",
         yref="y",
         y=math.log10(tpot_y),
         yanchor="bottom",
