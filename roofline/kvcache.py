@@ -115,10 +115,10 @@ class KVResult:
             return None
         w, f = self.workload, self.footprint
         advice = f"use TP >= {f.smallest_tp}" if f.smallest_tp else "no TP degree up to 64 is enough"
+        per_device = f", {f.weights_bytes / 1e9:.1f} GB per device at TP={w.tp}," if w.tp > 1 else ""
         return (
-            f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({w.precision.weight_dtype}), "
-            f"{f.weights_bytes / 1e9:.1f} GB per device at TP={w.tp}, against {f.capacity_bytes / 1e9:.1f} GB "
-            f"usable per {self.hardware.name}; {advice}"
+            f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({w.precision.weight_dtype}){per_device} "
+            f"against {f.capacity_bytes / 1e9:.1f} GB usable per {self.hardware.name}; {advice}"
         )
 
     def to_json(self) -> dict[str, object]:

@@ -101,6 +101,9 @@ def test_model_that_does_not_fit_says_what_to_do():
     assert not result["fits"] and result["max_batch"] == 0
     assert result["smallest_tp"] == 16
     assert "weights alone need 811.7 GB" in result["message"] and "use TP >= 16" in result["message"]
+    assert "per device" not in result["message"]  # at TP=1 the whole is the per-device figure: said once
+    at_tp2 = analyze_kv(kv_workload(get_model("llama-3.1-405b"), tp=2), H100, 1, 1024).to_json()["message"]
+    assert "weights alone need 811.7 GB (bf16), 405.9 GB per device at TP=2, against" in at_tp2
 
 
 def test_crossover_by_hand():
