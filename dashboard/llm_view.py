@@ -118,7 +118,7 @@ def decode_trajectories(
     out = []
     for name, table, fp, labels, color, symbol in (
         (
-            f"decode, batch 1→1024 at {mid_context} cached",
+            f"decode, batch 1→1024 at {mid_context:,} cached",
             b_table,
             b_fp,
             [f"batch {b}" for b in batches],
@@ -126,7 +126,7 @@ def decode_trajectories(
             "circle",
         ),
         (
-            f"decode, context {contexts[0]}→{contexts[-1]} at batch {batch}",
+            f"decode, context {contexts[0]:,}→{contexts[-1]:,} at batch {batch:,}",
             c_table,
             c_fp,
             [f"context {c}" for c in contexts],

@@ -149,6 +149,23 @@ def test_the_ranking_chart_says_it_draws_ideal_bounds_and_explains_its_colours()
     assert spec["layout"]["xaxis"]["title"]["text"].startswith("time (")
 
 
+def test_the_two_decode_sweeps_read_apart_in_the_legend():
+    # Orange circles on an orange line against teal squares on a teal line: the legend's keys too.
+    import json
+
+    at = page("views/llm_page.py", view="Batch and context")
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "decode" in json.dumps(c.proto.spec)).proto.spec)
+    keys = {
+        t["name"].split(", ")[1].split(" ")[0]: t
+        for t in spec["data"]
+        if t.get("x") == [None] and t["name"].startswith("decode, ")
+    }
+    batch, context = keys["batch"], keys["context"]
+    assert batch["marker"]["symbol"] == "circle" and context["marker"]["symbol"] == "square"
+    assert batch["line"]["color"] != context["line"]["color"]
+    assert batch["marker"]["line"]["color"] == batch["line"]["color"]
+
+
 def test_times_read_in_one_format_across_the_advisor():
     at = page(
         "views/advisor_page.py",

@@ -233,8 +233,14 @@ def roofline_figure(
             )
         )
         if by_regime:
-            symbol = s.symbol if isinstance(s.symbol, str) else "circle"
-            fig.add_trace(legend_key(s.name, dict(color="#9e9e9e", size=10, symbol=symbol), group))
+            # Its symbol (not the "x" of a point that does not fit), outline and line, so that two
+            # series of one chart read apart in the legend as they do on the plot.
+            symbol = s.symbol if isinstance(s.symbol, str) else next((m for m in s.symbol if m != "x"), "circle")
+            outline = dict(color=s.outline_color, width=1.5) if s.outline_color else None
+            key = legend_key(s.name, dict(color="#9e9e9e", size=10, symbol=symbol, line=outline), group)
+            if s.line_color:
+                key.update(mode="lines+markers", line=dict(color=s.line_color, width=1.5))
+            fig.add_trace(key)
 
     # One legend entry per regime colour, so the marker colours read without hovering.
     used = {r for s in series if s.color is None for r in s.regimes}

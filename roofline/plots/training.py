@@ -92,9 +92,11 @@ def loading_figure(
     device: Sequence[float],
     device_capacity: float,
     host_ram: float | None,
+    device_label: str = "device memory",
 ) -> go.Figure:
-    """Host RAM and device peaks of each loading method, with the device's memory (and the
-    host's RAM, when given) as lines."""
+    """Host RAM and device peaks of each loading method, with the device's memory (named
+    ``device_label``: what the runtime exposes, or the nominal figure) and the host's RAM, when
+    given, as lines."""
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -114,14 +116,14 @@ def loading_figure(
             hovertemplate="%{x}<br>device: %{y:,.1f} GB<extra></extra>",
         )
     )
-    lines = [("device memory", device_capacity, "#1F77B4")]
+    lines = [(device_label, device_capacity, "#1F77B4")]
     if host_ram:
         lines.append(("host RAM", host_ram, "#8C564B"))
     for name, value, color in lines:
         fig.add_hline(
             y=value / 1e9,
             line=dict(color=color, dash="dash", width=1.5),
-            annotation_text=f"{name} {value / 1e9:,.0f} GB",
+            annotation_text=f"{name} {value / 1e9:,.1f} GB",
             annotation_position="top left",
         )
     fig.update_layout(barmode="group")
