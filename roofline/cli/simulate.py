@@ -118,6 +118,10 @@ def render_capacity(d: dict, model_name: str) -> str:
         )
     for key, why in d["not_run"].items():
         lines.append(f"  {key}: {why}")
+    lines.append(
+        "tok/s: the rate x the output length (a server within its targets carries all it is offered); $/M out: "
+        "all-in, every device-hour over the output tokens"
+    )
     return "\n".join(lines)
 
 
