@@ -181,6 +181,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="floor: samples of each, turn about")
     args = parser.parse_args()
     if args.what == "floor":
+        if args.rounds < 1:
+            parser.error(f"--rounds must be at least 1, got {args.rounds}")
         floor(args.pages, args.rounds)
         return
     for page in args.pages:

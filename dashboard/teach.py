@@ -89,19 +89,21 @@ def teach_the_roofline(r: dict, c: Ceilings) -> None:
         verdict = f", so it is **{REGIME_LABELS[r['bound']]}**"
         floor_note = "this GEMM is large enough that the floor does not hold it under."
     # The other loss: the kernel itself. The chart above places the GEMM at its expected time, which
-    # rests on measured kernels where the page has them (engine tables or a calibration).
-    share = r["expected_tflops"] / r["attainable_tflops"] if r["attainable_tflops"] else 1.0
+    # rests on measured kernels where the page has them (engine tables or a calibration); against
+    # the ideal bound (the roofs and the floor), what is left is the kernel's own.
+    share = r["ideal_time_s"] / r["time_s"] if r["time_s"] else 1.0
     if share < 0.995:
+        where = "its roof" if r["bound"] != "overhead" else "its ideal bound (the floor's)"
         kernel_note = (
-            f"The other is the kernel itself: real kernels reach a fraction of the roof. On the chart above this "
-            f"GEMM sits at **{share:.0%} of its roof**: {fmt_seconds(r['time_s'])} on {r['rests_on']}, against "
+            f"The other is the kernel itself: real kernels reach a fraction of the ideal. On the chart above this "
+            f"GEMM sits at **{share:.0%} of {where}**: {fmt_seconds(r['time_s'])} on {r['rests_on']}, against "
             f"the ideal {fmt_seconds(r['ideal_time_s'])}."
         )
     else:
         kernel_note = (
-            "The other is the kernel itself: real kernels reach a fraction of the roof, which datasheet roofs do "
+            "The other is the kernel itself: real kernels reach a fraction of the ideal, which datasheet roofs do "
             "not know (an engine's measured kernels or the Measure page's calibration do), so on the chart above "
-            "this GEMM sits on its roof."
+            "this GEMM sits where the ideal bound puts it."
         )
     # Built only while open (its state is the `lesson` URL parameter): closed, the page draws one chart.
     lesson = st.expander(

@@ -304,19 +304,28 @@ def test_capacity_arithmetic_by_hand():
 
 
 def test_capacity_puts_out_the_output_tokens_of_the_rate_it_sustains():
-    # A rate within the targets is carried whole: tokens/s = rate x output length (a finite run's
-    # span would count the drain of its last requests, reading about a quarter low here).
+    # A rate within the targets is carried whole: tokens/s = rate x output length, which a long run at
+    # that rate shows in its steady middle (a finite run's span would count the drain of its last
+    # requests, reading about a quarter low).
+    from roofline.serving.simulation.api import simulate_serving
     from roofline.serving.simulation.capacity import max_rate
 
-    c = max_rate(
-        get_model("llama-3.1-8b"),
-        get_hardware("h100-sxm"),
-        Lengths(512),
-        Lengths(128),
-        Targets(ttft_s=1.0, tpot_s=12 * MS),
-        requests=300,
-    )
+    m, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    c = max_rate(m, hw, Lengths(512), Lengths(128), Targets(ttft_s=1.0, tpot_s=12 * MS), requests=300)
     assert c.rate_per_s > 0 and c.output_tokens_per_s == pytest.approx(c.rate_per_s * 128)
+    load = Load("poisson", 2000, Lengths(512), Lengths(128), rate_per_s=c.rate_per_s, seed=1)
+    run = simulate_serving(m, hw, make_requests(load)).run
+    lo, hi = np.percentile(run.finish_s, [25, 75])
+    middle = (run.finish_s >= lo) & (run.finish_s < hi)
+    assert run.output_tokens[middle].sum() / (hi - lo) == pytest.approx(c.output_tokens_per_s, rel=0.1)
+    # A request that can never fit the KV cache is rejected and puts out nothing: 17,232 cache tokens
+    # and prompts of up to 30,000 turn about half away.
+    tight = Settings(memory_utilization=0.24)
+    c = max_rate(m, hw, Lengths(256, 30000), Lengths(32), Targets(ttft_s=5.0, tpot_s=1.0), settings=tight, requests=200)
+    offered = make_requests(Load("poisson", 200, Lengths(256, 30000), Lengths(32), rate_per_s=c.rate_per_s))
+    admitted = ~simulate_serving(m, hw, offered, settings=tight).run.rejected
+    assert 0.3 < admitted.mean() < 0.7
+    assert c.output_tokens_per_s == pytest.approx(c.rate_per_s * 32 * admitted.mean())
 
 
 def test_capacity_rises_with_looser_targets_and_faster_memory():

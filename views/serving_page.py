@@ -235,11 +235,7 @@ if is_open(point_tab):
                 Metric("TPOT", fmt_seconds(row["tpot_s"]), basis_short(roofs[pick_device]), help=on, delta_color="off"),
                 Metric("Tokens/s per device", f"{row['tokens_per_s_per_device']:,.0f}", help=on),
                 Metric("MBU · MFU", f"{row['mbu']:.0%} · {row['mfu']:.0%}", help=f"decode is judged by MBU; {on}"),
-                Metric(
-                    "$ per M output",
-                    f"${usd:,.3f}" if usd is not None else "no price",
-                    help=f"all-in: every device-hour over the output tokens; {on}",
-                ),
+                Metric("$ per M output (all-in)", f"${usd:,.3f}" if usd is not None else "no price", help=on),
             )
             hw = devices[pick_device]
             run, _ = Workload(

@@ -118,10 +118,11 @@ def render_capacity(d: dict, model_name: str) -> str:
         )
     for key, why in d["not_run"].items():
         lines.append(f"  {key}: {why}")
-    lines.append(
-        "tok/s: the rate x the output length (a server within its targets carries all it is offered); $/M out: "
-        "all-in, every device-hour over the output tokens"
-    )
+    if d["ranking"]:
+        lines.append(
+            "tok/s: the rate x the output length of the requests admitted (a server within its targets carries all "
+            "it admits); $/M out: all-in, every device-hour over the output tokens"
+        )
     return "\n".join(lines)
 
 

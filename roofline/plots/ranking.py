@@ -34,7 +34,7 @@ def ranking_figure(
     """``rows`` (ranking rows: ``bound``, ``fits``, ``why_not``, ``time_s``, ``name``) as bars of
     ``values`` (seconds where ``latency``, else a rate named ``label``), one per device in order.
     ``on_ideal``: the values are ideal bounds (the ranking compares devices on the datasheet alone);
-    the axis and the hovers say so, and the hovers give each device's expected figure beside it."""
+    the axis and the hovers say so, and a latency's hover gives the device's expected time beside it."""
     scale, axis = 1.0, label
     if latency:
         scale, unit = time_unit(values)

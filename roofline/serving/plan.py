@@ -75,9 +75,9 @@ def best_under_targets(
     precisions: tuple[tuple[str, str], ...] = DEFAULT_PRECISIONS,
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
-    least per million output tokens (where priced; else that gives the most tokens/s per
-    device), ranked by that. TP degrees that do not split the model are skipped, with a note on
-    every result saying why."""
+    least per million output tokens all-in, every device-hour over the output tokens (where
+    priced; else that gives the most tokens/s per device), ranked by that. TP degrees that do
+    not split the model are skipped, with a note on every result saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")

@@ -130,10 +130,12 @@ def max_rate(
         ttft, tpot = _percentiles(run, percentile)
         over_ttft = targets.ttft_s is not None and ttft > targets.ttft_s
         over_tpot = targets.tpot_s is not None and tpot > targets.tpot_s
-        # A rate the server sustains is carried whole: it puts out the offered output tokens. (A
-        # finite run's tokens over its span, first arrival to last finish, would count the time
-        # the last requests take to drain as idle: 1,000 requests at 10/s read 25% low.)
-        tokens_per_s = rate * float(np.mean(run.output_tokens))
+        # A rate the server sustains is carried whole: it puts out the output tokens of every
+        # request it admits (one that can never fit the KV cache is rejected and counts nothing).
+        # A finite run's tokens over its span, first arrival to last finish, would count the time
+        # the last requests take to drain as idle: 1,000 requests at 10/s read 25% low.
+        admitted = ~np.asarray(run.rejected, bool)
+        tokens_per_s = rate * float(np.asarray(run.output_tokens)[admitted].sum()) / max(len(admitted), 1)
         binding = "TTFT" if over_ttft else "TPOT" if over_tpot else ""
         return not (over_ttft or over_tpot), ttft, tpot, tokens_per_s, binding
 
