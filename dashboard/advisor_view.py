@@ -33,12 +33,18 @@ def ranked_figure(r: dict, key: str) -> float:
     return r[key] * (r["ideal_time_s"] / r["time_s"] if key == "time_s" else r["time_s"] / r["ideal_time_s"])
 
 
+def on_ideal_bound(ranking: list[dict]) -> bool:
+    """Whether the ranking compares ideal bounds (some devices on measured roofs, others on the
+    datasheet): the ranking marks every row alike."""
+    return bool(ranking) and ranking[0].get("ranked_on") == "ideal bound"
+
+
 def basis_caption(ranking: list[dict]) -> str:
     """What the ranking compares, and where the expected time rests on measured roofs."""
     measured = sorted({r["roofs"] for r in ranking if r["roofs"] != "datasheet"})
     where = {k: [r["name"] for r in ranking if r["roofs"] == k] for k in measured}
     parts = [f"{k} roofs on {', '.join(v)}" for k, v in where.items()]
-    if ranking and ranking[0].get("ranked_on") == "ideal bound":
+    if on_ideal_bound(ranking):
         return (
             "Ranked on the ideal bound (datasheet roofs), the one basis every device has: "
             + "; ".join(parts)

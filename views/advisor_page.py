@@ -7,7 +7,14 @@ from dataclasses import replace
 import streamlit as st
 
 from dashboard import custom
-from dashboard.advisor_view import RANKED_BY, basis_caption, ranked_figure, ranking_table, short_name
+from dashboard.advisor_view import (
+    RANKED_BY,
+    basis_caption,
+    on_ideal_bound,
+    ranked_figure,
+    ranking_table,
+    short_name,
+)
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
@@ -174,7 +181,7 @@ if is_open(ranking_tab):
         key, label = RANKED_BY[objective]
         shown = [r for r in ranking if r[key] is not None]
         left_out = [r for r in ranking if r[key] is None]
-        on_ideal = bool(ranking) and ranking[0].get("ranked_on") == "ideal bound"
+        on_ideal = on_ideal_bound(ranking)
         fig = ranking_figure(
             shown,
             [short_name(r["name"]) for r in shown],
