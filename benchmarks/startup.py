@@ -5,7 +5,8 @@ the ratio of the medians is the figure (this tree over the other one):
 
 - ``--help``: wall time of ``python -m roofline --help`` in a fresh process;
 - ``dashboard``: ``streamlit run app.py`` to its health check, and to the Roofline page's first
-  drawn chart in a cold headless Chromium (``benchmarks/cold_start.py``'s browser timing).
+  drawn chart in a cold headless Chromium (``benchmarks/cold_start.py``'s browser timing, on
+  the page's clock: the first frame with the chart drawn).
 
     git worktree add --detach /tmp/base 80bba93        # the tree to compare with
     python -m benchmarks.startup --base /tmp/base --rounds 5
@@ -55,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             times.setdefault((name, "--help"), []).append(cli_help_s(root))
             if not args.no_browser:
                 for page in args.pages:
-                    healthy, _title, chart, _warm, _js = browser(page, root)
-                    times.setdefault((name, "server healthy"), []).append(healthy)
-                    times.setdefault((name, f"{page} first chart"), []).append(chart)
+                    timing = browser(page, root)
+                    times.setdefault((name, "server healthy"), []).append(timing.healthy_s)
+                    times.setdefault((name, f"{page} first chart"), []).append(timing.drawn_s)
     print(f"median of {args.rounds} rounds, turn about; base = {args.base}")
     print(f"{'':22s} {'this tree s':>12s} {'base s':>8s} {'ratio':>6s}")
     for what in ("--help", "server healthy", *(f"{page} first chart" for page in args.pages)):

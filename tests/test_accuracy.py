@@ -3,6 +3,7 @@ the test set), read back strictly, and the Accuracy page that shows it."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import gzip
 import json
@@ -13,6 +14,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from roofline.accuracy import REPORT_PATH, below_ideal, build_report, headline, load_report, write_report
+from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
+from roofline.plots.style import GL_THRESHOLD
 from roofline.validate_load import render_load
 from tests.test_validate import FIELDS, _row
 
@@ -130,6 +133,16 @@ def test_the_accuracy_page_shows_the_test_set_and_follows_its_inputs():
     assert any("choose at least one engine" in i.value for i in at.info)
 
 
+ENGINES = set(ENGINE_NAMES)
+
+
+def _values(array) -> np.ndarray:
+    """A Plotly figure's array as its JSON carries it: a list, or a typed array in base64."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
+    return np.asarray(array)
+
+
 def test_the_accuracy_page_draws_and_can_leave_out_runs_below_their_ideal_bound():
     at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
     at.query_params["metric"] = "TTFT, simulated under load"
@@ -140,11 +153,13 @@ def test_the_accuracy_page_draws_and_can_leave_out_runs_below_their_ideal_bound(
     key = next(t for t in chart["data"] if t["name"].startswith("hollow: measured below the ideal bound"))
     below = int(key["name"].split("(")[-1].rstrip(")"))
     assert 0 < below < runs
-    points = [t for t in chart["data"] if t["type"] == "scattergl"]
-    hollow = sum(symbol == "circle-open" for t in points for symbol in t["marker"]["symbol"])
+    points = [t for t in chart["data"] if t.get("legendgroup") in ENGINES]
+    hollow = sum(len(_values(t["x"])) for t in points if t["marker"]["symbol"] == "circle-open")
     assert hollow == below
-    # WebGL draws an open marker's ring with its line only: without one the runs vanish.
-    assert all(t["marker"]["line"]["width"] > 0 for t in points)
+    # An open marker is drawn by its line alone: without one the runs vanish.
+    assert all(t["marker"]["line"]["width"] > 0 for t in points if t["marker"]["symbol"] == "circle-open")
+    # One legend entry per engine, whether or not some of its runs are hollow.
+    assert len([t for t in points if t.get("showlegend", True)]) == len({t["legendgroup"] for t in points})
     assert any(c.value.startswith(f"{below:,} of these runs were measured more than 10% below") for c in at.caption)
     at.toggle(key="within").set_value(True).run()
     assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) == runs - below
@@ -163,3 +178,21 @@ def test_the_accuracy_page_warns_on_a_bad_link():
     assert not at.exception
     warned = " ".join(w.value for w in at.warning)
     assert "`metric`" in warned and "`engines`" in warned
+
+
+@pytest.mark.parametrize("runs", [40, GL_THRESHOLD + 1])
+def test_the_accuracy_chart_draws_every_run_once_with_one_legend_entry_per_engine(runs):
+    rng = np.random.default_rng(0)
+    measured = 10 ** rng.uniform(0, 3, runs)
+    engines = np.array(["vllm", "sglang", "trtllm"])[np.arange(runs) % 3]
+    hollow = np.arange(runs) % 5 == 0
+    fig = accuracy_figure(measured, measured * 1.1, engines, [str(i) for i in range(runs)], "t", "TPOT", hollow)
+    points = [t for t in fig.data if t.legendgroup in ENGINES]
+    # SVG up to the house threshold (a WebGL context costs a cold page more than the markers).
+    assert {t.type for t in points} == {"scattergl" if runs > GL_THRESHOLD else "scatter"}
+    assert sorted(int(s) for t in points for s in t.text) == list(range(runs))
+    assert sum(len(t.x) for t in points if t.marker.symbol == "circle-open") == hollow.sum()
+    assert all(t.marker.line.width > 0 for t in points if t.marker.symbol == "circle-open")
+    assert sorted(t.name for t in points if t.showlegend is not False) == [
+        f"{ENGINE_NAMES[e]} ({(engines == e).sum()})" for e in ("sglang", "trtllm", "vllm")
+    ]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from roofline.plots.style import DEVICE_COLORS, legend_key, log_axes, style_figure
+from roofline.plots.style import DEVICE_COLORS, GL_THRESHOLD, legend_key, log_axes, style_figure
 
 ENGINE_COLORS = {"vllm": DEVICE_COLORS[1], "sglang": DEVICE_COLORS[2], "trtllm": DEVICE_COLORS[3]}
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -54,26 +54,37 @@ def accuracy_figure(
             )
     engines = np.asarray(engines)
     hovers = np.asarray(hovers, dtype=object)
+    # SVG up to the house threshold, not WebGL: in a browser without a GPU, a WebGL chart's context
+    # and shaders cost a cold page about 0.4 s before its first point, more than 2,000 SVG markers
+    # take to draw. Each engine's hollow runs are a trace of their own, in the engine's legend
+    # group, so that every trace is styled as a whole instead of point by point.
+    trace_cls = go.Scattergl if ok.sum() > GL_THRESHOLD else go.Scatter
     for engine in dict.fromkeys(engines[ok].tolist()):
-        pick = ok & (engines == engine)
-        fig.add_trace(
-            go.Scattergl(
-                x=x[pick],
-                y=y[pick],
-                mode="markers",
-                name=f"{ENGINE_NAMES.get(engine, engine)} ({int(pick.sum())})",
-                marker=dict(
-                    size=6,
-                    color=ENGINE_COLORS.get(engine, "#444444"),
+        color = ENGINE_COLORS.get(engine, "#444444")
+        name = f"{ENGINE_NAMES.get(engine, engine)} ({int((ok & (engines == engine)).sum())})"
+        for open_ in (False, True):
+            pick = ok & (engines == engine) & (hollow == open_)
+            if not pick.any():
+                continue
+            fig.add_trace(
+                trace_cls(
+                    x=x[pick],
+                    y=y[pick],
+                    mode="markers",
+                    name=name,
+                    legendgroup=engine,
+                    showlegend=not open_ or not (ok & (engines == engine) & ~hollow).any(),
                     opacity=0.7,
-                    symbol=np.where(hollow[pick], "circle-open", "circle").tolist(),
-                    # WebGL draws an open symbol's ring with the marker's line alone.
-                    line=dict(width=1.5, color=ENGINE_COLORS.get(engine, "#444444")),
-                ),
-                text=hovers[pick],
-                hovertemplate="%{text}<extra></extra>",
+                    marker=dict(
+                        size=6,
+                        color=color,
+                        symbol="circle-open" if open_ else "circle",
+                        line=dict(width=1.5 if open_ else 0, color=color),
+                    ),
+                    text=hovers[pick],
+                    hovertemplate="%{text}<extra></extra>",
+                )
             )
-        )
     if (hollow & ok).any():
         fig.add_trace(
             legend_key(
