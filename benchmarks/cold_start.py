@@ -70,7 +70,7 @@ CHART = '[data-testid="stPlotlyChart"] .main-svg g.trace'
 DRAWN_CLOCK = """
 (() => {
   const poll = () => {
-    const el = document.querySelector(%s);
+    const el = document.querySelector(CHART);
     const box = el && el.getBoundingClientRect();
     if (el && box.width > 0 && box.height > 0 && el.checkVisibility()) {
       window.__chartDrawnMs = performance.now();
@@ -80,7 +80,7 @@ DRAWN_CLOCK = """
   };
   requestAnimationFrame(poll);
 })();
-""" % json.dumps(CHART)
+""".replace("CHART", json.dumps(CHART))
 
 # Run in a fresh interpreter: each step's wall time, in order.
 PHASES_SCRIPT = r"""
