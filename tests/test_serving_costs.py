@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from roofline.hardware import get_hardware
@@ -43,3 +44,38 @@ def test_cost_per_million_tokens_by_hand():
     assert cost["output"][0, 0] + 4 * cost["input"][0, 0] == pytest.approx(cost["output_all_in"][0, 0])
     tp2 = serving_sweep(LLAMA, [H100], Traffic(1024, 256), tp=2, batches=np.array([64]), prices={"h100-sxm": 6.155})
     assert tp2.usd_per_million()["all"][0, 0] == pytest.approx(2 * per_s / (tp2.tokens_per_s[0, 0] * 5) * 1e6)
+
+
+def _cheapest(at) -> dict[str, float]:
+    table = next(d.value for d in at.dataframe if "$ per M output (all-in)" in d.value.columns)
+    return dict(zip(table["device"], table["$ per M output (all-in)"], strict=True))
+
+
+def test_a_price_set_on_the_serving_page_costs_its_device_and_the_link_keeps_it():
+    from streamlit.testing.v1 import AppTest
+
+    from roofline.serving import load_prices
+
+    def page(**params):
+        at = AppTest.from_file("../views/serving_page.py", default_timeout=60)
+        at.query_params.update({"view": "Cheapest setup", "hw": ["h100-sxm", "l40s"], **params})
+        return at.run()
+
+    at = page()
+    assert not at.exception
+    shipped = load_prices()["h100-sxm"].usd_per_hour
+    assert at.number_input(key="price_h100-sxm").value == pytest.approx(shipped)
+    base = _cheapest(at)
+    # Every device-hour is priced: twice the price, twice the cost.
+    at.number_input(key="price_h100-sxm").set_value(2 * shipped).run()
+    assert _cheapest(at)["h100-sxm"] == pytest.approx(2 * base["h100-sxm"], rel=1e-6)
+    assert _cheapest(at)["l40s"] == pytest.approx(base["l40s"])
+    # Opened from a link that carries it (the widget is bound to the URL), the page prices it the same.
+    again = page(**{"price_h100-sxm": str(2 * shipped)})
+    assert _cheapest(again)["h100-sxm"] == pytest.approx(2 * base["h100-sxm"], rel=1e-6)
+    # A price of 0 means no cost; a bad one is named and the shipped price used.
+    free = page(**{"price_h100-sxm": "0"})
+    assert pd.isna(_cheapest(free)["h100-sxm"])
+    bad = page(**{"price_h100-sxm": "cheap"})
+    assert any("price_h100-sxm" in w.value and "not a number" in w.value for w in bad.warning)
+    assert _cheapest(bad)["h100-sxm"] == pytest.approx(base["h100-sxm"])

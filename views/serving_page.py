@@ -80,6 +80,7 @@ warn_bad_params(
         "spec_alpha": float_in(0.0, 1.0),
         "engine": engine_param(),
         VIEW_PARAM: view_param(VIEWS),
+        **{f"price_{hid}": float_in(0.0, 1e6) for hid in device_ids},
     }
 )
 
@@ -110,31 +111,30 @@ with st.sidebar:
 
 with st.sidebar.expander("Prices (USD per device-hour)"):
     st.caption(
-        "Defaults are public on-demand list prices, each with its source and date (below the table). They move "
-        "often and differ 2-3x between providers: set your own. Devices without a price get no cost."
+        "Defaults are public on-demand list prices, each with its source and date (below). They move often and "
+        "differ 2-3x between providers: set your own (the link keeps it). A device without a price, or with a "
+        "price of 0, gets no cost."
     )
-    editable = pd.DataFrame(
-        [
-            {"device": hid, "USD per hour": shipped_prices[hid].usd_per_hour if hid in shipped_prices else None}
-            for hid in selected
-        ]
-    )
-    edited = st.data_editor(
-        editable,
-        key="prices",
-        hide_index=True,
-        disabled=["device"],
-        column_config={"USD per hour": st.column_config.NumberColumn(min_value=0.0, max_value=1e6, format="%.3f")},
-    )
+    prices = {}
+    for hid in selected:
+        shipped = shipped_prices.get(hid)
+        value = st.number_input(
+            md_escape(devices[hid].name),
+            min_value=0.0,
+            max_value=1e6,
+            value=shipped.usd_per_hour if shipped else None,
+            step=0.1,
+            format="%.3f",
+            key=f"price_{hid}",
+            bind="query-params",
+            help=None if shipped else "No public list price: set one to cost this device.",
+        )
+        if value is not None and value > 0:
+            prices[hid] = float(value)
     for hid in selected:
         if hid in shipped_prices:
             pr = shipped_prices[hid]
             st.caption(f"{hid}: {pr.provider}; [{pr.source.name}]({pr.source.url}); as of {pr.as_of}")
-prices = {
-    row["device"]: float(row["USD per hour"])
-    for row in edited.to_dict("records")
-    if row["USD per hour"] is not None and np.isfinite(row["USD per hour"]) and row["USD per hour"] > 0
-}
 
 custom.model_upload()
 measured = measured_panel()
