@@ -196,3 +196,13 @@ def test_the_accuracy_chart_draws_every_run_once_with_one_legend_entry_per_engin
     assert sorted(t.name for t in points if t.showlegend is not False) == [
         f"{ENGINE_NAMES[e]} ({(engines == e).sum()})" for e in ("sglang", "trtllm", "vllm")
     ]
+
+
+def test_an_engine_whose_runs_are_all_hollow_keeps_one_legend_entry():
+    engines = np.array(["vllm"] * 3 + ["sglang"] * 2)
+    hollow = np.array([False, True, False, True, True])
+    fig = accuracy_figure([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], engines, list("abcde"), "t", "TPOT", hollow)
+    points = [t for t in fig.data if t.legendgroup in ENGINES]
+    shown = {t.name: t.marker.symbol for t in points if t.showlegend is not False}
+    # SGLang's only trace is hollow: it names the engine in the legend; vLLM's filled one does.
+    assert shown == {"vLLM (3)": "circle", "SGLang (2)": "circle-open"}

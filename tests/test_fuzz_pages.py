@@ -120,6 +120,8 @@ PAGES = {
         "spec_alpha",
         "engine",
         "view",
+        "price_h100-sxm",
+        "price_l40s",
     ],
     "views/training_page.py": [
         "model",

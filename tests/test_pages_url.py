@@ -71,6 +71,7 @@ NON_DEFAULT = {
         "chunked": "false",
         "xaxis": "tokens per dollar",
         "engine": "sglang",
+        "price_mi300x": "3.25",
     },
     # A page with several views opens the one its URL names (after the "#" here), with that view's widgets.
     "views/serving_page.py#Techniques": {"model": "qwen3-8b", "spec_k": "3", "spec_alpha": "0.5"},

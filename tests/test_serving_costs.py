@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +13,7 @@ from roofline.models import get_model
 from roofline.serving import Traffic, best_under_targets, serving_sweep
 from roofline.settings import Settings
 
+ROOT = Path(__file__).resolve().parent.parent
 LLAMA = get_model("llama-3.1-8b")
 H100 = get_hardware("h100-sxm")
 
@@ -57,7 +60,7 @@ def test_a_price_set_on_the_serving_page_costs_its_device_and_the_link_keeps_it(
     from roofline.serving import load_prices
 
     def page(**params):
-        at = AppTest.from_file("../views/serving_page.py", default_timeout=60)
+        at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60)
         at.query_params.update({"view": "Cheapest setup", "hw": ["h100-sxm", "l40s"], **params})
         return at.run()
 

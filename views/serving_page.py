@@ -13,6 +13,7 @@ from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.serving_load import render_load_section
+from dashboard.serving_prices import PRICE_PARAM, price_inputs
 from dashboard.serving_view import disaggregation_frame, targets_columns, targets_frame
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
@@ -80,7 +81,7 @@ warn_bad_params(
         "spec_alpha": float_in(0.0, 1.0),
         "engine": engine_param(),
         VIEW_PARAM: view_param(VIEWS),
-        **{f"price_{hid}": float_in(0.0, 1e6) for hid in device_ids},
+        **{f"{PRICE_PARAM}{hid}": float_in(0.0, 1e6) for hid in device_ids},
     }
 )
 
@@ -109,32 +110,7 @@ with st.sidebar:
         help="A step carries a chunk of new prompts beside the decode batch; off, prefills stall every decode.",
     )
 
-with st.sidebar.expander("Prices (USD per device-hour)"):
-    st.caption(
-        "Defaults are public on-demand list prices, each with its source and date (below). They move often and "
-        "differ 2-3x between providers: set your own (the link keeps it). A device without a price, or with a "
-        "price of 0, gets no cost."
-    )
-    prices = {}
-    for hid in selected:
-        shipped = shipped_prices.get(hid)
-        value = st.number_input(
-            md_escape(devices[hid].name),
-            min_value=0.0,
-            max_value=1e6,
-            value=shipped.usd_per_hour if shipped else None,
-            step=0.1,
-            format="%.3f",
-            key=f"price_{hid}",
-            bind="query-params",
-            help=None if shipped else "No public list price: set one to cost this device.",
-        )
-        if value is not None and value > 0:
-            prices[hid] = float(value)
-    for hid in selected:
-        if hid in shipped_prices:
-            pr = shipped_prices[hid]
-            st.caption(f"{hid}: {pr.provider}; [{pr.source.name}]({pr.source.url}); as of {pr.as_of}")
+prices = price_inputs(selected, devices, shipped_prices)
 
 custom.model_upload()
 measured = measured_panel()
@@ -387,7 +363,11 @@ st.download_button(
 st.download_button(
     "Download the plan (JSON)",
     data=lambda: dumps_strict(
-        {"frontier": frontier_frame().to_dict("records"), "best": [b.to_json() for b in plan_best()]}
+        {
+            "frontier": frontier_frame().to_dict("records"),
+            "best": [b.to_json() for b in plan_best()],
+            "prices_usd_per_hour": prices,
+        }
     ),
     file_name="roofline_serving.json",
     mime="application/json",

@@ -167,6 +167,10 @@ def page_keys() -> dict[str, list[str]]:
             re.findall(r'"([a-z0-9_]+)":\s*(?:int_in|float_in|one_of|some_of|boolean|devices_param|state\.)', source)
         )
         keys = {k for k in keys if not k.startswith(("cmodel_", "cdevice_"))}
+        # A key per picked device (the Serving page's prices, price_<device id>, in a module it imports).
+        for module in re.findall(r"^from dashboard\.(\w+) import", source, re.M):
+            if re.search(r'key=f"\{PRICE_PARAM\}\{hid\}"', (ROOT / "dashboard" / f"{module}.py").read_text()):
+                keys |= {f"price_{hid}" for hid in ("h100-sxm", "l40s", "mi300x")}
         if "VIEW_PARAM" in source:  # the open tab (dashboard/tabs.py)
             keys.add("view")
         pages[f"views/{path.name}"] = sorted(keys | {"cmodel", "cdevice"})

@@ -74,10 +74,10 @@ def accuracy_figure(
                     name=name,
                     legendgroup=engine,
                     showlegend=not open_ or not (ok & (engines == engine) & ~hollow).any(),
-                    opacity=0.7,
                     marker=dict(
                         size=6,
                         color=color,
+                        opacity=0.7,  # on each marker: where runs pile up, the colour deepens
                         symbol="circle-open" if open_ else "circle",
                         line=dict(width=1.5 if open_ else 0, color=color),
                     ),
