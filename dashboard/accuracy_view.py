@@ -25,40 +25,74 @@ def report() -> dict:
     return load_report()
 
 
-def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> pd.DataFrame:
+class Runs:
+    """The chosen runs of one metric, a numpy array per column (``RUN_FIELDS``, then measured_ms,
+    expected_ms, ideal_ms and below_ideal): the headline and the chart need no pandas, which the
+    table below them imports."""
+
+    def __init__(self, columns: dict[str, np.ndarray]):
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns["measured_ms"])
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.columns[column]
+
+    @property
+    def empty(self) -> bool:
+        return len(self) == 0
+
+    def where(self, keep) -> Runs:
+        keep = np.asarray(keep, bool)
+        return Runs({k: v[keep] for k, v in self.columns.items()})
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.columns)
+
+
+def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> Runs:
     """The chosen runs of one metric: measured, expected and ideal, with what each run was."""
     part, measured, expected, ideal, _ = METRICS[metric]
-    frame = pd.DataFrame(data[part]["results"])
-    if frame.empty:
-        return frame
+    results = data[part]["results"]
+
+    def column(name: str, numeric: bool = False) -> np.ndarray:
+        values = [r.get(name) for r in results]
+        return np.array([np.nan if v is None else v for v in values], float) if numeric else np.array(values, object)
+
+    columns = {name: column(name) for name in RUN_FIELDS}
+    columns |= {
+        "measured_ms": column(measured, True),
+        "expected_ms": column(expected, True),
+        "ideal_ms": column(ideal, True),
+    }
+    keep = np.isin(columns["engine"], list(engines)) & (columns["measured_ms"] > 0)  # NaN: not measured
     if runs != "all":
-        frame = frame[frame["host_fit_split"] == (runs == "fit split")]
-    frame = frame[frame["engine"].isin(engines)]
-    frame = frame.rename(columns={measured: "measured_ms", expected: "expected_ms", ideal: "ideal_ms"})
-    keep = [*RUN_FIELDS, "measured_ms", "expected_ms", "ideal_ms"]
-    frame = frame[keep].dropna(subset=["measured_ms"])
-    frame = frame[frame["measured_ms"] > 0]
+        keep &= np.array([bool(r.get("host_fit_split")) == (runs == "fit split") for r in results], bool)
+    chosen = Runs(columns).where(keep)
     # Measured below the ideal bound of the simulated setup (roofline.accuracy.BELOW_IDEAL_WHY):
     # only the runs simulated under their load have one; the steady state is one analytic step.
-    flags = below_ideal(frame["measured_ms"], frame["ideal_ms"]) if part == "load" else False
-    return frame.assign(below_ideal=flags)
+    flags = below_ideal(chosen["measured_ms"], chosen["ideal_ms"]) if part == "load" else np.zeros(len(chosen), bool)
+    chosen.columns["below_ideal"] = flags
+    return chosen
 
 
-def errors(predicted: pd.Series, measured: pd.Series) -> dict[str, float]:
-    ratio = (predicted / measured - 1).dropna()
-    if ratio.empty:
+def errors(predicted, measured) -> dict[str, float]:
+    ratio = np.asarray(predicted, float) / np.asarray(measured, float) - 1
+    ratio = ratio[np.isfinite(ratio)]
+    if ratio.size == 0:
         return {"median": np.nan, "p90": np.nan, "bias": np.nan}
     return {
-        "median": float(ratio.abs().median()),
-        "p90": float(ratio.abs().quantile(0.9)),
-        "bias": float(ratio.median()),
+        "median": float(np.median(np.abs(ratio))),
+        "p90": float(np.quantile(np.abs(ratio), 0.9)),
+        "bias": float(np.median(ratio)),
     }
 
 
-def group_table(frame: pd.DataFrame) -> pd.DataFrame:
+def group_table(runs: Runs) -> pd.DataFrame:
     """Per model x device x engine: runs, then median and p90 |error| and bias of both columns."""
     rows = []
-    for (model, device, engine), g in frame.groupby(["model", "device", "engine"]):
+    for (model, device, engine), g in runs.to_frame().groupby(["model", "device", "engine"]):
         e, i = errors(g["expected_ms"], g["measured_ms"]), errors(g["ideal_ms"], g["measured_ms"])
         rows.append(
             {
@@ -77,12 +111,27 @@ def group_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def hovers(frame: pd.DataFrame, words: str) -> list[str]:
+def hovers(runs: Runs, words: str) -> list[str]:
+    c = runs.columns
     return [
-        f"<b>{r.model}</b> on {r.device}, {r.engine}, TP {r.tp}<br>{r.concurrency} clients, {r.isl} in / {r.osl} out"
-        f"<br>{words}: measured {r.measured_ms:,.2f} ms, expected {r.expected_ms:,.2f} ms, ideal {r.ideal_ms:,.2f} ms"
-        f"<br>{r.id}" + ("<br><i>measured below the ideal bound of its simulated setup</i>" if r.below_ideal else "")
-        for r in frame.itertuples()
+        f"<b>{model}</b> on {device}, {engine}, TP {tp}<br>{clients} clients, {isl} in / {osl} out"
+        f"<br>{words}: measured {m:,.2f} ms, expected {e:,.2f} ms, ideal {i:,.2f} ms"
+        f"<br>{run_id}" + ("<br><i>measured below the ideal bound of its simulated setup</i>" if below else "")
+        for run_id, model, device, engine, tp, isl, osl, clients, m, e, i, below in zip(
+            c["id"],
+            c["model"],
+            c["device"],
+            c["engine"],
+            c["tp"],
+            c["isl"],
+            c["osl"],
+            c["concurrency"],
+            c["measured_ms"],
+            c["expected_ms"],
+            c["ideal_ms"],
+            c["below_ideal"],
+            strict=True,
+        )
     ]
 
 

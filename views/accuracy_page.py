@@ -48,12 +48,12 @@ within = st.toggle(
 )
 frame = runs_frame(data, metric, runs, engines)
 words = METRICS[metric][4]
-below = int(frame["below_ideal"].sum()) if not frame.empty else 0
+below = int(frame["below_ideal"].sum())
 if frame.empty:
     st.info("No runs match: choose at least one engine.")
     st.stop()
 if within and simulated:
-    frame = frame[~frame["below_ideal"]]
+    frame = frame.where(~frame["below_ideal"])
     if frame.empty:
         st.info("Every run of this choice was measured below its ideal bound: turn the toggle off to see them.")
         st.stop()
@@ -111,7 +111,7 @@ page_report.table(
 d1, d2 = st.columns(2)
 d1.download_button(
     "Download these runs (CSV)",
-    data=lambda: frame.to_csv(index=False),
+    data=lambda: frame.to_frame().to_csv(index=False),
     file_name="roofline_accuracy.csv",
     mime="text/csv",
     on_click="ignore",
