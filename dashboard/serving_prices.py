@@ -12,8 +12,8 @@ PRICE_PARAM = "price_"
 
 
 def price_inputs(selected: Sequence[str], devices: Mapping, shipped: Mapping) -> dict[str, float]:
-    """USD per device-hour of each picked device the user or the shipped list prices; a device
-    with no price, or a price of 0, is left out (it gets no cost)."""
+    """USD per device-hour of each picked device: the price the user set, else the shipped list
+    price. A device with no price, or a price of 0, is left out (it gets no cost)."""
     prices: dict[str, float] = {}
     with st.sidebar.expander("Prices (USD per device-hour)"):
         st.caption(
