@@ -61,9 +61,10 @@ def accuracy_figure(
     trace_cls = go.Scattergl if ok.sum() > GL_THRESHOLD else go.Scatter
     for engine in dict.fromkeys(engines[ok].tolist()):
         color = ENGINE_COLORS.get(engine, "#444444")
-        name = f"{ENGINE_NAMES.get(engine, engine)} ({int((ok & (engines == engine)).sum())})"
+        runs = ok & (engines == engine)
+        name = f"{ENGINE_NAMES.get(engine, engine)} ({int(runs.sum())})"
         for open_ in (False, True):
-            pick = ok & (engines == engine) & (hollow == open_)
+            pick = runs & (hollow == open_)
             if not pick.any():
                 continue
             fig.add_trace(
@@ -73,7 +74,7 @@ def accuracy_figure(
                     mode="markers",
                     name=name,
                     legendgroup=engine,
-                    showlegend=not open_ or not (ok & (engines == engine) & ~hollow).any(),
+                    showlegend=not open_ or not (runs & ~hollow).any(),  # one entry per engine
                     marker=dict(
                         size=6,
                         color=color,
