@@ -71,10 +71,14 @@ def test_linear_bytes_are_weights_input_output():
     assert op.count == 1  # per step
 
 
-def test_op_times_add_up_to_the_wall_time(profiled):
+def test_op_times_add_up_to_the_busy_time(profiled):
+    """Top-level ops run one after another on a CPU, so their times add up to the busy time (the
+    union of their intervals), which the steps' wall time bounds. How much of the wall they cover
+    (the Python between ops, and whatever else the machine runs) varies with load: no test."""
     prof, _ = profiled
     ops = sum(op.time_s for op in prof.level("aten"))
-    assert 0.9 <= ops / prof.wall_s <= 1.0 + 1e-9  # one run, two measurements of it
+    assert ops == pytest.approx(prof.busy_s, abs=1e-6)  # to the trace's microsecond
+    assert 0 < prof.busy_s <= prof.wall_s
     assert prof.idle_s == pytest.approx(prof.wall_s - prof.busy_s)
 
 
