@@ -3,10 +3,10 @@
 aiconfigurator-core (NVIDIA, Apache-2.0, https://github.com/ai-dynamo/aiconfigurator) ships per-op
 latencies measured inside vLLM, SGLang and TensorRT-LLM as parquet files under
 ``aiconfigurator_core/systems/data/<system>/<family>/<framework>/<version>/``. This module reads the
-GEMM, context and generation attention, MLA decode, MoE, custom all-reduce and NCCL tables and writes one
-``<device>/<engine>-<version>.npz`` per (device, engine, version) plus ``manifest.json`` with the
-source, its version and licence. Reading the parquet files needs pyarrow (a dependency of
-streamlit); reading the converted files needs only numpy.
+GEMM, FP8 scale computation, context and generation attention, MLA decode, MoE, custom all-reduce
+and NCCL tables and writes one ``<device>/<engine>-<version>.npz`` per (device, engine, version)
+plus ``manifest.json`` with the source, its version and licence. Reading the parquet files needs
+pyarrow (a dependency of streamlit); reading the converted files needs only numpy.
 
 Where several kernels were measured for one shape (e.g. CUTLASS and DeepGEMM for block-scaled FP8,
 FlashAttention 3 and 4, eager and graph all-reduce) the converted file keeps the fastest: the
@@ -73,6 +73,10 @@ TABLES = {
         "generation_mla_perf.parquet",
         ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"],
     ),
+    # What computing an activation's FP8 scale costs: dynamic less static per-tensor quantization
+    # of the same (m, k) activation, each timed apart (TensorRT-LLM's FP8 GEMM table was timed
+    # with the dynamic one; see roofline.tables.predict.DYNAMIC_SCALE_FP8).
+    "compute_scale": ("quantize", "computescale_perf.parquet", ["quant_dtype", "m", "k"]),
     # One fused MoE layer (routed experts' GEMMs and activation) for a model's expert shape.
     "moe": (
         "moe",

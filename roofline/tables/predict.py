@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 import roofline.tables.store as store
+from roofline.tables.convert import _version_key
 from roofline.tables.grid import LogGrid
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "nccl": "NCCL"}
@@ -37,12 +38,34 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "context_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
     "generation_attention": (("attn_dtype", "kv_cache_dtype", "head_dim", "window_size"), ATTENTION_AXES),
     "custom_allreduce": (("allreduce_dtype", "num_gpus"), ("message_size",)),
+    "compute_scale": (("quant_dtype",), ("m", "k")),
     "generation_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
     "moe": (
         ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
         ("num_tokens",),
     ),
 }
+# Engines whose per-tensor FP8 GEMM table was timed with a dynamic activation scale. The database's
+# collector builds TensorRT-LLM's FP8 linear layer without an input scale (aiconfigurator
+# collector/trtllm/collect_gemm.py), so every timed call also reduced its activation to an amax and
+# derived the scale (TensorRT-LLM's FP8QDQLinearMethod takes that path when no input scale was
+# loaded). FP8 checkpoints (ModelOpt's, NVIDIA's) ship static input scales, and the engine then
+# quantizes with them directly. The database timed that difference on its own: dynamic less static
+# quantization of the same (m, k) activation (quantize/computescale_perf.parquet), which is taken
+# off. vLLM's collector builds its FP8 layers with static scales already.
+DYNAMIC_SCALE_FP8 = frozenset({"trtllm"})
+STATIC_SCALE_NOTE = "static activation scale: the table's dynamic-scale computation, timed apart, taken off"
+# GEMM tables timed without CUDA graphs, (engine, table dtype) -> the newest version so timed. The
+# database's vLLM collector launched block-FP8 GEMMs eagerly (use_cuda_graph=gemm_type !=
+# "fp8_block" up to its vLLM 0.24.0 collection), so a small one's time is the host's dispatch, not
+# the kernel's: its maintainers measured 148.55 us eager against 12.32 us in a graph at
+# (m, n, k) = (1, 768, 7168) on a B200 (ai-dynamo/aisimulate PR 219). Eagerly, a call takes about
+# the longer of the host's dispatch and the kernel, so a time the device's work clearly sets (over
+# HOST_BOUND_FACTOR times the table's least time, its smallest GEMM's dispatch) is read as
+# measured, and under that the table has no answer: the datasheet stands, and says so. A vLLM
+# decode step runs in a CUDA graph, where no such dispatch is paid.
+EAGER_TIMED_GEMM = {("vllm", "fp8_block"): "0.24.0"}
+HOST_BOUND_FACTOR = 2.0
 # roofline expert weight formats -> the MoE tables' names. For mxfp4 the names are kernels for the
 # same weights (bf16 or mxfp8 activations): the fastest measured wins, as everywhere in these
 # tables (the converter keeps the fastest kernel per shape). Otherwise they are different
@@ -127,7 +150,56 @@ class TablePredictor:
     def gemm(self, m: float, n: float, k: float, dtype: str = "bf16") -> Prediction:
         table_dtype = GEMM_DTYPES.get(dtype, dtype)
         grid = self.grid("gemm", {"gemm_dtype": table_dtype})
-        return self._answer(grid, (max(m, 1.0), n, k), f"{dtype} GEMM")
+        answer = self._answer(grid, (max(m, 1.0), n, k), f"{dtype} GEMM")
+        if answer.time_s is None:
+            return answer
+        seconds, note = self.as_engine_runs(np.asarray([answer.time_s]), table_dtype, max(m, 1.0), k)
+        if not note:
+            return answer
+        time_s = None if np.isnan(seconds[0]) else float(seconds[0])
+        return Prediction(time_s, f"{answer.label}; {note}", answer.extrapolated)
+
+    def as_engine_runs(self, seconds: np.ndarray, table_dtype: str, m, k) -> tuple[np.ndarray, str]:
+        """GEMM times read off this engine's ``table_dtype`` table at each ``m`` (arrays) and depth
+        ``k``, as the engine runs them (NaN where the table's time is not the kernel's), and what
+        was changed ('' where nothing was)."""
+        notes = []
+        if table_dtype == "fp8":
+            seconds, static = self.static_scale(seconds, m, k)
+            notes += [STATIC_SCALE_NOTE] if static else []
+        newest_eager = EAGER_TIMED_GEMM.get((self.engine, table_dtype))
+        if newest_eager is not None and _version_key(self.version) <= _version_key(newest_eager):
+            least_s = float(np.exp(np.nanmin(self.grid("gemm", {"gemm_dtype": table_dtype}).log_latency)))
+            host = seconds < HOST_BOUND_FACTOR * least_s
+            if np.any(host):
+                seconds = np.where(host, np.nan, seconds)
+                notes.append(
+                    f"timed without CUDA graphs: under {HOST_BOUND_FACTOR * least_s * 1e6:.0f} us (twice the "
+                    "table's least time) a call reads the host's dispatch, not the kernel"
+                )
+        return seconds, "; ".join(notes)
+
+    def dynamic_scale_s(self, m, k) -> np.ndarray | None:
+        """Seconds this engine's FP8 GEMM table spent per call computing the activation's scale,
+        at each ``m`` (an array) for depth ``k``: None where the table holds no such time
+        (``DYNAMIC_SCALE_FP8``), NaN outside the measured grid."""
+        if self.engine not in DYNAMIC_SCALE_FP8:
+            return None
+        grid = self.grid("compute_scale", {"quant_dtype": "fp8"})
+        if grid is None:
+            return None
+        log_t, _ = grid.many((np.maximum(np.asarray(m, float), 1.0), float(k)))
+        return np.exp(log_t)
+
+    def static_scale(self, seconds: np.ndarray, m, k) -> tuple[np.ndarray, bool]:
+        """FP8 GEMM times read off this engine's table, as the engine runs them with a checkpoint's
+        static activation scales, and whether anything was taken off. Where the scale computation
+        is unmeasured, or not below the GEMM's own time, the table's time stands."""
+        scale_s = self.dynamic_scale_s(m, k)
+        if scale_s is None:
+            return seconds, False
+        take = np.isfinite(scale_s) & np.isfinite(seconds) & (scale_s < seconds)
+        return np.where(take, seconds - np.where(take, scale_s, 0.0), seconds), bool(np.any(take))
 
     def attention(
         self,

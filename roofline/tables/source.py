@@ -4,7 +4,10 @@ tables one serving engine measured on one device (``roofline.roofs``).
 An op is asked of the table its kind names, at the shape its ``meta`` records:
 - a linear layer: a GEMM at (m, n, k) in the table of its math (bf16, fp8, fp8 block, nvfp4); a
   bf16-weight layer (the LM head) in the bf16 table; weight-only formats (int4 weights, bf16
-  math) and MLA's absorbed per-head products have no table;
+  math) and MLA's absorbed per-head products have no table; a table timed with a dynamic FP8
+  activation scale less that scale's measured computation (``predict.DYNAMIC_SCALE_FP8``), and a
+  table timed without CUDA graphs only where the kernel, not the host, set its time
+  (``predict.EAGER_TIMED_GEMM``);
 - the routed experts of a MoE layer: one fused layer (gate+up, activation, down) at the step's
   tokens, timed on the gate+up op, the other two inside it;
 - attention: context (prefill) or generation (decode) attention at (batch, tokens, heads, KV
@@ -23,7 +26,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from roofline.tables.predict import ENGINE_NAMES, GEMM_DTYPES, KV_DTYPES, MOE_DTYPES, SAME_WEIGHTS, TablePredictor
+from roofline.tables.predict import (
+    ENGINE_NAMES,
+    GEMM_DTYPES,
+    KV_DTYPES,
+    MOE_DTYPES,
+    SAME_WEIGHTS,
+    TablePredictor,
+)
 
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
 TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "nvfp4": 0.5625}
@@ -173,8 +183,14 @@ class KernelTables:
         if not math.isclose(weight_bytes, TABLE_WEIGHT_BYTES.get(dtype, -1.0), rel_tol=0.15):
             return OpAnswer(None, f"{weight_bytes:g}-byte weights with {op.dtype} math: no table")
         keys = {"gemm_dtype": GEMM_DTYPES.get(dtype, dtype)}
-        answer = self._read("gemm", keys, (m, n, k), f"{dtype} GEMM", meta.get("work_share", 1.0))
-        return answer
+        answer = self._read("gemm", keys, (m, n, k), f"{dtype} GEMM")
+        if answer.seconds is None:
+            return answer
+        seconds, note = self.predictor.as_engine_runs(answer.seconds, keys["gemm_dtype"], m, k)
+        label = f"{answer.label}; {note}" if note else answer.label
+        if np.all(np.isnan(seconds)):
+            return OpAnswer(None, label)
+        return OpAnswer(seconds * np.asarray(meta.get("work_share", 1.0), float), label, answer.extrapolated)
 
     def _moe(self, op) -> OpAnswer:
         meta = op.meta
