@@ -194,34 +194,46 @@ def test_mxfp4_experts_take_the_fastest_measured_kernel():
     )
 
 
-def test_trtllm_fp8_gemm_loses_its_measured_dynamic_scale_computation(tmp_path, monkeypatch):
-    """TensorRT-LLM's FP8 GEMM table was timed with a dynamic activation scale; the database timed
-    that scale's computation apart, and an engine serving a checkpoint's static scales skips it.
-    vLLM's FP8 table was timed with static scales: nothing comes off."""
-    from types import SimpleNamespace
-
-    from roofline.tables.convert import convert, find_systems_dir
-    from roofline.tables.predict import STATIC_SCALE_NOTE
-    from roofline.tables.source import KernelTables
-
+def _fake_engine_db(root, engine, system, gemm_rows, scale_rows=None, version="9.9.9"):
+    """A tiny aiconfigurator-like database: one engine's GEMM table on one system, and its FP8
+    scale-computation table when ``scale_rows`` are given."""
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    gemm_ms = {4: 0.020, 16: 0.030, 64: 0.010}
-    scale_ms = {4: 0.008, 16: 0.012, 64: 0.015}  # at m = 64 not below the GEMM's own time: kept
-    for engine in ("vllm", "trtllm"):
-        base = tmp_path / "pkg" / "systems" / "data" / "h100_sxm"
-        (base / "gemm" / engine / "9.9.9").mkdir(parents=True)
-        (base / "quantize" / engine / "9.9.9").mkdir(parents=True)
-        rows = [{"gemm_dtype": "fp8", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in gemm_ms.items()]
-        pd.DataFrame(rows).to_parquet(base / "gemm" / engine / "9.9.9" / "gemm_perf.parquet")
-        rows = [{"quant_dtype": "fp8", "m": m, "k": 4096, "latency": t} for m, t in scale_ms.items()]
-        pd.DataFrame(rows).to_parquet(base / "quantize" / engine / "9.9.9" / "computescale_perf.parquet")
+    base = root / "systems" / "data" / system
+    (base / "gemm" / engine / version).mkdir(parents=True)
+    pd.DataFrame(gemm_rows).to_parquet(base / "gemm" / engine / version / "gemm_perf.parquet")
+    if scale_rows:
+        (base / "quantize" / engine / version).mkdir(parents=True)
+        pd.DataFrame(scale_rows).to_parquet(base / "quantize" / engine / version / "computescale_perf.parquet")
+
+
+def _open_only(tmp_path, monkeypatch):
+    from roofline.tables.convert import convert, find_systems_dir
+
     out = tmp_path / "db"
     convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
     monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
     monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
     monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
-    trt, vllm = TablePredictor.open("h100-sxm", "trtllm"), TablePredictor.open("h100-sxm", "vllm")
+
+
+def test_fp8_gemm_loses_its_measured_dynamic_scale_computation(tmp_path, monkeypatch):
+    """The FP8 GEMM tables were timed with a dynamic activation scale; the database timed that
+    scale's computation apart, and an engine serving a checkpoint's static scales skips it. A file
+    without that table keeps the GEMM as timed, and says why."""
+    from types import SimpleNamespace
+
+    from roofline.tables.predict import NO_SCALE_TABLE_NOTE, STATIC_SCALE_NOTE
+    from roofline.tables.source import KernelTables
+
+    gemm_ms = {4: 0.020, 16: 0.030, 64: 0.010}
+    scale_ms = {4: 0.008, 16: 0.012, 64: 0.015}  # at m = 64 not below the GEMM's own time: kept
+    gemm = [{"gemm_dtype": "fp8", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in gemm_ms.items()]
+    scale = [{"quant_dtype": "fp8", "m": m, "k": 4096, "latency": t} for m, t in scale_ms.items()]
+    _fake_engine_db(tmp_path / "pkg", "trtllm", "h100_sxm", gemm, scale)
+    _fake_engine_db(tmp_path / "pkg", "vllm", "h100_sxm", gemm)  # an older collection: no scale table
+    _open_only(tmp_path, monkeypatch)
+    trt, old = TablePredictor.open("h100-sxm", "trtllm"), TablePredictor.open("h100-sxm", "vllm")
     # m = 4: 20 us less 8 us.
     assert trt.gemm(4, 4096, 4096, "fp8").time_s == pytest.approx(12e-6, rel=2e-3)
     assert STATIC_SCALE_NOTE in trt.gemm(4, 4096, 4096, "fp8").label
@@ -230,8 +242,8 @@ def test_trtllm_fp8_gemm_loses_its_measured_dynamic_scale_computation(tmp_path, 
     # m = 64: the scale (15 us) is not below the GEMM (10 us): the table's time stands.
     assert trt.gemm(64, 4096, 4096, "fp8").time_s == pytest.approx(10e-6, rel=2e-3)
     assert STATIC_SCALE_NOTE not in trt.gemm(64, 4096, 4096, "fp8").label
-    assert vllm.gemm(4, 4096, 4096, "fp8").time_s == pytest.approx(20e-6, rel=2e-3)
-    assert STATIC_SCALE_NOTE not in vllm.gemm(4, 4096, 4096, "fp8").label
+    assert old.gemm(4, 4096, 4096, "fp8").time_s == pytest.approx(20e-6, rel=2e-3)
+    assert NO_SCALE_TABLE_NOTE in old.gemm(4, 4096, 4096, "fp8").label
     # The same through a step's op, over a sweep of m, and a prompt chunk's share of the kernel.
     op = SimpleNamespace(
         meta={"kind": "matmul", "m": np.array([4.0, 8.0]), "n": 4096, "k": 4096, "work_share": 0.5},
@@ -241,63 +253,54 @@ def test_trtllm_fp8_gemm_loses_its_measured_dynamic_scale_computation(tmp_path, 
     answer = KernelTables(trt).op_seconds(op)
     assert answer.seconds == pytest.approx(0.5 * np.array([12.0, 600**0.5 - 96**0.5]) * 1e-6, rel=2e-3)
     assert STATIC_SCALE_NOTE in answer.label
-    assert KernelTables(vllm).op_seconds(op).seconds == pytest.approx(0.5 * np.array([20.0, 600**0.5]) * 1e-6, rel=2e-3)
+    kept = KernelTables(old).op_seconds(op)
+    assert kept.seconds == pytest.approx(0.5 * np.array([20.0, 600**0.5]) * 1e-6, rel=2e-3)
+    assert NO_SCALE_TABLE_NOTE in kept.label
 
 
 @shipped
-def test_shipped_trtllm_fp8_gemm_is_the_table_less_the_scale_computation():
-    p = TablePredictor.open("b200", "trtllm")
-    g, s = p.tables["gemm"], p.tables["compute_scale"]
-    i = np.flatnonzero((g["gemm_dtype"] == "fp8") & (g["m"] == 4) & (g["n"] == 8192) & (g["k"] == 8192))[0]
-    j = np.flatnonzero((s["quant_dtype"] == "fp8") & (s["m"] == 4) & (s["k"] == 8192))[0]
-    gemm_s, scale_s = float(g["latency_ms"][i]) * 1e-3, float(s["latency_ms"][j]) * 1e-3
-    assert 0 < scale_s < gemm_s
-    assert p.gemm(4, 8192, 8192, "fp8").time_s == pytest.approx(gemm_s - scale_s, rel=1e-6)
-    # bf16 and block-scaled FP8 were timed as engines run them: read as measured.
-    k = np.flatnonzero((g["gemm_dtype"] == "bfloat16") & (g["m"] == 4) & (g["n"] == 8192) & (g["k"] == 8192))[0]
-    assert p.gemm(4, 8192, 8192, "bf16").time_s == pytest.approx(float(g["latency_ms"][k]) * 1e-3, rel=1e-6)
+def test_shipped_fp8_gemm_is_the_table_less_the_scale_computation():
+    for engine in ("trtllm", "vllm"):
+        p = TablePredictor.open("b200", engine)
+        g, s = p.tables["gemm"], p.tables["compute_scale"]
+        i = np.flatnonzero((g["gemm_dtype"] == "fp8") & (g["m"] == 4) & (g["n"] == 8192) & (g["k"] == 8192))[0]
+        j = np.flatnonzero((s["quant_dtype"] == "fp8") & (s["m"] == 4) & (s["k"] == 8192))[0]
+        gemm_s, scale_s = float(g["latency_ms"][i]) * 1e-3, float(s["latency_ms"][j]) * 1e-3
+        assert 0 < scale_s < gemm_s
+        assert p.gemm(4, 8192, 8192, "fp8").time_s == pytest.approx(gemm_s - scale_s, rel=1e-6)
+        # bf16 was timed as engines run it: read as measured.
+        k = np.flatnonzero((g["gemm_dtype"] == "bfloat16") & (g["m"] == 4) & (g["n"] == 8192) & (g["k"] == 8192))[0]
+        assert p.gemm(4, 8192, 8192, "bf16").time_s == pytest.approx(float(g["latency_ms"][k]) * 1e-3, rel=1e-6)
 
 
 def test_an_eagerly_timed_gemm_table_answers_only_where_the_kernel_set_its_time(tmp_path, monkeypatch):
-    """vLLM's block-FP8 GEMMs up to 0.24.0 were timed without CUDA graphs: a call took about the
-    longer of the host's dispatch and the kernel. Under twice the table's least time the host set
-    it, and the table has no answer; above, it is read as measured. A newer collection is not."""
+    """vLLM's block-FP8 GEMMs were timed without CUDA graphs: a call took about the longer of the
+    host's dispatch, which depends on the shape, and the kernel. Over twice the graph-timed
+    per-tensor FP8 GEMM of the same shape the host set it, and the table has no answer."""
     from types import SimpleNamespace
 
-    from roofline.tables.convert import convert, find_systems_dir
     from roofline.tables.source import KernelTables
 
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
-    gemm_ms = {1: 0.060, 16: 0.060, 256: 0.100, 4096: 0.500}
-    for version in ("0.24.0", "0.25.0"):
-        folder = tmp_path / "pkg" / "systems" / "data" / ("h100_sxm" if version == "0.24.0" else "h200_sxm")
-        folder = folder / "gemm" / "vllm" / version
-        folder.mkdir(parents=True)
-        rows = [{"gemm_dtype": "fp8_block", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in gemm_ms.items()]
-        pd.DataFrame(rows).to_parquet(folder / "gemm_perf.parquet")
-    out = tmp_path / "db"
-    convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
-    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
-    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
-    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
-    old, new = TablePredictor.open("h100-sxm", "vllm"), TablePredictor.open("h200-sxm", "vllm")
-    assert old.version == "0.24.0" and new.version == "0.25.0"
-    # The least time is 60 us: under 120 us a call read the host.
-    host = old.gemm(1, 4096, 4096, "fp8_block")
-    assert host.time_s is None and "timed without CUDA graphs: under 120 us" in host.label
-    assert old.gemm(256, 4096, 4096, "fp8_block").time_s is None  # 100 us
-    # m = 1024: halfway in log between 256 (100 us) and 4096 (500 us): 100 x sqrt(5) us, kernel-bound.
-    assert old.gemm(1024, 4096, 4096, "fp8_block").time_s == pytest.approx(100e-6 * 5**0.5, rel=2e-3)
-    assert old.gemm(4096, 4096, 4096, "fp8_block").time_s == pytest.approx(500e-6, rel=2e-3)
-    assert new.gemm(1, 4096, 4096, "fp8_block").time_s == pytest.approx(60e-6, rel=2e-3)
+    block_ms = {1: 0.060, 16: 0.090, 256: 0.100, 4096: 0.500}  # the dispatch grows with m here
+    fp8_ms = {1: 0.010, 16: 0.012, 256: 0.040, 4096: 0.400}  # graph-timed, the same shapes
+    gemm = [{"gemm_dtype": "fp8_block", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in block_ms.items()]
+    gemm += [{"gemm_dtype": "fp8", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in fp8_ms.items()]
+    _fake_engine_db(tmp_path / "pkg", "vllm", "h100_sxm", gemm)
+    _fake_engine_db(tmp_path / "pkg", "sglang", "h100_sxm", gemm)  # timed in a graph: read as measured
+    _open_only(tmp_path, monkeypatch)
+    vllm, sglang = TablePredictor.open("h100-sxm", "vllm"), TablePredictor.open("h100-sxm", "sglang")
+    host = vllm.gemm(1, 4096, 4096, "fp8_block")  # 60 us against 10 us
+    assert host.time_s is None and "timed without CUDA graphs" in host.label
+    assert vllm.gemm(16, 4096, 4096, "fp8_block").time_s is None  # 90 against 12
+    assert vllm.gemm(256, 4096, 4096, "fp8_block").time_s is None  # 100 against 40: 2.5x
+    # m = 1024, halfway in log between 256 and 4096: 100 x sqrt(5) us against 40 x sqrt(10) us, 1.77x.
+    assert vllm.gemm(1024, 4096, 4096, "fp8_block").time_s == pytest.approx(100e-6 * 5**0.5, rel=2e-3)
+    assert vllm.gemm(4096, 4096, 4096, "fp8_block").time_s == pytest.approx(500e-6, rel=2e-3)
+    assert sglang.gemm(1, 4096, 4096, "fp8_block").time_s == pytest.approx(60e-6, rel=2e-3)
     # In a step: the host-bound points keep the datasheet (NaN here), the rest are measured.
-    op = SimpleNamespace(
-        meta={"kind": "matmul", "m": np.array([1.0, 4096.0]), "n": 4096, "k": 4096},
-        weight_bytes=4096 * 4096.0,
-        dtype="fp8",
-    )
-    answer = KernelTables(old, gemm_dtype="fp8_block").op_seconds(op)
+    meta = {"kind": "matmul", "m": np.array([1.0, 4096.0]), "n": 4096, "k": 4096}
+    op = SimpleNamespace(meta=meta, weight_bytes=4096 * 4096.0, dtype="fp8")
+    answer = KernelTables(vllm, gemm_dtype="fp8_block").op_seconds(op)
     assert np.isnan(answer.seconds[0]) and answer.seconds[1] == pytest.approx(500e-6, rel=2e-3)
     op.meta["m"] = np.array([1.0, 16.0])
-    assert KernelTables(old, gemm_dtype="fp8_block").op_seconds(op).seconds is None
+    assert KernelTables(vllm, gemm_dtype="fp8_block").op_seconds(op).seconds is None

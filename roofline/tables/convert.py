@@ -75,7 +75,7 @@ TABLES = {
     ),
     # What computing an activation's FP8 scale costs: dynamic less static per-tensor quantization
     # of the same (m, k) activation, each timed apart (TensorRT-LLM's FP8 GEMM table was timed
-    # with the dynamic one; see roofline.tables.predict.DYNAMIC_SCALE_FP8).
+    # with the dynamic one; see roofline.tables.predict.STATIC_SCALE_NOTE).
     "compute_scale": ("quantize", "computescale_perf.parquet", ["quant_dtype", "m", "k"]),
     # One fused MoE layer (routed experts' GEMMs and activation) for a model's expert shape.
     "moe": (

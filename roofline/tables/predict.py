@@ -16,7 +16,6 @@ from functools import cached_property
 import numpy as np
 
 import roofline.tables.store as store
-from roofline.tables.convert import _version_key
 from roofline.tables.grid import LogGrid
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "nccl": "NCCL"}
@@ -45,26 +44,27 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("num_tokens",),
     ),
 }
-# Engines whose per-tensor FP8 GEMM table was timed with a dynamic activation scale. The database's
-# collector builds TensorRT-LLM's FP8 linear layer without an input scale (aiconfigurator
-# collector/trtllm/collect_gemm.py), so every timed call also reduced its activation to an amax and
-# derived the scale (TensorRT-LLM's FP8QDQLinearMethod takes that path when no input scale was
-# loaded). FP8 checkpoints (ModelOpt's, NVIDIA's) ship static input scales, and the engine then
-# quantizes with them directly. The database timed that difference on its own: dynamic less static
-# quantization of the same (m, k) activation (quantize/computescale_perf.parquet), which is taken
-# off. vLLM's collector builds its FP8 layers with static scales already.
-DYNAMIC_SCALE_FP8 = frozenset({"trtllm"})
+# Per-tensor FP8 GEMMs were timed with a dynamic activation scale: each timed call also reduced its
+# activation to an amax and derived the scale. aiconfigurator's collectors build TensorRT-LLM's FP8
+# linear layer without an input scale (collector/trtllm/collect_gemm.py; TensorRT-LLM's
+# FP8QDQLinearMethod then quantizes dynamically) and vLLM's with activation_scheme="dynamic"
+# (collector/vllm/collect_gemm.py since its 0.24.0 collection). A per-tensor FP8 checkpoint
+# (ModelOpt's, NVIDIA's) ships static input scales, and the engine quantizes with them directly:
+# that is assumed of every FP8 run (the sample records no checkpoint's scales). The database timed
+# the difference on its own, dynamic less static quantization of the same (m, k) activation
+# (quantize/computescale_perf.parquet), and derives static-scale FP8 from it for every engine
+# alike; so is it taken off here, wherever a file has that table.
 STATIC_SCALE_NOTE = "static activation scale: the table's dynamic-scale computation, timed apart, taken off"
-# GEMM tables timed without CUDA graphs, (engine, table dtype) -> the newest version so timed. The
-# database's vLLM collector launched block-FP8 GEMMs eagerly (use_cuda_graph=gemm_type !=
-# "fp8_block" up to its vLLM 0.24.0 collection), so a small one's time is the host's dispatch, not
-# the kernel's: its maintainers measured 148.55 us eager against 12.32 us in a graph at
-# (m, n, k) = (1, 768, 7168) on a B200 (ai-dynamo/aisimulate PR 219). Eagerly, a call takes about
-# the longer of the host's dispatch and the kernel, so a time the device's work clearly sets (over
-# HOST_BOUND_FACTOR times the table's least time, its smallest GEMM's dispatch) is read as
-# measured, and under that the table has no answer: the datasheet stands, and says so. A vLLM
-# decode step runs in a CUDA graph, where no such dispatch is paid.
-EAGER_TIMED_GEMM = {("vllm", "fp8_block"): "0.24.0"}
+NO_SCALE_TABLE_NOTE = "timed with a dynamic activation scale: no scale-computation table to take it off"
+# GEMM tables timed without CUDA graphs: aiconfigurator's vLLM collector launches block-FP8 GEMMs
+# eagerly (use_cuda_graph=gemm_type != "fp8_block"), so a small one's time is the host's dispatch,
+# not the kernel's: its maintainers measured 148.55 us eager against 12.32 us in a graph at
+# (m, n, k) = (1, 768, 7168) on a B200 (ai-dynamo/aisimulate PR 219). The dispatch depends on the
+# shape, so no one floor tells it apart. A block-scaled FP8 GEMM does the math of a per-tensor one
+# and reads a scale per 128 x 128 block more; so where the eager time is over HOST_BOUND_FACTOR
+# times the same engine's graph-timed per-tensor FP8 GEMM of that shape, the host set it, and the
+# table has no answer there (the datasheet stands, and says so). A decode step runs in a graph.
+EAGER_TIMED_GEMM = {("vllm", "fp8_block"): "fp8"}  # -> the graph-timed table it is checked against
 HOST_BOUND_FACTOR = 2.0
 # roofline expert weight formats -> the MoE tables' names. For mxfp4 the names are kernels for the
 # same weights (bf16 or mxfp8 activations): the fastest measured wins, as everywhere in these
@@ -153,38 +153,43 @@ class TablePredictor:
         answer = self._answer(grid, (max(m, 1.0), n, k), f"{dtype} GEMM")
         if answer.time_s is None:
             return answer
-        seconds, note = self.as_engine_runs(np.asarray([answer.time_s]), table_dtype, max(m, 1.0), k)
+        seconds, note = self.as_engine_runs(np.asarray([answer.time_s]), table_dtype, max(m, 1.0), n, k)
         if not note:
             return answer
         time_s = None if np.isnan(seconds[0]) else float(seconds[0])
         return Prediction(time_s, f"{answer.label}; {note}", answer.extrapolated)
 
-    def as_engine_runs(self, seconds: np.ndarray, table_dtype: str, m, k) -> tuple[np.ndarray, str]:
-        """GEMM times read off this engine's ``table_dtype`` table at each ``m`` (arrays) and depth
+    def as_engine_runs(self, seconds: np.ndarray, table_dtype: str, m, n, k) -> tuple[np.ndarray, str]:
+        """GEMM times read off this engine's ``table_dtype`` table at each ``m`` (arrays), ``n`` and
         ``k``, as the engine runs them (NaN where the table's time is not the kernel's), and what
         was changed ('' where nothing was)."""
         notes = []
         if table_dtype == "fp8":
             seconds, static = self.static_scale(seconds, m, k)
-            notes += [STATIC_SCALE_NOTE] if static else []
-        newest_eager = EAGER_TIMED_GEMM.get((self.engine, table_dtype))
-        if newest_eager is not None and _version_key(self.version) <= _version_key(newest_eager):
-            least_s = float(np.exp(np.nanmin(self.grid("gemm", {"gemm_dtype": table_dtype}).log_latency)))
-            host = seconds < HOST_BOUND_FACTOR * least_s
-            if np.any(host):
+            if static:
+                notes.append(STATIC_SCALE_NOTE)
+            elif self.grid("compute_scale", {"quant_dtype": "fp8"}) is None:
+                notes.append(NO_SCALE_TABLE_NOTE)
+        graphed = EAGER_TIMED_GEMM.get((self.engine, table_dtype))
+        if graphed is not None:
+            grid = self.grid("gemm", {"gemm_dtype": graphed})
+            reference = np.full(np.shape(seconds), np.nan)
+            if grid is not None:
+                log_t, _ = grid.many((np.maximum(np.asarray(m, float), 1.0), float(n), float(k)))
+                reference = np.exp(log_t)
+            host = ~(seconds <= HOST_BOUND_FACTOR * reference)  # no graph-timed reference: not read either
+            if np.any(host & np.isfinite(seconds)):
                 seconds = np.where(host, np.nan, seconds)
                 notes.append(
-                    f"timed without CUDA graphs: under {HOST_BOUND_FACTOR * least_s * 1e6:.0f} us (twice the "
-                    "table's least time) a call reads the host's dispatch, not the kernel"
+                    f"timed without CUDA graphs: over {HOST_BOUND_FACTOR:g}x the graph-timed {graphed} GEMM of the "
+                    "same shape, a call read the host's dispatch, not the kernel"
                 )
         return seconds, "; ".join(notes)
 
     def dynamic_scale_s(self, m, k) -> np.ndarray | None:
         """Seconds this engine's FP8 GEMM table spent per call computing the activation's scale,
-        at each ``m`` (an array) for depth ``k``: None where the table holds no such time
-        (``DYNAMIC_SCALE_FP8``), NaN outside the measured grid."""
-        if self.engine not in DYNAMIC_SCALE_FP8:
-            return None
+        at each ``m`` (an array) for depth ``k``: None where the file holds no such table, NaN
+        outside its measured grid."""
         grid = self.grid("compute_scale", {"quant_dtype": "fp8"})
         if grid is None:
             return None

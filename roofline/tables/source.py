@@ -5,7 +5,7 @@ An op is asked of the table its kind names, at the shape its ``meta`` records:
 - a linear layer: a GEMM at (m, n, k) in the table of its math (bf16, fp8, fp8 block, nvfp4); a
   bf16-weight layer (the LM head) in the bf16 table; weight-only formats (int4 weights, bf16
   math) and MLA's absorbed per-head products have no table; a table timed with a dynamic FP8
-  activation scale less that scale's measured computation (``predict.DYNAMIC_SCALE_FP8``), and a
+  activation scale less that scale's measured computation (``predict.STATIC_SCALE_NOTE``), and a
   table timed without CUDA graphs only where the kernel, not the host, set its time
   (``predict.EAGER_TIMED_GEMM``);
 - the routed experts of a MoE layer: one fused layer (gate+up, activation, down) at the step's
@@ -186,7 +186,7 @@ class KernelTables:
         answer = self._read("gemm", keys, (m, n, k), f"{dtype} GEMM")
         if answer.seconds is None:
             return answer
-        seconds, note = self.predictor.as_engine_runs(answer.seconds, keys["gemm_dtype"], m, k)
+        seconds, note = self.predictor.as_engine_runs(answer.seconds, keys["gemm_dtype"], m, n, k)
         label = f"{answer.label}; {note}" if note else answer.label
         if np.all(np.isnan(seconds)):
             return OpAnswer(None, label)
