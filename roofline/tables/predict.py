@@ -48,14 +48,16 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # activation to an amax and derived the scale. aiconfigurator's collectors build TensorRT-LLM's FP8
 # linear layer without an input scale (collector/trtllm/collect_gemm.py; TensorRT-LLM's
 # FP8QDQLinearMethod then quantizes dynamically) and vLLM's with activation_scheme="dynamic"
-# (collector/vllm/collect_gemm.py since its 0.24.0 collection). A per-tensor FP8 checkpoint
+# (collector/vllm/collect_gemm.py since June 2026, its 0.22.0 and 0.24.0 collections; earlier ones
+# were static, and their files hold no scale table), and SGLang's with a per-token dynamic quant
+# (its scale table holds the few shapes where dynamic timed above static). A per-tensor FP8 checkpoint
 # (ModelOpt's, NVIDIA's) ships static input scales, and the engine quantizes with them directly:
 # that is assumed of every FP8 run (the sample records no checkpoint's scales). The database timed
 # the difference on its own, dynamic less static quantization of the same (m, k) activation
 # (quantize/computescale_perf.parquet), and derives static-scale FP8 from it for every engine
 # alike; so is it taken off here, wherever a file has that table.
 STATIC_SCALE_NOTE = "static activation scale: the table's dynamic-scale computation, timed apart, taken off"
-NO_SCALE_TABLE_NOTE = "timed with a dynamic activation scale: no scale-computation table to take it off"
+NO_SCALE_TABLE_NOTE = "no scale-computation table in this file: read as timed"
 # GEMM tables timed without CUDA graphs: aiconfigurator's vLLM collector launches block-FP8 GEMMs
 # eagerly (use_cuda_graph=gemm_type != "fp8_block"), so a small one's time is the host's dispatch,
 # not the kernel's: its maintainers measured 148.55 us eager against 12.32 us in a graph at
