@@ -74,7 +74,7 @@ TABLES = {
         ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"],
     ),
     # What computing an activation's FP8 scale costs: dynamic less static per-tensor quantization
-    # of the same (m, k) activation, each timed apart (TensorRT-LLM's FP8 GEMM table was timed
+    # of the same (m, k) activation, each timed apart (the per-tensor FP8 GEMM tables were timed
     # with the dynamic one; see roofline.tables.predict.STATIC_SCALE_NOTE).
     "compute_scale": ("quantize", "computescale_perf.parquet", ["quant_dtype", "m", "k"]),
     # One fused MoE layer (routed experts' GEMMs and activation) for a model's expert shape.

@@ -55,7 +55,7 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # that is assumed of every FP8 run (the sample records no checkpoint's scales). The database timed
 # the difference on its own, dynamic less static quantization of the same (m, k) activation
 # (quantize/computescale_perf.parquet), and derives static-scale FP8 from it for every engine
-# alike; so is it taken off here, wherever a file has that table.
+# alike; so it is taken off here, wherever a file has that table.
 STATIC_SCALE_NOTE = "static activation scale: the table's dynamic-scale computation, timed apart, taken off"
 NO_SCALE_TABLE_NOTE = "no scale-computation table in this file: read as timed"
 # GEMM tables timed without CUDA graphs: aiconfigurator's vLLM collector launches block-FP8 GEMMs
