@@ -166,12 +166,17 @@ class TablePredictor:
         ``k``, as the engine runs them (NaN where the table's time is not the kernel's), and what
         was changed ('' where nothing was)."""
         notes = []
-        if table_dtype == "fp8":
-            seconds, static = self.static_scale(seconds, m, k)
-            if static:
-                notes.append(STATIC_SCALE_NOTE)
-            elif self.grid("compute_scale", {"quant_dtype": "fp8"}) is None:
+        if table_dtype == "fp8":  # as run with a checkpoint's static scales: less the scale computation
+            scale = self.grid("compute_scale", {"quant_dtype": "fp8"})
+            if scale is None:
                 notes.append(NO_SCALE_TABLE_NOTE)
+            else:
+                log_t, _ = scale.many((np.maximum(np.asarray(m, float), 1.0), float(k)))
+                scale_s = np.exp(log_t)  # NaN outside its grid; kept only below the GEMM's own time
+                take = np.isfinite(scale_s) & (scale_s < seconds)
+                if np.any(take):
+                    seconds = np.where(take, seconds - scale_s, seconds)
+                    notes.append(STATIC_SCALE_NOTE)
         graphed = EAGER_TIMED_GEMM.get((self.engine, table_dtype))
         if graphed is not None:
             grid = self.grid("gemm", {"gemm_dtype": graphed})
@@ -187,26 +192,6 @@ class TablePredictor:
                     "same shape, a call read the host's dispatch, not the kernel"
                 )
         return seconds, "; ".join(notes)
-
-    def dynamic_scale_s(self, m, k) -> np.ndarray | None:
-        """Seconds this engine's FP8 GEMM table spent per call computing the activation's scale,
-        at each ``m`` (an array) for depth ``k``: None where the file holds no such table, NaN
-        outside its measured grid."""
-        grid = self.grid("compute_scale", {"quant_dtype": "fp8"})
-        if grid is None:
-            return None
-        log_t, _ = grid.many((np.maximum(np.asarray(m, float), 1.0), float(k)))
-        return np.exp(log_t)
-
-    def static_scale(self, seconds: np.ndarray, m, k) -> tuple[np.ndarray, bool]:
-        """FP8 GEMM times read off this engine's table, as the engine runs them with a checkpoint's
-        static activation scales, and whether anything was taken off. Where the scale computation
-        is unmeasured, or not below the GEMM's own time, the table's time stands."""
-        scale_s = self.dynamic_scale_s(m, k)
-        if scale_s is None:
-            return seconds, False
-        take = np.isfinite(scale_s) & np.isfinite(seconds) & (scale_s < seconds)
-        return np.where(take, seconds - np.where(take, scale_s, 0.0), seconds), bool(np.any(take))
 
     def attention(
         self,
