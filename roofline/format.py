@@ -29,9 +29,12 @@ def fmt_bytes(n_bytes: float) -> str:
 
 def fmt_seconds(seconds: float) -> str:
     """Seconds in the unit that suits their size; a negative time (a difference) keeps its
-    sign and unit, and -0.0 prints as 0 ns."""
+    sign and unit, and -0.0 prints as 0 ns, as does anything under a picosecond (a fitted floor of
+    2e-19 s is a zero no clock resolves, not "1.97e-10 ns")."""
     seconds = seconds + 0.0  # -0.0 becomes 0.0: never "-0 ns"
     magnitude = abs(seconds)
+    if magnitude < 1e-12:
+        return "0 ns"
     if magnitude >= 1 or not math.isfinite(magnitude):
         return f"{seconds:.3g} s"
     if magnitude >= 1e-3:

@@ -231,6 +231,8 @@ def test_negative_zero_prints_as_zero():
 
     assert fmt_seconds(-0.0) == "0 ns" and fmt_bytes(-0.0) == "0 B" and fmt_flops(-0.0) == "0 FLOP"
     assert fmt_seconds(-0.002) == "-2 ms"
+    # A fitted kernel floor of 2e-19 s (the H200 quick run's large-GEMM class) is a zero, not "1.97e-10 ns".
+    assert fmt_seconds(1.97e-19) == "0 ns" and fmt_seconds(-3e-13) == "0 ns" and fmt_seconds(5e-10) == "0.5 ns"
 
 
 def test_a_custom_device_name_is_shown_as_text_not_markdown():
