@@ -83,7 +83,7 @@ class DeviceInfo(_Strict):
 
 
 class MeasuredCeilings(_Strict):
-    memory_bandwidth_tbps: float = Field(ge=MIN_RATE, le=MAX_TBPS)  # device-to-device copy, read + write bytes
+    memory_bandwidth_tbps: float = Field(ge=MIN_RATE, le=MAX_TBPS)  # a copy kernel, read + write bytes
     read_bandwidth_tbps: float | None = Field(default=None, ge=MIN_RATE, le=MAX_TBPS)  # read-only reduction
     cache_bandwidth_tbps: float | None = Field(default=None, ge=MIN_RATE, le=MAX_TBPS)  # a working set that fits in L2
     # dtype -> achieved TFLOP/s (TOP/s for int8) on large GEMMs; at least one
