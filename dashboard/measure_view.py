@@ -25,11 +25,15 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 # The shipped results files a visitor can open in one click: key -> (button label, file).
 EXAMPLES = {
     "example_quick": (
-        "Quick run: ceilings, calibration, model steps",
+        "H100 SXM quick run: ceilings, calibration, model steps",
         EXAMPLES_DIR / "h100-sxm-quick-run.json",
     ),
+    "example_quick_h200": (
+        "H200 SXM quick run: ceilings, calibration, model steps",
+        EXAMPLES_DIR / "h200-sxm-quick-run.json",
+    ),
     "example": (
-        "Kernel sweeps and their calibration",
+        "H100 SXM kernel sweeps and their calibration",
         EXAMPLES_DIR / "h100-sxm-kernel-sweeps.json",
     ),
 }

@@ -63,7 +63,7 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
         page = browser.new_page(viewport={"width": 390, "height": 3000})
         page.goto(app_url + path)
         if path == "/measure":
-            page.get_by_text("Kernel sweeps and their calibration").click()
+            page.get_by_text("H100 SXM kernel sweeps and their calibration").click()
         _wait_for_plot(page)
         for view, chart_key in [("", ""), *TABS_390.get(path, [])]:
             if view:

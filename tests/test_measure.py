@@ -377,12 +377,14 @@ def test_profiler_ranges_mirrored_on_the_gpu_are_not_counted_as_kernels():
     assert _on_host(host_range) and not _on_host(mirrored_range)
 
 
-def test_the_h100_quick_run_counts_each_kernel_once():
-    """The shipped quick run measured on an H100: the kernels of a step add up to what the same
-    step takes replayed from a CUDA graph (the graph removes the host, not device work), and the
-    op ranges cover them once."""
-    results = load_results(Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-quick-run.json")
-    assert results.device.kind == "cuda" and "H100" in results.device.name
+@pytest.mark.parametrize("device", ["h100", "h200"])
+def test_the_shipped_quick_runs_count_each_kernel_once(device):
+    """The shipped quick runs measured on an H100 and an H200: the kernels of a step add up to what
+    the same step takes replayed from a CUDA graph (the graph removes the host, not device work),
+    and the op ranges cover them once."""
+    results = load_results(Path(__file__).resolve().parent.parent / "examples" / f"{device}-sxm-quick-run.json")
+    assert results.device.kind == "cuda" and device.upper() in results.device.name
+    assert results.device.matched_hardware_id == f"{device}-sxm"
     for step in results.steps:
         assert 0.9 < step.kernel_time_s / step.graph.median_s < 1.1, step.phase
         assert 0.95 < step.attribution < 1.05, step.phase

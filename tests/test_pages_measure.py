@@ -142,6 +142,18 @@ def test_measure_page_opens_the_shipped_quick_run_in_one_click():
     assert "driver 580.159.04" in caption and "measured 2026-11-26 01:27 UTC" in caption and "not record" not in caption
 
 
+def test_measure_page_opens_the_shipped_h200_run_in_one_click():
+    at = page("views/measure_page.py")
+    at.button(key="example_quick_h200").click().run()
+    assert not at.exception and not at.error
+    results = at.session_state["measure_results"]
+    assert results.device.matched_hardware_id == "h200-sxm" and len(results.steps) == 2
+    names = trace_names(at, 0)
+    assert any(n.startswith("NVIDIA H200 · bf16") and "[measured]" in n for n in names), names
+    caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
+    assert "measured 2026-11-26 19:02 UTC" in caption and "datasheet: NVIDIA H200 SXM" in caption
+
+
 def test_measure_page_says_in_words_what_an_imported_file_does_not_record():
     at = page("views/measure_page.py")
     at.button(key="example").click().run()

@@ -143,7 +143,7 @@ with upload_col:
     )
     if st.session_state.get("upload_error"):
         st.error(f"Cannot use this file: {md_escape(st.session_state['upload_error'])}")
-    st.caption("Or open a shipped example, measured on an H100 SXM (80 GB HBM3, torch 2.11, CUDA 13):")
+    st.caption("Or open a shipped example, measured on an H100 SXM (80 GB HBM3) or an H200 SXM (torch 2.11, CUDA 13):")
     for key, (label, path) in EXAMPLES.items():
         if st.button(label, key=key, width="stretch"):
             st.session_state[RESULTS_KEY] = load_results(path)

@@ -9,6 +9,7 @@ predicted from it, never fitted on."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from roofline.measure.model import TORCH_DTYPES, build_model
@@ -52,23 +53,57 @@ def probe_model(m: ModelConfig) -> ModelConfig:
     return m.model_copy(update=update)
 
 
+class HostProbe:
+    """The probe of ``m`` built once and timed in rounds spread over a run: a virtualised host's
+    speed drifts by tens of percent within a minute (an 8B eager decode on an H200 read 20 to 26 ms
+    over five interleaved rounds, and the probe with it), so one moment's reading is no ceiling.
+    The median of the rounds is the host's cost; their spread is reported beside it."""
+
+    def __init__(self, m: ModelConfig, device: torch.device, dtype: str) -> None:
+        tiny = probe_model(m)
+        storage = "fp32" if dtype == "fp32" else dtype
+        w = Workload(tiny, "decode", 1, CONTEXT, precision=Precision(storage, storage, storage))
+        self.model_id, self.layers = m.id, m.num_layers
+        self.launches = sum(op.launches * op.count for op in step_ops(w))
+        self.device = device
+        model = build_model(tiny, tiny.num_layers, device, TORCH_DTYPES[dtype])
+        caches = model.new_cache(1, CONTEXT + 1, device, TORCH_DTYPES[dtype])
+        for cache in caches:
+            cache["position"] = torch.tensor([CONTEXT], device=device)
+        ids = torch.zeros((1, 1), dtype=torch.long, device=device)
+        rotary = model.rotary(CONTEXT, 1, device, TORCH_DTYPES[dtype])
+        self._step = lambda: model(ids, caches, CONTEXT, rotary)
+        self.rounds_s: list[float] = []
+
+    def round(self, repeats: int) -> float:
+        """Time one round (the median of ``repeats`` steps) and keep it."""
+        with torch.inference_mode():
+            seconds = time_wall(self._step, self.device, repeats=repeats).median_s
+        self.rounds_s.append(seconds)
+        return seconds
+
+    def result(self) -> tuple[float, str]:
+        """(seconds of host work per engine-counted launch, what ran): the median round."""
+        if not self.rounds_s:
+            raise ValueError("the host probe has run no round")
+        step_s = float(np.median(self.rounds_s))
+        spread = (
+            f" (median of {len(self.rounds_s)} rounds over the run: "
+            f"{min(self.rounds_s) * 1e3:.2f} to {max(self.rounds_s) * 1e3:.2f} ms)"
+            if len(self.rounds_s) > 1
+            else ""
+        )
+        what = (
+            f"an eager decode step of {self.model_id}'s {self.layers} layers with a hidden size of {HIDDEN}, heads "
+            f"of {HEAD} and a {VOCAB}-token vocabulary: {step_s * 1e3:.2f} ms{spread} over the {self.launches} "
+            "launches the engine counts"
+        )
+        return step_s / self.launches, what
+
+
 def host_per_launch(m: ModelConfig, device: torch.device, dtype: str, repeats: int) -> tuple[float, str]:
-    """(seconds of host work per engine-counted launch of an eager decode step of ``m``, what ran)."""
-    tiny = probe_model(m)
-    storage = "fp32" if dtype == "fp32" else dtype
-    w = Workload(tiny, "decode", 1, CONTEXT, precision=Precision(storage, storage, storage))
-    launches = sum(op.launches * op.count for op in step_ops(w))
-    model = build_model(tiny, tiny.num_layers, device, TORCH_DTYPES[dtype])
-    caches = model.new_cache(1, CONTEXT + 1, device, TORCH_DTYPES[dtype])
-    for cache in caches:
-        cache["position"] = torch.tensor([CONTEXT], device=device)
-    ids = torch.zeros((1, 1), dtype=torch.long, device=device)
-    rotary = model.rotary(CONTEXT, 1, device, TORCH_DTYPES[dtype])
-    with torch.inference_mode():
-        timing = time_wall(lambda: model(ids, caches, CONTEXT, rotary), device, repeats=repeats)
-    what = (
-        f"an eager decode step of {m.id}'s {m.num_layers} layers with a hidden size of {HIDDEN}, heads of {HEAD} and "
-        f"a {VOCAB}-token vocabulary: "
-        f"{timing.median_s * 1e3:.2f} ms over the {launches} launches the engine counts"
-    )
-    return timing.median_s / launches, what
+    """(seconds of host work per engine-counted launch of an eager decode step of ``m``, what ran):
+    one round of the probe."""
+    probe = HostProbe(m, device, dtype)
+    probe.round(repeats)
+    return probe.result()

@@ -13,7 +13,7 @@ from roofline.calibration import fit_calibration
 from roofline.engine import Ceilings, evaluate
 from roofline.hardware import get_hardware
 from roofline.measure import kernels
-from roofline.measure.host_probe import host_per_launch
+from roofline.measure.host_probe import HostProbe
 from roofline.measure.local_device import device_info, free_memory_bytes
 from roofline.measure.model import TORCH_DTYPES, Model, build_model, bytes_to_build
 from roofline.measure.schema import MeasuredCeilings, Results, StepMeasurement, StepOp, Timing
@@ -281,6 +281,10 @@ def run_suite(
     method = "K calls captured in one CUDA graph, replay / K" if dev.type == "cuda" else "a synchronised clock"
     notes = [f"kernel times: {method}; inputs rotated past the last-level cache; medians of repeats"]
     ceilings = measure_ceilings(dev, plan, cache_bytes, progress)
+    # The host's cost of an eager step, in rounds spread over the run (after the ceilings, after the
+    # sweeps and after each step), since a host's speed drifts; built now, while memory is free.
+    probe = HostProbe(model, dev, plan.dtype)
+    probe.round(plan.repeats)
     cache_read = ceilings.cache_bandwidth_tbps
     if cache_read is not None and ceilings.read_bandwidth_tbps and cache_read <= ceilings.read_bandwidth_tbps:
         # A read that fits in the cache must beat one from memory; when it does not, the small set's
@@ -316,8 +320,19 @@ def run_suite(
         model, list(plan.elementwise_tokens), plan.dtype, dev, plan.repeats, cache_bytes
     )
     progress(0.73, f"the host's cost of an eager step of {model.name}: its layers with tiny matrices")
-    per_launch, probe = host_per_launch(model, dev, plan.dtype, plan.repeats)
-    ceilings = ceilings.model_copy(update={"eager_host_per_launch_s": per_launch, "eager_host_probe": probe})
+    probe.round(plan.repeats)
+    runs = []
+    progress(0.75, f"building {layers} of {model.num_layers} layers of {model.name} on {dev}")
+    built = build_model(model, layers, dev, TORCH_DTYPES[plan.dtype])
+    for i, (phase, batch, seq) in enumerate(plan.steps):
+        progress(
+            0.75 + 0.25 * i / len(plan.steps),
+            f"{model.name} {phase} step, batch {batch}, {seq} tokens ({layers} of {model.num_layers} layers)",
+        )
+        runs.append(run_step(model, plan, dev, phase, batch, seq, layers, built))
+        probe.round(plan.repeats)
+    per_launch, probe_what = probe.result()
+    ceilings = ceilings.model_copy(update={"eager_host_per_launch_s": per_launch, "eager_host_probe": probe_what})
     mode = "quick" if quick else "full"
     calibration = fit_calibration(
         sweeps,
@@ -327,15 +342,7 @@ def run_suite(
         info.memory_bytes,
     ).model_copy(update={"host_per_launch_s": per_launch, "kernel_floor_s": ceilings.graph_launch_overhead_s})
     results = Results(mode=mode, device=info, notes=notes, ceilings=ceilings, sweeps=sweeps, calibration=calibration)
-    steps = []
-    progress(0.75, f"building {layers} of {model.num_layers} layers of {model.name} on {dev}")
-    built = build_model(model, layers, dev, TORCH_DTYPES[plan.dtype])
-    for i, (phase, batch, seq) in enumerate(plan.steps):
-        progress(
-            0.75 + 0.25 * i / len(plan.steps),
-            f"{model.name} {phase} step, batch {batch}, {seq} tokens ({layers} of {model.num_layers} layers)",
-        )
-        steps.append(predict_step(results, run_step(model, plan, dev, phase, batch, seq, layers, built), model))
+    steps = [predict_step(results, run, model) for run in runs]
     if layers < model.num_layers:
         why = "the plan's cap on a CPU" if layers == plan.max_layers else "what fits in half the free memory"
         notes.append(
