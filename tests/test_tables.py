@@ -281,8 +281,8 @@ def test_an_eagerly_timed_gemm_table_answers_only_where_the_kernel_set_its_time(
 
     from roofline.tables.source import KernelTables
 
-    block_ms = {1: 0.060, 16: 0.090, 256: 0.100, 4096: 0.500}  # the dispatch grows with m here
-    fp8_ms = {1: 0.010, 16: 0.012, 256: 0.040, 4096: 0.400}  # graph-timed, the same shapes
+    block_ms = {1: 0.060, 16: 0.090, 256: 0.100, 1024: 0.200, 4096: 0.500}  # the dispatch grows with m here
+    fp8_ms = {1: 0.010, 16: 0.012, 256: 0.040, 1024: 0.150, 4096: 0.400}  # graph-timed, the same shapes
     gemm = [{"gemm_dtype": "fp8_block", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in block_ms.items()]
     gemm += [{"gemm_dtype": "fp8", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in fp8_ms.items()]
     _fake_engine_db(tmp_path / "pkg", "vllm", "h100_sxm", gemm)
@@ -293,8 +293,14 @@ def test_an_eagerly_timed_gemm_table_answers_only_where_the_kernel_set_its_time(
     assert host.time_s is None and "timed without CUDA graphs" in host.label
     assert vllm.gemm(16, 4096, 4096, "fp8_block").time_s is None  # 90 against 12
     assert vllm.gemm(256, 4096, 4096, "fp8_block").time_s is None  # 100 against 40: 2.5x
-    # m = 1024, halfway in log between 256 and 4096: 100 x sqrt(5) us against 40 x sqrt(10) us, 1.77x.
-    assert vllm.gemm(1024, 4096, 4096, "fp8_block").time_s == pytest.approx(100e-6 * 5**0.5, rel=2e-3)
+    # m = 512, halfway in log between 256 (host-bound) and 1024: read across, 100 x sqrt(2) us against
+    # 40 x sqrt(3.75) us would pass as 1.83x, but half of it is the host's; the point beside a
+    # host-bound one is no answer, and says why.
+    between = vllm.gemm(512, 4096, 4096, "fp8_block")
+    assert between.time_s is None and "timed without CUDA graphs" in between.label
+    # m = 2048, halfway in log between 1024 and 4096, both kernel-bound: 200 x sqrt(2.5) us.
+    assert vllm.gemm(2048, 4096, 4096, "fp8_block").time_s == pytest.approx(200e-6 * 2.5**0.5, rel=2e-3)
+    assert vllm.gemm(1024, 4096, 4096, "fp8_block").time_s == pytest.approx(200e-6, rel=2e-3)
     assert vllm.gemm(4096, 4096, 4096, "fp8_block").time_s == pytest.approx(500e-6, rel=2e-3)
     assert sglang.gemm(1, 4096, 4096, "fp8_block").time_s == pytest.approx(60e-6, rel=2e-3)
     # In a step: the host-bound points keep the datasheet (NaN here), the rest are measured.
@@ -302,5 +308,21 @@ def test_an_eagerly_timed_gemm_table_answers_only_where_the_kernel_set_its_time(
     op = SimpleNamespace(meta=meta, weight_bytes=4096 * 4096.0, dtype="fp8")
     answer = KernelTables(vllm, gemm_dtype="fp8_block").op_seconds(op)
     assert np.isnan(answer.seconds[0]) and answer.seconds[1] == pytest.approx(500e-6, rel=2e-3)
-    op.meta["m"] = np.array([1.0, 16.0])
-    assert KernelTables(vllm, gemm_dtype="fp8_block").op_seconds(op).seconds is None
+    op.meta["m"] = np.array([1.0, 16.0, 512.0])
+    answer = KernelTables(vllm, gemm_dtype="fp8_block").op_seconds(op)
+    assert answer.seconds is None and "timed without CUDA graphs" in answer.label
+
+
+def test_a_strict_grid_gives_no_answer_beside_a_point_left_out():
+    """A plain grid reads the corners it has (a table skips some combinations); a strict one, whose
+    NaN marks a point known to be no answer, gives none anywhere that point has weight."""
+    from roofline.tables.grid import LogGrid
+
+    axes = (np.log([1.0, 4.0, 16.0]),)
+    log_t = np.log([np.nan, 2e-5, 8e-5])
+    plain, strict = LogGrid(axes, log_t), LogGrid(axes, log_t, strict=True)
+    assert np.exp(plain((2.0,))[0]) == pytest.approx(2e-5)  # the measured corner, read flat
+    assert np.isnan(strict((2.0,))[0]) and np.isnan(strict((1.0,))[0])
+    assert np.exp(strict((8.0,))[0]) == pytest.approx(4e-5)  # both corners measured: sqrt(2 x 8) x 1e-5
+    assert np.exp(strict((4.0,))[0]) == pytest.approx(2e-5)  # on a measured point
+    assert np.exp(strict((32.0,))[0]) == pytest.approx(16e-5)  # past the edge: the last slope (1) carries on

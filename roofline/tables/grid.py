@@ -24,6 +24,9 @@ class LogGrid:
 
     axes: tuple[np.ndarray, ...]  # log of each axis' measured values, ascending
     log_latency: np.ndarray  # shape (len(axis) for axis in axes)
+    # Every corner around a point must be measured: NaN there marks a point known to be no answer
+    # (a host-bound call), not one the table skipped, so the corners left are not read in its place.
+    strict: bool = False
 
     @classmethod
     def from_rows(cls, columns: Sequence[np.ndarray], latency: np.ndarray) -> LogGrid:
@@ -80,13 +83,17 @@ class LogGrid:
         corners measured, zero-weight corners left out): ``_combine`` over arrays."""
         total = np.zeros(lows[0].size)
         weight = np.zeros(lows[0].size)
+        lost = np.zeros(lows[0].size, bool)
         for combo in product((0, 1), repeat=len(lows)):
             idx = tuple(np.minimum(low + c, len(axis) - 1) for low, c, axis in zip(lows, combo, self.axes))
             w = np.prod([ws[c] for ws, c in zip(weights, combo)], axis=0)
             value = self.log_latency[idx]
             use = (w != 0) & ~np.isnan(value)
+            lost |= (w != 0) & np.isnan(value)
             total += np.where(use, w * np.where(use, value, 0.0), 0.0)
             weight += np.where(use, w, 0.0)
+        if self.strict:
+            weight = np.where(lost, 0.0, weight)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), np.nan)
 

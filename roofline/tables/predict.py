@@ -124,14 +124,18 @@ class TablePredictor:
         combos = sorted({tuple(row) for row in zip(*(t[c].tolist() for c in columns))})
         return [dict(zip(columns, combo)) for combo in combos]
 
-    def grid(self, table: str, keys: dict[str, object]) -> LogGrid | None:
-        """The measured grid of ``table`` for one combination of its exact-match columns."""
+    def grid(self, table: str, keys: dict[str, object], as_timed: bool = False) -> LogGrid | None:
+        """The measured grid of ``table`` for one combination of its exact-match columns: of the
+        kernels' times, so a GEMM table timed without CUDA graphs has its host-bound points left
+        out (``as_timed`` keeps every point as the file has it)."""
         axes = LAYOUT[table][1]
-        cache_key = (table, tuple(sorted(keys.items())))
+        graphed = EAGER_TIMED_GEMM.get((self.engine, keys.get("gemm_dtype"))) if table == "gemm" else None
+        cache_key = (table, tuple(sorted(keys.items())), as_timed or graphed is None)
         if cache_key not in self._grids:
-            t = self.tables.get(table)
             grid = None
-            if t is not None:
+            if graphed is not None and not as_timed:
+                grid = self._kernel_points(self.grid(table, keys, as_timed=True), graphed)
+            elif (t := self.tables.get(table)) is not None:
                 mask = np.ones(len(t["latency_ms"]), bool)
                 for column, value in keys.items():
                     mask &= t[column] == value
@@ -140,6 +144,31 @@ class TablePredictor:
                     grid = LogGrid.from_rows(columns, t["latency_ms"][mask].astype(float) * 1e-3)
             self._grids[cache_key] = grid
         return self._grids[cache_key]
+
+    def _kernel_points(self, grid: LogGrid | None, graphed: str) -> LogGrid | None:
+        """``grid`` (a GEMM table timed without CUDA graphs) with every point over
+        HOST_BOUND_FACTOR x the graph-timed ``graphed`` GEMM of its shape left out, before anything
+        is interpolated: a read between a host-bound point and a kernel-bound one would otherwise
+        blend the host's dispatch into the kernel's time."""
+        if grid is None:
+            return None
+        reference = self.grid("gemm", {"gemm_dtype": graphed})
+        if reference is None:
+            return LogGrid(grid.axes, np.full(grid.log_latency.shape, np.nan), strict=True)
+        mesh = np.meshgrid(*(np.exp(axis) for axis in grid.axes), indexing="ij")
+        log_reference, _ = reference.many(tuple(mesh))
+        kernel = grid.log_latency <= log_reference + np.log(HOST_BOUND_FACTOR)  # NaN either side: left out
+        # Strict: a point beside a host-bound one is no answer either, rather than the far corner's
+        # time read flat across the gap.
+        return LogGrid(grid.axes, np.where(kernel, grid.log_latency, np.nan), strict=True)
+
+    def host_bound_note(self, table_dtype: str) -> str:
+        """Why a GEMM of an eager-timed table has no answer where its measured points were host-bound."""
+        return (
+            f"timed without CUDA graphs: over {HOST_BOUND_FACTOR:g}x the graph-timed "
+            f"{EAGER_TIMED_GEMM[(self.engine, table_dtype)]} GEMM of the same shape, a call read the host's "
+            "dispatch, not the kernel"
+        )
 
     def _answer(self, grid: LogGrid | None, point: tuple[float, ...], what: str) -> Prediction:
         if grid is None:
@@ -154,6 +183,11 @@ class TablePredictor:
         grid = self.grid("gemm", {"gemm_dtype": table_dtype})
         answer = self._answer(grid, (max(m, 1.0), n, k), f"{dtype} GEMM")
         if answer.time_s is None:
+            if (self.engine, table_dtype) in EAGER_TIMED_GEMM:
+                as_timed = self.grid("gemm", {"gemm_dtype": table_dtype}, as_timed=True)
+                timed = self._answer(as_timed, (max(m, 1.0), n, k), "")
+                if timed.time_s is not None:
+                    return Prediction(None, f"{timed.label}; {self.host_bound_note(table_dtype)}", timed.extrapolated)
             return answer
         seconds, note = self.as_engine_runs(np.asarray([answer.time_s]), table_dtype, max(m, 1.0), n, k)
         if not note:
@@ -187,10 +221,7 @@ class TablePredictor:
             host = ~(seconds <= HOST_BOUND_FACTOR * reference)  # no graph-timed reference: not read either
             if np.any(host & np.isfinite(seconds)):
                 seconds = np.where(host, np.nan, seconds)
-                notes.append(
-                    f"timed without CUDA graphs: over {HOST_BOUND_FACTOR:g}x the graph-timed {graphed} GEMM of the "
-                    "same shape, a call read the host's dispatch, not the kernel"
-                )
+                notes.append(self.host_bound_note(table_dtype))
         return seconds, "; ".join(notes)
 
     def attention(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from roofline.tables.predict import (
+    EAGER_TIMED_GEMM,
     ENGINE_NAMES,
     GEMM_DTYPES,
     KV_DTYPES,
@@ -185,6 +186,10 @@ class KernelTables:
         keys = {"gemm_dtype": GEMM_DTYPES.get(dtype, dtype)}
         answer = self._read("gemm", keys, (m, n, k), f"{dtype} GEMM")
         if answer.seconds is None:
+            if (self.predictor.engine, keys["gemm_dtype"]) in EAGER_TIMED_GEMM:  # host-bound points left out
+                timed = self.predictor.grid("gemm", keys, as_timed=True)
+                if timed is not None and np.any(np.isfinite(timed.many((m, n, k))[0])):
+                    return OpAnswer(None, f"{self.label}; {self.predictor.host_bound_note(keys['gemm_dtype'])}")
             return answer
         seconds, note = self.predictor.as_engine_runs(answer.seconds, keys["gemm_dtype"], m, n, k)
         label = f"{answer.label}; {note}" if note else answer.label
