@@ -138,6 +138,14 @@ def ceiling_rows(c: MeasuredCeilings, datasheet: Ceilings | None) -> list[dict[s
         )
     for kind, seconds in c.host_dispatch_s.items():
         rows.append({"ceiling": f"host dispatch, one eager {kind} op", "measured": fmt_seconds(seconds), **unpublished})
+    if c.eager_host_per_launch_s is not None:
+        rows.append(
+            {
+                "ceiling": "host work per launch of an eager model step (the probe below)",
+                "measured": fmt_seconds(c.eager_host_per_launch_s),
+                **unpublished,
+            }
+        )
     if c.graph_launch_overhead_s is not None:
         rows.append(
             {

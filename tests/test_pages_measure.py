@@ -152,6 +152,9 @@ def test_measure_page_opens_the_shipped_h200_run_in_one_click():
     assert any(n.startswith("NVIDIA H200 · bf16") and "[measured]" in n for n in names), names
     caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
     assert "measured 2026-11-26 19:02 UTC" in caption and "datasheet: NVIDIA H200 SXM" in caption
+    # The host probe's figure in the ceilings and its rounds' spread under them.
+    probe = next(c.value for c in at.caption if c.value.startswith("Host probe:"))
+    assert r"24.23 ms \(median of 4 rounds over the run\: 19.43 to 36.24 ms\)" in probe  # Markdown-escaped
 
 
 def test_measure_page_says_in_words_what_an_imported_file_does_not_record():

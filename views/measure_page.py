@@ -178,6 +178,11 @@ if results.ceilings:
     report.subheader("Achievable ceilings")
     rows = ceiling_rows(results.ceilings, datasheet)
     report.table(pd.DataFrame(rows), "Achievable ceilings", hide_index=True, width="stretch")
+    if results.ceilings.eager_host_probe:
+        report.caption(
+            "Host probe: " + md_escape(results.ceilings.eager_host_probe) + ". An eager step's prediction is as "
+            "good as the host's speed is steady: the spread of the probe's rounds is that speed's drift."
+        )
 
 
 # ---- calibration -------------------------------------------------------------------------------

@@ -25,6 +25,11 @@ def measure(results) -> str:
                 else ""
             ),
         ]
+        if c.eager_host_per_launch_s is not None:
+            lines.append(
+                f"  host per launch of an eager step {fmt_seconds(c.eager_host_per_launch_s)}"
+                + (f": {c.eager_host_probe}" if c.eager_host_probe else "")
+            )
     if results.calibration:
         rows = [
             [
