@@ -299,6 +299,11 @@ def step_op_rows(step: StepMeasurement) -> list[dict[str, object]]:
                 f"measured / predicted ({basis_short(roofs_name)})": op.time_s / predicted if predicted else None,
                 "GB/s": op.bytes / op.time_s / 1e9 if op.time_s else None,
                 "TFLOP/s": op.flops / op.time_s / 1e12 if op.time_s else None,
+                **(
+                    {"kernels, measured": op.kernels, "kernels, modelled": op.modelled_launches}
+                    if op.kernels is not None
+                    else {}
+                ),
             }
         )
     return rows

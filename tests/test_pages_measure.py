@@ -151,10 +151,13 @@ def test_measure_page_opens_the_shipped_h200_run_in_one_click():
     names = trace_names(at, 0)
     assert any(n.startswith("NVIDIA H200 · bf16") and "[measured]" in n for n in names), names
     caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
-    assert "measured 2026-11-26 19:02 UTC" in caption and "datasheet: NVIDIA H200 SXM" in caption
+    assert "measured 2026-11-26 19:44 UTC" in caption and "datasheet: NVIDIA H200 SXM" in caption
     # The host probe's figure in the ceilings and its rounds' spread under them.
     probe = next(c.value for c in at.caption if c.value.startswith("Host probe:"))
-    assert r"24.23 ms \(median of 4 rounds over the run\: 19.43 to 36.24 ms\)" in probe  # Markdown-escaped
+    assert r"29.50 ms \(median of 4 rounds over the run\: 22.28 to 33.25 ms\)" in probe  # Markdown-escaped
+    # Each step names the ops the profiler saw run as more kernels than the model counts.
+    chains = [c.value for c in at.caption if c.value.startswith("Ran as more kernels")]
+    assert len(chains) == 2 and all("rotary embedding" in c for c in chains)
 
 
 def test_measure_page_says_in_words_what_an_imported_file_does_not_record():

@@ -27,6 +27,7 @@ from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.lazy import pandas as pd
+from roofline.measure.chains import kernel_chain_line
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
 from roofline.plots import REGIME_COLORS, roofline_figure, style_figure
 from roofline.report import Metric
@@ -264,6 +265,8 @@ for i, step in enumerate(results.steps):
         if op_rows
         else None,
     )
+    if chain_line := kernel_chain_line(step):
+        report.caption(md_escape(chain_line))
     if measured is not None and op_rows:
         dtype = measured_dtype(measured, step.dtype)
         series = step_series(step, measured, dtype)

@@ -9,6 +9,8 @@ from roofline.format import fmt_bytes, fmt_seconds, table
 
 def measure(results) -> str:
     """A results file as text: ceilings, the calibration, and each step against its predictions."""
+    from roofline.measure.chains import kernel_chain_line
+
     info, c = results.device, results.ceilings
     lines = [f"{info.name} ({info.kind}, torch {info.torch_version}, {info.date}; {results.mode} run)"]
     if c:
@@ -62,6 +64,8 @@ def measure(results) -> str:
                 + (f", graph {graph_ratio:.2f}x measured" if graph_ratio else "")
                 + (f"; per-op median error {error:.0%}" if error is not None else "")
             )
+        if chains := kernel_chain_line(step):
+            lines.append(f"  {chains}")
     lines += [f"note: {n}" for n in results.notes]
     return "\n".join(lines)
 

@@ -112,6 +112,11 @@ class StepOp(_Strict):
     bytes: float = Field(ge=0, le=MAX_BYTES)
     time_s: float = Field(ge=0, le=MAX_TIME_S)  # measured, all occurrences
     predicted_s: dict[str, NonNegative] = Field(default_factory=dict)  # roofs -> predicted seconds
+    # Kernels its profiler range launched, all occurrences (GPU runs only), and the launches the
+    # engine's model counts for it: an op measured as a chain of kernels where the model counts a
+    # fused one shows it here.
+    kernels: float | None = Field(default=None, ge=0, le=2**31)
+    modelled_launches: int | None = Field(default=None, ge=0, le=2**31)
 
 
 class StepMeasurement(_Strict):

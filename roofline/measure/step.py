@@ -27,6 +27,7 @@ class StepRun:
     kernels: int
     op_time_s: dict[str, float]  # engine op name -> kernel (device) time per step, measured layers
     attributed_s: float
+    op_kernels: dict[str, float] | None = None  # engine op name -> kernels per step (GPU only)
 
 
 def _event_time(evt, on_device: bool) -> float:
@@ -37,6 +38,14 @@ def _event_time(evt, on_device: bool) -> float:
             us = getattr(evt, "cuda_time_total", 0.0)
         return us / 1e6
     return evt.cpu_time_total / 1e6
+
+
+def _kernels_under(evt) -> int:
+    """Kernels launched inside a host range: its own launches and its children's, all the way down."""
+    count = len(getattr(evt, "kernels", None) or [])
+    for child in getattr(evt, "cpu_children", None) or []:
+        count += _kernels_under(child)
+    return count
 
 
 def _on_host(evt) -> bool:
@@ -104,15 +113,18 @@ def measure_step(
             note = "no CUDA graphs on a CPU"
         runs = max(3, repeats // 2)
         op_time: dict[str, float] = defaultdict(float)
+        op_kernels: dict[str, float] | None = None
         if device.type == "cuda":  # kernel (device) time inside each op's profiler range
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for _ in range(runs):
                     step()
                 synchronize(device)
             events = prof.events()
+            op_kernels = defaultdict(float)
             for evt in events:  # the host-side range: the kernels it launched, its children's included
                 if evt.name in op_names and _on_host(evt):
                     op_time[evt.name] += _event_time(evt, True) / runs
+                    op_kernels[evt.name] += _kernels_under(evt) / runs
             kernels = [e for e in events if _is_kernel(e)]
             kernel_total = sum(e.device_time for e in kernels) / 1e6 / runs
             count = round(len(kernels) / runs)
@@ -131,4 +143,5 @@ def measure_step(
             op_time.update({name: float(np.median(values)) for name, values in per_op.items()})
             kernel_total, count = float(np.median(samples)), len(op_time)
     attributed = sum(op_time.values())
-    return StepRun(eager, graph, note, kernel_total, count, dict(op_time), attributed)
+    kernels_per_op = None if op_kernels is None else dict(op_kernels)
+    return StepRun(eager, graph, note, kernel_total, count, dict(op_time), attributed, kernels_per_op)

@@ -186,7 +186,14 @@ def predict_step(results: Results, step: StepMeasurement, model: ModelConfig) ->
         row = measured.get(op.name)
         if row is None:
             continue
-        rows.append(row.model_copy(update={"predicted_s": {n: float(t.time_s[i]) for n, t in tables.items()}}))
+        rows.append(
+            row.model_copy(
+                update={
+                    "predicted_s": {n: float(t.time_s[i]) for n, t in tables.items()},
+                    "modelled_launches": int(op.launches * op.count),
+                }
+            )
+        )
     return step.model_copy(update={"ops": rows, "predicted_s": predicted})
 
 
@@ -227,6 +234,11 @@ def run_step(
             flops=float(op.flops) * op.count,
             bytes=float(op.bytes) * op.count,
             time_s=run.op_time_s.get(op.name, 0.0) * (scale if op.name in layer_ops else 1.0),
+            kernels=(
+                None
+                if run.op_kernels is None
+                else run.op_kernels.get(op.name, 0.0) * (scale if op.name in layer_ops else 1.0)
+            ),
         )
         for op in ops
         if op.name in run.op_time_s
