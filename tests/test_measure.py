@@ -351,6 +351,9 @@ def test_quick_gpu_suite():
     assert all(p.time_s > 0 for p in results.sweeps)
     for step in results.steps:
         assert step.attribution > 0.9 and step.ops
+        # Each op's kernels counted under its range: together about the step's (within a few %).
+        assert all(op.kernels is not None and op.modelled_launches for op in step.ops)
+        assert abs(sum(op.kernels for op in step.ops) / step.kernels - 1) < 0.1
     if results.device.matched_hardware_id:
         from roofline.hardware import get_hardware
 
