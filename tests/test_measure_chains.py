@@ -113,3 +113,16 @@ def test_the_shipped_h200_run_counts_each_ops_kernels():
     rotary = next(op for op in decode.ops if op.name == "rotary embedding")
     assert (rotary.kernels, rotary.modelled_launches) == (320, 32)
     assert "rotary embedding 320 kernels where the model counts 32" in kernel_chain_line(decode)
+
+
+@pytest.mark.parametrize("bad", [-1, 1e300, "many"])
+def test_a_results_file_with_a_bad_kernel_count_is_refused_naming_the_field(bad):
+    import json
+    from pathlib import Path
+
+    from roofline.measure.schema import ResultsError, parse_results
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "examples" / "h200-sxm-quick-run.json").read_text())
+    data["steps"][0]["ops"][3]["kernels"] = bad
+    with pytest.raises(ResultsError, match=r"field 'steps.0.ops.3.kernels'"):
+        parse_results(json.dumps(data), "upload")
