@@ -45,37 +45,23 @@ def _step(ops: list[StepOp]) -> StepMeasurement:
     )
 
 
+def _op(name: str, op_class: str, time_s: float, kernels: float, launches: int) -> StepOp:
+    return StepOp(
+        name=name,
+        count=32,
+        op_class=op_class,
+        flops=1.0,
+        bytes=1.0,
+        time_s=time_s,
+        kernels=kernels,
+        modelled_launches=launches,
+    )
+
+
 def test_an_op_measured_as_a_chain_is_named_with_its_counts_and_share():
-    rotary = StepOp(
-        name="rotary embedding",
-        count=32,
-        op_class="elementwise",
-        flops=1.0,
-        bytes=1.0,
-        time_s=0.006,
-        kernels=320,
-        modelled_launches=32,
-    )
-    linear = StepOp(
-        name="QKV projection",
-        count=32,
-        op_class="linear",
-        flops=1.0,
-        bytes=1.0,
-        time_s=0.014,
-        kernels=64,
-        modelled_launches=32,  # a GEMM and its split-K reduction: 2x, a chain too
-    )
-    norm = StepOp(
-        name="input norm",
-        count=32,
-        op_class="norm",
-        flops=1.0,
-        bytes=1.0,
-        time_s=0.0,
-        kernels=32,
-        modelled_launches=32,
-    )
+    rotary = _op("rotary embedding", "elementwise", 0.006, 320, 32)
+    linear = _op("QKV projection", "linear", 0.014, 64, 32)  # a GEMM and its split-K reduction: 2x, named too
+    norm = _op("input norm", "norm", 0.0, 32, 32)
     line = kernel_chain_line(_step([rotary, linear, norm]))
     assert line.startswith(
         "Ran as more kernels than the model counts: QKV projection 64 kernels where the model counts 32 "

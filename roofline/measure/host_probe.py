@@ -99,11 +99,3 @@ class HostProbe:
             "launches the engine counts"
         )
         return step_s / self.launches, what
-
-
-def host_per_launch(m: ModelConfig, device: torch.device, dtype: str, repeats: int) -> tuple[float, str]:
-    """(seconds of host work per engine-counted launch of an eager decode step of ``m``, what ran):
-    one round of the probe."""
-    probe = HostProbe(m, device, dtype)
-    probe.round(repeats)
-    return probe.result()

@@ -226,6 +226,10 @@ def run_step(
     def scaled(seconds: float) -> float:
         return once + (seconds - once) * scale
 
+    def per_step(name: str) -> float:
+        """What one op's measured figure is multiplied by to cover the whole model."""
+        return scale if name in layer_ops else 1.0
+
     step_ops_measured = [
         StepOp(
             name=op.name,
@@ -233,12 +237,8 @@ def run_step(
             op_class=op.op_class,
             flops=float(op.flops) * op.count,
             bytes=float(op.bytes) * op.count,
-            time_s=run.op_time_s.get(op.name, 0.0) * (scale if op.name in layer_ops else 1.0),
-            kernels=(
-                None
-                if run.op_kernels is None
-                else run.op_kernels.get(op.name, 0.0) * (scale if op.name in layer_ops else 1.0)
-            ),
+            time_s=run.op_time_s.get(op.name, 0.0) * per_step(op.name),
+            kernels=None if run.op_kernels is None else run.op_kernels.get(op.name, 0.0) * per_step(op.name),
         )
         for op in ops
         if op.name in run.op_time_s
