@@ -13,11 +13,12 @@ import plotly.graph_objects as go
 
 from dashboard.basis import basis_label, basis_short
 from dashboard.share import md_escape
-from roofline.calibration import CLASSES, linear_bucket
+from roofline.calibration import CLASSES
 from roofline.dtypes import peak_unit
 from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
+from roofline.measure.readings import fastest_point_s, latency_label, sweep_class
 from roofline.measure.schema import MeasuredCeilings, Results, StepMeasurement, StepOp
 from roofline.plots import DEVICE_COLORS, PointSeries, point_hover, style_figure
 
@@ -161,10 +162,11 @@ def calibration_rows(results: Results, datasheet: Ceilings | None) -> list[dict[
     """Each op class's fitted roofs, against the datasheet's, with the fit's errors."""
     sheet_bw = datasheet.memory_bandwidth_bytes_per_s if datasheet else None
     sheet_peak = datasheet.peak_flops_per_s.get("bf16") if datasheet else None
+    fastest = fastest_point_s(results)
     return [
         {
             "class": f.op_class,
-            "latency": fmt_seconds(f.latency_s),
+            "latency": latency_label(f.latency_s, fastest.get(f.op_class)),
             "bandwidth GB/s": float(f"{f.bandwidth_bytes_per_s / 1e9:.4g}") if f.bandwidth_bytes_per_s else None,
             "% of datasheet bandwidth": percent(f.bandwidth_bytes_per_s / sheet_bw)
             if f.bandwidth_bytes_per_s and sheet_bw
@@ -217,12 +219,9 @@ def sweep_roofs(
 def sweep_series(results: Results) -> list[PointSeries]:
     """The kernel sweeps as points, one series per op class (linear layers by the rows they see)."""
 
-    def class_of(point) -> str:
-        return linear_bucket(point.shape.get("m", 1)) if point.op_class == "linear" else point.op_class
-
     series = []
     for op_class, color in CLASS_COLORS.items():
-        pts = [p for p in results.sweeps if class_of(p) == op_class]
+        pts = [p for p in results.sweeps if sweep_class(p) == op_class]
         if not pts:
             continue
         hover = [
@@ -312,7 +311,7 @@ def step_op_rows(step: StepMeasurement) -> list[dict[str, object]]:
 def step_error_line(step: StepMeasurement) -> str:
     """The predicted step against the measured eager step, on each set of roofs, with the ops' error."""
     parts = [
-        f"{basis_short(r)} {step.step_ratio(r):.2f}x (per-op median error {step.op_error(r):.0%})"
+        f"{basis_short(r)} {step.step_ratio(r):.2f}× (per-op median error {step.op_error(r):.0%})"
         for r in ROOFS
         if step.op_error(r) is not None and step.step_ratio(r) is not None
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from streamlit.testing.v1 import AppTest
 
 from tests.page_helpers import ROOT, TIMEOUT, page, trace_names
@@ -158,6 +160,22 @@ def test_measure_page_opens_the_shipped_h200_run_in_one_click():
     # Each step names the ops the profiler saw run as more kernels than the model counts.
     chains = [c.value for c in at.caption if c.value.startswith("Ran as more kernels")]
     assert len(chains) == 2 and all("rotary embedding" in c for c in chains)
+    # Each roof keeps its colour from the sweeps' chart to the steps' (the datasheet's first on both).
+    charts = {c.key: c for c in at.get("plotly_chart")}
+
+    def roof_colours(key):
+        data = json.loads(charts[key].proto.spec)["data"]
+        return {t["name"].split(" · ")[0]: t["line"]["color"] for t in data if t.get("mode") == "lines"}
+
+    sweeps, step = roof_colours("sweeps_roofline"), roof_colours("step_roofline_0")
+    shared = set(sweeps) & set(step)
+    assert len(shared) == 2 and all(sweeps[n] == step[n] for n in shared), (sweeps, step)
+    # Sweep kernels above the copy roof are named; the large GEMMs' fitted floor is not a floor.
+    above = next(c.value for c in at.caption if "moved data faster than the copy and read roofs" in c.value)
+    assert "3 of 39 sweep kernels" in above and "4,283 GB/s against 4,146 GB/s" in above
+    calibration = next(df.value for df in at.dataframe if "latency" in df.value.columns)
+    latency = dict(zip(calibration["class"], calibration["latency"], strict=True))
+    assert latency["linear_large"].startswith("not resolved") and latency["linear_m1"] == "7.02 µs"
 
 
 def test_measure_page_says_in_words_what_an_imported_file_does_not_record():

@@ -28,6 +28,7 @@ from dashboard.state import one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.lazy import pandas as pd
 from roofline.measure.chains import kernel_chain_line
+from roofline.measure.readings import above_roof_line
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
 from roofline.plots import REGIME_COLORS, roofline_figure, style_figure
 from roofline.report import Metric
@@ -179,6 +180,8 @@ if results.ceilings:
     report.subheader("Achievable ceilings")
     rows = ceiling_rows(results.ceilings, datasheet)
     report.table(pd.DataFrame(rows), "Achievable ceilings", hide_index=True, width="stretch")
+    if above := above_roof_line(results):
+        report.caption(md_escape(above))
     if results.ceilings.eager_host_probe:
         report.caption(
             "Host probe: " + md_escape(results.ceilings.eager_host_probe) + ". An eager step's prediction is as "
@@ -237,7 +240,8 @@ for i, step in enumerate(results.steps):
             "Kernel time",
             fmt_seconds(step.kernel_time_s),
             "measured",
-            help=f"{step.kernels} kernels",
+            help=f"{step.kernels} kernels, their durations summed over profiled runs (a run apart from the timed "
+            "ones: it can read a little above a CUDA graph's wall time)",
             delta_color="off",
         ),
         Metric(
@@ -248,7 +252,11 @@ for i, step in enumerate(results.steps):
             delta_color="off",
         ),
         Metric(
-            "Attributed to ops", f"{step.attribution:.0%}", help="kernel time inside ranges named like the engine's ops"
+            "Attributed to ops",
+            f"{step.attribution:.0%}",
+            help="kernel time inside ranges named like the engine's ops, over the step's kernel time, both read from "
+            "the same profiled runs. Over 100% means the profiler placed more kernel time under the ranges than it "
+            "listed as the step's kernels; why, this suite has not established",
         ),
     )
     report.chart(step_bars_figure(step, f"step{i}"), "", width="stretch", theme=None, key=f"step_bars_{i}")
@@ -270,9 +278,10 @@ for i, step in enumerate(results.steps):
     if measured is not None and op_rows:
         dtype = measured_dtype(measured, step.dtype)
         series = step_series(step, measured, dtype)
-        step_roofs = [(measured, dtype)] + (
-            [(datasheet, dtype)] if datasheet and dtype in datasheet.peak_flops_per_s else []
-        )
+        # the datasheet's roof first, as on the sweeps' chart, so each roof keeps its colour
+        step_roofs = ([(datasheet, dtype)] if datasheet and dtype in datasheet.peak_flops_per_s else []) + [
+            (measured, dtype)
+        ]
         report.chart(
             roofline_figure(
                 step_roofs, series, title="The step's ops: measured (filled) and predicted (open)", height=500

@@ -10,6 +10,7 @@ from roofline.format import fmt_bytes, fmt_seconds, table
 def measure(results) -> str:
     """A results file as text: ceilings, the calibration, and each step against its predictions."""
     from roofline.measure.chains import kernel_chain_line
+    from roofline.measure.readings import above_roof_line, fastest_point_s, latency_label
 
     info, c = results.device, results.ceilings
     lines = [f"{info.name} ({info.kind}, torch {info.torch_version}, {info.date}; {results.mode} run)"]
@@ -27,16 +28,19 @@ def measure(results) -> str:
                 else ""
             ),
         ]
+        if above := above_roof_line(results):
+            lines.append("  " + above)
         if c.eager_host_per_launch_s is not None:
             lines.append(
                 f"  host per launch of an eager step {fmt_seconds(c.eager_host_per_launch_s)}"
                 + (f": {c.eager_host_probe}" if c.eager_host_probe else "")
             )
     if results.calibration:
+        fastest = fastest_point_s(results)
         rows = [
             [
                 f.op_class,
-                fmt_seconds(f.latency_s),
+                latency_label(f.latency_s, fastest.get(f.op_class)),
                 f"{f.bandwidth_bytes_per_s / 1e9:,.1f}" if f.bandwidth_bytes_per_s else "-",
                 f"{f.flops_per_s / 1e12:,.2f}" if f.flops_per_s else "-",
                 f.points,
@@ -60,8 +64,8 @@ def measure(results) -> str:
             graph_ratio = step.step_ratio(f"{roofs}, graph")
             lines.append(
                 f"  predicted on {roofs} roofs: eager {fmt_seconds(step.predicted_s[roofs])} "
-                f"({step.step_ratio(roofs):.2f}x measured)"
-                + (f", graph {graph_ratio:.2f}x measured" if graph_ratio else "")
+                f"({step.step_ratio(roofs):.2f}× measured)"
+                + (f", graph {graph_ratio:.2f}× measured" if graph_ratio else "")
                 + (f"; per-op median error {error:.0%}" if error is not None else "")
             )
         if chains := kernel_chain_line(step):
@@ -91,7 +95,7 @@ def train(d: dict, model_name: str, hardware_name: str) -> str:
         + f"), {d['tokens_per_s']:,.0f} tokens/s, MFU {d['mfu'] * 100:.1f}% on {d['roofs']} roofs, {d['bound']}-bound"
     )
     rows = [
-        [lv["name"], fmt_bytes(lv["peak_bytes"]), "yes" if lv["fits"] else "no", f"{lv['slowdown']:.2f}x"]
+        [lv["name"], fmt_bytes(lv["peak_bytes"]), "yes" if lv["fits"] else "no", f"{lv['slowdown']:.2f}×"]
         for lv in d["levers"]
     ]
     lines += ["", table(["lever", "peak", "fits", "time per token"], rows)]
@@ -179,7 +183,7 @@ def serve(d: dict, model_name: str) -> str:
     if "speculative_decoding" in lv:
         sd = lv["speculative_decoding"]
         pts = ", ".join(
-            f"batch {p['batch']}: {p['speedup']:.2f}x" for p in sd["points"][:: max(1, len(sd["points"]) // 6)]
+            f"batch {p['batch']}: {p['speedup']:.2f}×" for p in sd["points"][:: max(1, len(sd["points"]) // 6)]
         )
         lines.append(f"speculative decoding (k={sd['k']}, acceptance {sd['acceptance_rate']:g}, {sd['draft']}): {pts}")
     if "disaggregation" in lv and "error" not in lv["disaggregation"]:

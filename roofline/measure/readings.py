@@ -1,0 +1,55 @@
+"""What a results file's own figures say about its roofs: sweep kernels that moved data faster
+than the suite's copy and read kernels (so those roofs are what the suite's simple kernels reach,
+not the device's limit), and fitted latency floors too small for the sweep's sizes to resolve."""
+
+from __future__ import annotations
+
+from roofline.calibration import linear_bucket
+from roofline.format import fmt_seconds
+from roofline.measure.schema import KernelPoint, Results
+
+RESOLVED = 0.01  # a fitted floor under this share of its class's fastest point is not resolved
+
+
+def sweep_class(point: KernelPoint) -> str:
+    """The calibration class a sweep point is fitted in (linear layers by the rows they see)."""
+    return linear_bucket(point.shape.get("m", 1)) if point.op_class == "linear" else point.op_class
+
+
+def fastest_point_s(results: Results) -> dict[str, float]:
+    """Each calibration class's fastest sweep point, in seconds."""
+    fastest: dict[str, float] = {}
+    for p in results.sweeps:
+        cls = sweep_class(p)
+        fastest[cls] = min(fastest.get(cls, p.time_s), p.time_s)
+    return fastest
+
+
+def latency_label(latency_s: float, fastest_s: float | None) -> str:
+    """A fitted latency floor as text; one under 1% of the class's fastest point is a fit's
+    leftover, not a floor the sweep saw (large GEMMs: every point is many microseconds of work)."""
+    if fastest_s and latency_s < RESOLVED * fastest_s:
+        return f"not resolved (< 1% of its fastest point, {fmt_seconds(fastest_s)})"
+    return fmt_seconds(latency_s)
+
+
+def above_roof_line(results: Results) -> str:
+    """'' unless a sweep kernel moved data faster than the copy and read roofs: then which, how
+    fast, and what that says of those roofs."""
+    c = results.ceilings
+    if c is None or not results.sweeps:
+        return ""
+    roof_tbps = max(c.memory_bandwidth_tbps, c.read_bandwidth_tbps or 0.0)
+    rates = [(p.bytes / p.time_s / 1e12, p) for p in results.sweeps if p.time_s > 0]
+    above = [(r, p) for r, p in rates if r > roof_tbps]
+    if not above:
+        return ""
+    rate, best = max(above, key=lambda item: item[0])
+    shape = " × ".join(f"{v:,}" for v in best.shape.values())
+    return (
+        f"{len(above)} of {len(rates)} sweep kernels moved data faster than the copy and read roofs "
+        f"(the fastest: {best.name} at {shape}, {rate * 1e3:,.0f} GB/s against {roof_tbps * 1e3:,.0f} GB/s). "
+        "The memory roofs are what this suite's copy and reduction kernels reach, and this device's fastest "
+        "kernels go past them: those points sit above the roofs on the chart. The calibration's fitted rates "
+        "come from the sweeps themselves."
+    )
