@@ -60,8 +60,8 @@ st.caption(
     "Latency against throughput for each device: continuous batching with chunked prefill swept over the decode "
     "batch, every point with its TTFT, TPOT, memory, regime and cost. Then the cheapest setup per device that meets "
     "your TTFT and TPOT targets, and the serving techniques (chunked prefill, speculative decoding, prefill/decode "
-    "disaggregation) modelled as steps on the roofline. Times are a loaded server's at steady state; queueing is "
-    "not modelled."
+    "disaggregation) modelled as steps on the roofline. These four tabs give a loaded server's steady state, without "
+    "a queue; *Under load* simulates requests arriving at a rate or from clients, queueing included."
 )
 
 warn_bad_params(
@@ -189,10 +189,10 @@ if is_open(frontier_tab):
         )
         report.chart(fig, width="stretch", theme=None, key="frontier_chart")
         report.caption(
-            "Each line is one device as the decode batch grows (left to right); marker colours are the step's regime "
-            "(blue memory-bound, red compute-bound, purple overhead). Points above the dotted line meet the TPOT "
-            "target; hollow grey points miss the TTFT target. Batches that do not fit in memory are left out. "
-            + rests_on_sentence(roofs.values())
+            "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "
+            "(circle memory-bound, diamond compute-bound, square communication, triangle overhead). Points above "
+            "the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not fit "
+            "in memory are left out. " + rests_on_sentence(roofs.values())
         )
 
 if is_open(point_tab):

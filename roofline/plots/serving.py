@@ -22,6 +22,9 @@ TARGET_COLOR = "#555555"
 _MANTISSAS = ((3.0, (1,)), (1.2, (1, 3)), (0.5, (1, 2, 5)), (0.0, (1, 1.5, 2, 3, 4, 5, 7)))
 
 
+REGIME_SYMBOLS = {"memory": "circle", "compute": "diamond", "communication": "square", "overhead": "triangle-up"}
+
+
 def _short(value: float) -> str:
     """1, 20, 300, 4k, 50k, 2M: a tick label that fits beside its neighbours."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -79,6 +82,7 @@ def frontier_figure(
     fig = go.Figure()
     xs, ys = [], [np.array([1.0 / tpot_target_s])]
     missed_any = False
+    regimes_seen: set[str] = set()
     for d, hid in enumerate(points.devices):
         if hid in points.why_not:
             continue
@@ -101,7 +105,9 @@ def frontier_figure(
             for j, b in enumerate(points.batch)
         ]
         color = DEVICE_COLORS[d % len(DEVICE_COLORS)]
-        fill = [REGIME_COLORS.get(b, "#999999") for b in points.bound[d]]
+        # The regime is the marker's shape (a colour would clash with the devices' line colours).
+        shapes = [REGIME_SYMBOLS.get(b, "circle") for b in points.bound[d]]
+        regimes_seen.update(str(b) for b, f in zip(points.bound[d], fit, strict=True) if f)
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -113,9 +119,9 @@ def frontier_figure(
                 line=dict(color=color, width=2),
                 marker=dict(
                     size=[8 if ok else 9 for ok in meets_ttft],
-                    symbol=["circle" if ok else "circle-open" for ok in meets_ttft],
-                    color=[c if ok else MISSED_TTFT_COLOR for c, ok in zip(fill, meets_ttft, strict=True)],
-                    line=dict(color=[color if ok else MISSED_TTFT_COLOR for ok in meets_ttft], width=1.5),
+                    symbol=[sym if ok else f"{sym}-open" for sym, ok in zip(shapes, meets_ttft, strict=True)],
+                    color=[color if ok else MISSED_TTFT_COLOR for ok in meets_ttft],
+                    line=dict(color=["#FFFFFF" if ok else MISSED_TTFT_COLOR for ok in meets_ttft], width=1),
                 ),
                 text=hover,
                 hovertemplate="%{text}<extra></extra>",
@@ -123,6 +129,10 @@ def frontier_figure(
         )
         xs.append(x)
         ys.append(y)
+    if len(regimes_seen) > 1:  # one shape needs no key
+        for regime, symbol in REGIME_SYMBOLS.items():
+            if regime in regimes_seen:
+                fig.add_trace(legend_key(REGIME_LABELS[regime], dict(symbol=symbol, size=9, color="#666666")))
     if missed_any:
         missed = dict(symbol="circle-open", size=9, color=MISSED_TTFT_COLOR, line=dict(width=1.5))
         fig.add_trace(legend_key(f"misses TTFT ≤ {fmt_seconds(ttft_target_s)}", missed))
