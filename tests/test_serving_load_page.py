@@ -151,6 +151,9 @@ def test_the_distribution_marks_percentiles_target_and_reference():
     assert xs == [0.015, 0.05]
     lo, hi = fig.layout.xaxis.range
     assert lo < math.log10(0.01) and hi > math.log10(0.05)
+    # The reference is named under the axis, not beside its line at the curve's foot.
+    assert "dotted: steady state, batch 4 (15 ms)" in fig.layout.xaxis.title.text
+    assert not any("steady state" in a.text for a in fig.layout.annotations)
 
 
 def test_the_series_shows_the_batch_cap_only_when_reached():
