@@ -118,9 +118,15 @@ def crossover_figure(
     crossover: int | None,
     batch: int,
     height: int = 380,
+    fits_up_to: int | None = None,
+    device: str = "",
 ) -> go.Figure:
-    """Bytes a decode step reads: weights (flat) against KV cache (growing with context)."""
+    """Bytes a decode step reads: weights (flat) against KV cache (growing with context). Past
+    ``fits_up_to`` (the longest context at which ``batch`` sequences fit on ``device``) the KV line
+    is dotted: reads of a batch the device cannot hold."""
     fig = go.Figure()
+    contexts = np.asarray(contexts)
+    beyond = contexts > fits_up_to if fits_up_to is not None else np.zeros(contexts.shape, bool)
     fig.add_trace(
         go.Scatter(
             x=contexts,
@@ -130,15 +136,28 @@ def crossover_figure(
             hovertemplate="context %{x:,.0f}<br>weights %{y:,.2f} GB<extra></extra>",
         )
     )
+    kv_gb = np.asarray(kv_bytes) / 1e9
     fig.add_trace(
         go.Scatter(
-            x=contexts,
-            y=np.asarray(kv_bytes) / 1e9,
+            x=contexts[~beyond],
+            y=kv_gb[~beyond],
             name=f"KV cache read per step (batch {batch})",
             line=dict(color=MEMORY_COLORS["KV cache"], width=2.5),
             hovertemplate="context %{x:,.0f}<br>KV cache %{y:,.2f} GB<extra></extra>",
         )
     )
+    if beyond.any():
+        first = int(np.argmax(beyond))
+        span = slice(max(first - 1, 0), None)  # from the last context that fits, so the two lines meet
+        fig.add_trace(
+            go.Scatter(
+                x=contexts[span],
+                y=kv_gb[span],
+                name=f"… batch {batch} does not fit{' on ' + device if device else ''}",
+                line=dict(color=MEMORY_COLORS["KV cache"], width=2, dash="dot"),
+                hovertemplate="context %{x:,.0f}<br>KV cache %{y:,.2f} GB (does not fit)<extra></extra>",
+            )
+        )
     if crossover is not None:
         fig.add_shape(
             type="line",

@@ -70,18 +70,20 @@ def training_memory_figure(
     top = max(top, 1.3 * float(np.min(totals)))
     if float(np.max(totals)) > top:
         fig.update_yaxes(range=[0, top])
-        fig.add_annotation(
-            x=1,
-            y=0.99,
-            xref="paper",
-            yref="paper",
-            xanchor="right",
-            yanchor="top",
-            showarrow=False,
-            text="taller bars are cut at the top ",
-            font=dict(size=11, color="#555555"),
-            bgcolor="rgba(255,255,255,0.8)",
-        )
+        for i, total in enumerate(np.broadcast_to(totals, (len(labels),))):
+            if total > top:  # a cut bar says how tall it is, at its top (x: the category's position)
+                fig.add_annotation(
+                    x=i,
+                    y=top,
+                    xref="x",
+                    yref="y",
+                    yanchor="top",
+                    showarrow=False,
+                    text=f"↑{total:,.0f}",
+                    font=dict(size=10, color="#222222"),
+                    bgcolor="rgba(255,255,255,0.85)",
+                    hovertext=f"{total:,.1f} GB: the bar is cut at the top",
+                )
     style_figure(fig, height, f"train-{x_title}", title, legend=dict(traceorder="normal"))
     return fig
 
@@ -119,14 +121,36 @@ def loading_figure(
     lines = [(device_label, device_capacity, "#1F77B4")]
     if host_ram:
         lines.append(("host RAM", host_ram, "#8C564B"))
+    # A limit far above every bar would squash them to the floor: the axis stops above the bars and
+    # such a limit is named in a note instead of drawn.
+    tallest = float(max(np.max(np.asarray(host, float)), np.max(np.asarray(device, float)), 1.0))
+    top = 1.35 * tallest
+    above = []
     for name, value, color in lines:
+        if value > 2 * tallest:
+            above.append(f"{name} {value / 1e9:,.1f} GB")
+            continue
+        top = max(top, 1.1 * value)
         fig.add_hline(
             y=value / 1e9,
             line=dict(color=color, dash="dash", width=1.5),
             annotation_text=f"{name} {value / 1e9:,.1f} GB",
             annotation_position="top left",
         )
+    if above:
+        fig.add_annotation(
+            x=0,
+            y=1,
+            xref="paper",
+            yref="paper",
+            xanchor="left",
+            yanchor="top",
+            showarrow=False,
+            align="left",
+            text="above the chart: " + "; ".join(above),
+            font=dict(size=11, color="#444444"),
+        )
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title="GB (10⁹ B)", gridcolor="#E5E5E5", rangemode="tozero")
+    fig.update_yaxes(title="GB (10⁹ B)", gridcolor="#E5E5E5", rangemode="tozero", range=[0, top / 1e9])
     style_figure(fig, 380, "loading", "Peak memory while loading the checkpoint")
     return fig
