@@ -18,7 +18,7 @@ def price_inputs(selected: Sequence[str], devices: Mapping, shipped: Mapping) ->
     with st.sidebar.expander("Prices (USD per device-hour)"):
         st.caption(
             "Defaults are public on-demand list prices, each with its source and date (below). They move often "
-            "and differ 2-3x between providers: set your own (the link keeps each price you set). A device without "
+            "and differ 2-3× between providers: set your own (the link keeps each price you set). A device without "
             "a price, or with a price of 0, gets no cost."
         )
         for hid in selected:

@@ -114,6 +114,11 @@ def md_escape(text: object) -> str:
     return re.sub(r"([\\`*_{}\[\]()$<>#|~!:+=^&])", r"\\\1", " ".join(str(text).split()))
 
 
+def _is_change(delta: str | None) -> bool:
+    """A delta that is a signed or plain number ("+12%", "-3 ms", "1.93×"): a change, with an arrow."""
+    return bool(delta) and delta.lstrip("+-−")[:1].isdigit()
+
+
 class Report:
     """Collects what a page shows (headings, headline numbers, text, charts, tables) as it shows
     it, so its share panel exports exactly that."""
@@ -141,8 +146,8 @@ class Report:
                 m.value,
                 m.delta or None,
                 delta_color=m.delta_color,
-                # A delta that is a note ("was fits"), not a change, gets no arrow.
-                delta_arrow="off" if m.delta_color == "off" else "auto",
+                # A delta that is a word ("fits", "before: memory"), not a change, gets no arrow.
+                delta_arrow="auto" if m.delta_color != "off" and _is_change(m.delta) else "off",
                 help=m.help or None,
             )
         self.sections.append(("", list(metrics)))

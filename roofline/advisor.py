@@ -269,27 +269,27 @@ def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_S
     p, m = w.precision, w.model
     candidates: list[tuple[str, Workload, Settings]] = []
     if bound == "memory":
-        candidates.append(("2x memory bandwidth", w, replace(settings, memory_scale=settings.memory_scale * 2)))
+        candidates.append(("2× memory bandwidth", w, replace(settings, memory_scale=settings.memory_scale * 2)))
         if p.weight_dtype in ("bf16", "fp16", "fp32"):
             candidates.append(("fp8 weights", replace(w, precision=replace(p, weight_dtype="fp8")), settings))
             candidates.append(("int4 weights (W4A16)", replace(w, precision=replace(p, weight_dtype="int4")), settings))
         if p.kv_dtype in ("bf16", "fp16", "fp32"):
             candidates.append(("fp8 KV cache", replace(w, precision=replace(p, kv_dtype="fp8")), settings))
-        candidates.append((f"batch {int(np.max(w.batch)) * 4} (4x)", replace(w, batch=np.max(w.batch) * 4), settings))
+        candidates.append((f"batch {int(np.max(w.batch)) * 4} (4×)", replace(w, batch=np.max(w.batch) * 4), settings))
         if not m.mla and m.num_kv_heads > 1 and m.num_kv_heads % 2 == 0:
             fewer = m.model_copy(update={"num_kv_heads": m.num_kv_heads // 2})
             candidates.append(
                 (f"{m.num_kv_heads // 2} KV heads instead of {m.num_kv_heads}", replace(w, model=fewer), settings)
             )
     elif bound == "compute":
-        candidates.append(("2x peak FLOPS", w, replace(settings, compute_scale=settings.compute_scale * 2)))
+        candidates.append(("2× peak FLOPS", w, replace(settings, compute_scale=settings.compute_scale * 2)))
         if p.act_dtype in ("bf16", "fp16", "fp32") and "fp8" in hw.peak_tflops.as_dict():
             fp8 = replace(p, weight_dtype="fp8", act_dtype="fp8")
             candidates.append(("fp8 math (W8A8)", replace(w, precision=fp8), settings))
         if w.attention == "naive":
             candidates.append(("fused (Flash) attention", replace(w, attention="flash"), settings))
     elif bound == "communication":
-        candidates.append(("2x interconnect bandwidth", w, replace(settings, link_scale=settings.link_scale * 2)))
+        candidates.append(("2× interconnect bandwidth", w, replace(settings, link_scale=settings.link_scale * 2)))
         if w.tp > 1:
             candidates.append((f"TP={w.tp // 2}", replace(w, tp=w.tp // 2), settings))
     else:
@@ -301,7 +301,7 @@ def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_S
             graph_launch_overhead_s=settings.graph_launch_overhead_s / 2,
         )
         candidates.append(("fused kernels (half the launches)", w, half))
-        candidates.append((f"batch {int(np.max(w.batch)) * 4} (4x)", replace(w, batch=np.max(w.batch) * 4), settings))
+        candidates.append((f"batch {int(np.max(w.batch)) * 4} (4×)", replace(w, batch=np.max(w.batch) * 4), settings))
     out = []
     for name, cw, cs in candidates:
         try:

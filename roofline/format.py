@@ -44,6 +44,11 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
+def count_of(n: int, noun: str) -> str:
+    """'1 layer', '32 layers': a count with its noun, plural where it is not one."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain aligned text table."""
     cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]

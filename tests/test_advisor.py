@@ -70,7 +70,7 @@ def test_communication_bound_step_speeds_up_with_the_link():
     result = diagnose(w, get_hardware("h100-sxm"), slow_link)
     assert result["bound"] == "communication"
     names = [lv["name"] for lv in result["levers"]]
-    assert "2x interconnect bandwidth" in names and "TP=4" in names
+    assert "2× interconnect bandwidth" in names and "TP=4" in names
     assert sensitivity(w, get_hardware("h100-sxm"), slow_link)["interconnect"] > 1.2
 
 

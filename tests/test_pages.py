@@ -219,7 +219,7 @@ def test_kv_page_defaults():
     assert not at.exception and not at.warning and not at.error
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["KV per token"] == "131 KB"
-    assert metrics["Max batch at 8,192"] == "55"
+    assert metrics["Max batch at 8,192 tokens"] == "55 sequences"
     assert [c.key for c in at.get("plotly_chart")] == ["capacity_chart"]
     names = trace_names(at, 0)
     assert names == ["NVIDIA H100 SXM5 80GB", "NVIDIA H200 SXM 141GB", "AMD Instinct MI300X"]
@@ -228,7 +228,7 @@ def test_kv_page_defaults():
 def test_kv_page_fp8_doubles_capacity_and_shows_variants():
     at = page("views/kv_page.py", view="KV dtype and GQA")
     at.selectbox(key="kvdtype").set_value("fp8").run()
-    assert {m.label: m.value for m in at.metric}["Max batch at 8,192"] == "110"
+    assert {m.label: m.value for m in at.metric}["Max batch at 8,192 tokens"] == "110 sequences"
     variants = trace_names(at, 0)
     assert "KV fp8" in variants and "KV bf16" in variants
     assert any(n.startswith("same model as MHA") for n in variants)

@@ -66,7 +66,7 @@ def test_kv_page_headline_describes_a_device_that_fits_and_the_shade_spares_its_
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert "KV budget (mi300x)" in metrics and metrics["KV budget (mi300x)"] != "0 B"
-    assert metrics["Max batch at 8,192"] != "0"
+    assert metrics["Max batch at 8,192 tokens"] != "0 sequences"
     fig = figures(at)[0]
     names = [t["name"] for t in fig["data"]]
     assert names[0].startswith("NVIDIA H100") and "not one sequence fits" in names[0]

@@ -106,7 +106,7 @@ page_report.table(
     group_table(frame),
     hide_index=True,
     width="stretch",
-    column_config={c: st.column_config.NumberColumn(format=f) for c, f in PERCENT.items()},
+    column_config={c: st.column_config.NumberColumn(format="percent", step=0.01) for c in PERCENT},
 )
 d1, d2 = st.columns(2)
 d1.download_button(

@@ -287,13 +287,13 @@ if is_open(what_if_tab):
                 Metric(
                     "Regime",
                     REGIME_LABELS[new_time.bound].replace("-bound", ""),
-                    f"was {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
+                    f"before: {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
                     delta_color="off",
                 ),
                 Metric(
                     "Memory",
                     "fits" if new_time.fits else "does not fit",
-                    "was " + ("fits" if base_time.fits else "does not fit"),
+                    "before: " + ("fits" if base_time.fits else "does not fit"),
                     delta_color="off",
                 ),
             )

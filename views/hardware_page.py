@@ -136,11 +136,10 @@ with st.form("custom_device"):
     tdp = c4.number_input("TDP (W, 0 = unknown)", 0.0, 100_000.0, float(base.tdp_w or 0.0))
     st.markdown("Dense peaks (TFLOPS; int8 in TOPS)")
     published = base.peak_tflops.published()
-    peak_cols = st.columns(5)
-    peaks = {
-        field: peak_cols[i % 5].number_input(field, 0.0, 1e6, float(published.get(field, 0.0)), key=f"cd_{field}")
-        for i, field in enumerate(PEAK_FIELDS)
-    }
+    peaks = {}
+    for start in range(0, len(PEAK_FIELDS), 5):  # a row of columns each, so a phone stacks them in order
+        for col, field in zip(st.columns(5), PEAK_FIELDS[start : start + 5]):
+            peaks[field] = col.number_input(field, 0.0, 1e6, float(published.get(field, 0.0)), key=f"cd_{field}")
     link = base.interconnect
     c1, c2 = st.columns(2)
     link_gb = c1.number_input(

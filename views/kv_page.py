@@ -15,7 +15,7 @@ from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
-from roofline.format import fmt_bytes
+from roofline.format import count_of, fmt_bytes
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.lazy import pandas as pd
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
@@ -144,7 +144,7 @@ metrics = [
         help=f"{model.attention_kind}, all layers, per device at TP={tp}, before any sliding-window cap",
     ),
     Metric(
-        f"KV per sequence at {context:,}",
+        f"KV per sequence at {context:,} tokens",
         fmt_bytes(per_seq),
         help="paged: whole blocks; sliding-window layers hold at most the window",
     ),
@@ -153,8 +153,10 @@ metrics = [
         fmt_bytes(data["kv_budget_bytes"]),
         help=f"{data['kv_budget_tokens']:,} tokens: usable memory - weights - workspace - non-torch memory",
     ),
-    Metric(f"Max batch at {context:,}", f"{result.max_batch:,}", help=f"on {md_escape(primary.name)}"),
-    Metric(f"Max context at batch {batch}", f"{result.max_context:,}", help=f"on {md_escape(primary.name)}"),
+    Metric(
+        f"Max batch at {context:,} tokens", count_of(result.max_batch, "sequence"), help=f"on {md_escape(primary.name)}"
+    ),
+    Metric(f"Max context at batch {batch}", f"{result.max_context:,} tokens", help=f"on {md_escape(primary.name)}"),
     Metric(
         "KV overtakes weights",
         f"{result.crossover_context:,} tokens" if result.crossover_context else "never",
@@ -212,7 +214,15 @@ if is_open(crossover_tab):
         cross_ctx = np.unique(np.round(np.geomspace(1, model.max_context - 1, 96)).astype(int))
         weights_read, kv_read = decode_read_bytes(result.workload, int(batch), cross_ctx)
         report.chart(
-            crossover_figure(cross_ctx, weights_read, kv_read, result.crossover_context, int(batch)),
+            crossover_figure(
+                cross_ctx,
+                weights_read,
+                kv_read,
+                result.crossover_context,
+                int(batch),
+                fits_up_to=result.max_context,
+                device=primary.name,
+            ),
             width="stretch",
             theme=None,
             key="crossover_chart",

@@ -141,7 +141,7 @@ with st.sidebar:
         key="launch_us",
         bind="query-params",
         help="Host time to dispatch one tiny PyTorch op (10.6 µs measured on an H100 host; linear layers and "
-        "attention cost 1.75x, norms 1.55x). Launches are asynchronous: an eager step takes the longer of the "
+        "attention cost 1.75×, norms 1.55×). Launches are asynchronous: an eager step takes the longer of the "
         "host's dispatching and the device's work.",
     )
     mem_util = st.slider(

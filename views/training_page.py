@@ -311,7 +311,7 @@ if is_open(levers_tab):
             report.markdown(verdict)
         report.caption(
             f"Each lever alone against this setup; time per token is per device, the ratio of two step times "
-            f"({lever_basis}; below 1x is faster). Levers that train "
+            f"({lever_basis}; below 1× is faster). Levers that train "
             "the same model are tried first; LoRA and QLoRA train adapters instead."
         )
 

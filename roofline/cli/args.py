@@ -130,7 +130,7 @@ def add_overhead(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=DEFAULT_LAUNCH_OVERHEAD_S * 1e6,
         help="host time to dispatch one tiny eager PyTorch op, microseconds (default %(default)g, measured on an "
-        "H100 host; linear layers and attention cost 1.75x, norms 1.55x); with --eager a step takes the longer "
+        "H100 host; linear layers and attention cost 1.75×, norms 1.55×); with --eager a step takes the longer "
         "of the host's dispatching and the device's work",
     )
 

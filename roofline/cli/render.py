@@ -135,7 +135,7 @@ def expected_beside_ideal(time_s: float, ideal_s: float | None, roofs: str) -> s
         return f"{fmt_seconds(time_s)} (ideal bound, datasheet roofs)"
     if abs(time_s / ideal_s - 1) < 0.005:  # the host sets both
         return f"{fmt_seconds(time_s)} expected ({roofs}), the ideal bound too"
-    return f"{fmt_seconds(time_s)} expected ({roofs}); ideal bound {fmt_seconds(ideal_s)}, {time_s / ideal_s:.2f}x it"
+    return f"{fmt_seconds(time_s)} expected ({roofs}); ideal bound {fmt_seconds(ideal_s)}, {time_s / ideal_s:.2f}× it"
 
 
 def rests_on_lines(d: dict) -> list[str]:
@@ -271,6 +271,6 @@ def advise(d: dict, model_name: str) -> str:
         lines.append("It fits on no device at this TP degree; the 'fits' column gives the TP that would.")
     lines += d["diagnosis"]["summary"]
     lines.append(
-        "speed-up from 2x of each resource alone: " + ", ".join(f"{k} {v:.2f}x" for k, v in d["sensitivity"].items())
+        "speed-up from 2× of each resource alone: " + ", ".join(f"{k} {v:.2f}×" for k, v in d["sensitivity"].items())
     )
     return "\n".join(lines)

@@ -281,13 +281,13 @@ def render_measured(d: dict, model_name: str, hw_name: str) -> str:
             if row["measured"] is None:
                 continue
             cells = [fmt_seconds(v) if v is not None else "—" for v in (row["measured"], row["predicted"])]
-            ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else "—"
+            ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
             lines.append(f"  {labels[row['metric']]:<10} {row['stat']:<5} {cells[0]:>9} {cells[1]:>10} {ratio:>9}")
         for row in point["throughput"]:
             unit = "requests/s" if row["metric"] == "request_throughput_per_s" else "tokens/s"
             if row["measured"] is not None:
                 predicted = f"{row['predicted']:,.1f}" if row["predicted"] is not None else "—"
-                ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else "—"
+                ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
                 lines.append(f"  {unit:<16} {row['measured']:>9,.1f} {predicted:>10} {ratio:>9}")
         if m["missing"]:
             lines.append(f"  not in the file: {', '.join(m['missing'])}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from roofline.format import count_of
 from roofline.models import ModelConfig
 
 
@@ -46,9 +47,8 @@ def project_step(
         model = TrainModel(setup)
     ids = torch.randint(0, m.vocab_size, (batch, seq), device=dev)
     cos, sin = _rotary(m, seq, dev)
-    label = (
-        f"{m.id}, {m.num_layers} layers, batch {batch} x {seq} tokens, fp32, {'training step' if train else 'forward'}"
-    )
+    what = "training step" if train else "forward"
+    label = f"{m.id}, {count_of(m.num_layers, 'layer')}, batch {batch} × {seq} tokens, fp32, {what}"
     if not train:
 
         def forward():
@@ -82,7 +82,7 @@ def transformers_step(
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(hf_config).to(device=device, dtype=torch.float32)
     ids = torch.randint(0, hf_config.vocab_size, (batch, seq), device=device)
-    label = f"{kind} (transformers), {hf_config.num_hidden_layers} layers, batch {batch} x {seq} tokens"
+    label = f"{kind} (transformers), {count_of(hf_config.num_hidden_layers, 'layer')}, batch {batch} × {seq} tokens"
     if not train:
         model.eval()
 

@@ -165,7 +165,7 @@ class TablePredictor:
     def host_bound_note(self, table_dtype: str) -> str:
         """Why a GEMM of an eager-timed table has no answer where its measured points were host-bound."""
         return (
-            f"timed without CUDA graphs: over {HOST_BOUND_FACTOR:g}x the graph-timed "
+            f"timed without CUDA graphs: over {HOST_BOUND_FACTOR:g}× the graph-timed "
             f"{EAGER_TIMED_GEMM[(self.engine, table_dtype)]} GEMM of the same shape, a call read the host's "
             "dispatch, not the kernel"
         )
