@@ -259,9 +259,28 @@ class Lever:
     tokens_per_s: float
     bound: str
     fits: bool
+    slower_because: str = ""  # where a change slows the step: the op that grew most, and on what roofs
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+
+def slower_because(before: WorkloadTime, after: WorkloadTime) -> str:
+    """The op whose time grew most from one step to the other, its times and the roofs they rest
+    on ('' unless the second step is slower): why a change that should help does not."""
+    if after.time_s <= before.time_s * 1.001:
+        return ""
+    old = {r["name"]: r for r in before.step.table.rows()}
+    grown = [(r["time_s"] - old[r["name"]]["time_s"], r) for r in after.step.table.rows() if r["name"] in old]
+    if not grown:
+        return ""
+    growth, row = max(grown, key=lambda item: item[0])
+    if growth <= 0:
+        return ""
+    return (
+        f"slower: {row['name']} {fmt_seconds(old[row['name']]['time_s'])} -> {fmt_seconds(row['time_s'])} "
+        f"on {row['rests_on']}"
+    )
 
 
 def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_SETTINGS) -> list[Lever]:
@@ -303,12 +322,14 @@ def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_S
         candidates.append(("fused kernels (half the launches)", w, half))
         candidates.append((f"batch {int(np.max(w.batch)) * 4} (4×)", replace(w, batch=np.max(w.batch) * 4), settings))
     out = []
+    base = workload_time(w, hw, settings)
     for name, cw, cs in candidates:
         try:
             result = workload_time(cw, hw, cs)
         except ValueError:  # the change is not valid for this model or device
             continue
-        out.append(Lever(name, result.time_s, result.tokens_per_s, result.bound, result.fits))
+        why = slower_because(base, result) if "batch" not in name else ""  # a batch's step is longer by design
+        out.append(Lever(name, result.time_s, result.tokens_per_s, result.bound, result.fits, why))
     return out
 
 
@@ -331,6 +352,7 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
             f"{lever.name}: {fmt_seconds(base.time_s)} -> {fmt_seconds(lever.time_s)}"
             + (f" ({lever.tokens_per_s:,.0f} tokens/s)" if "batch" in lever.name else "")
             + ("" if lever.fits else ", does not fit")
+            + (f" ({lever.slower_because})" if lever.slower_because else "")
         )
     return {
         "bound": base.bound,

@@ -85,6 +85,25 @@ def test_levers_are_evaluated_not_only_named():
     assert len(result["top_ops"]) == 3
 
 
+def test_a_lever_that_slows_the_step_says_which_op_grew_and_on_what_roofs():
+    w = Workload(LLAMA8, "decode", 1, 1024, cuda_graphs=True)
+    h100 = get_hardware("h100-sxm")
+    # On the datasheet an fp8 cache halves the KV bytes: faster, nothing to explain.
+    ideal = {lv["name"]: lv for lv in diagnose(w, h100)["levers"]}
+    assert ideal["fp8 KV cache"]["slower_because"] == ""
+    # On vLLM's measured kernels its fp8-KV decode attention at this shape is slower than bf16's:
+    # the step is slower, and the lever names that op, its two times and the tables they come from.
+    result = diagnose(w, h100, Settings(engine="vllm"))
+    fp8_kv = next(lv for lv in result["levers"] if lv["name"] == "fp8 KV cache")
+    assert fp8_kv["time_s"] > result["time_s"]
+    assert fp8_kv["slower_because"].startswith("slower: attention (fused decode) ")
+    assert "vLLM" in fp8_kv["slower_because"] and "kernels" in fp8_kv["slower_because"]
+    line = next(x for x in result["summary"] if x.startswith("fp8 KV cache: "))
+    assert "(slower: attention (fused decode)" in line
+    # A larger batch's step is longer by design: no such note.
+    assert all(lv["slower_because"] == "" for lv in result["levers"] if "batch" in lv["name"])
+
+
 def test_eager_decode_is_host_bound_and_cuda_graphs_fix_it():
     # Eager, the 8B batch-1 decode step dispatches 389 kernels at 10.6-18.5 us each (5.9 ms) while
     # the device needs 4.9 ms: overhead-bound; from a CUDA graph it is memory-bound.
