@@ -39,13 +39,18 @@ EXAMPLES = {
     ),
 }
 ROOFS = ("datasheet", "measured", "calibrated")
+# Op classes in colours and shapes of their own: none of the regimes' blue, red, green and purple
+# (on every other chart those mean memory-, compute-, communication- and overhead-bound), nor the
+# first roofs' black, orange and green; linear layers as circles, attention as diamonds,
+# elementwise ops as squares.
 CLASS_COLORS = dict(
     zip(
         CLASSES,
-        ["#1F77B4", "#17BECF", "#D62728", "#2CA02C", "#98DF8A", "#9467BD", "#8C564B", "#E377C2"],
+        ["#8C564B", "#E7298A", "#393B79", "#17BECF", "#CC79A7", "#BCBD22", "#7F7F7F", "#A6761D"],
         strict=True,
     )
 )
+CLASS_SYMBOLS = {"linear": "circle", "attention": "diamond"}
 NOT_RECORDED = "not recorded"  # the date an imported file carries (DeviceInfo.date)
 
 
@@ -239,6 +244,7 @@ def sweep_series(results: Results) -> list[PointSeries]:
                 sizes=9.0,
                 outline_color="#FFFFFF",
                 color=color,
+                symbol=CLASS_SYMBOLS.get(op_class.split("_")[0], "square"),
             )
         )
     return series

@@ -175,7 +175,9 @@ def test_measure_page_opens_the_shipped_h200_run_in_one_click():
     assert "3 of 39 sweep kernels" in above and "4,283 GB/s against 4,146 GB/s" in above
     calibration = next(df.value for df in at.dataframe if "latency" in df.value.columns)
     latency = dict(zip(calibration["class"], calibration["latency"], strict=True))
-    assert latency["linear_large"].startswith("not resolved") and latency["linear_m1"] == "7.02 µs"
+    assert latency["linear_large"] == "not resolved" and latency["linear_m1"] == "7.02 µs"
+    note = next(c.value.replace("\\", "") for c in at.caption if c.value.startswith("Latency not resolved"))
+    assert "linear_large (fastest point 25.4 µs)" in note and "attention_prefill" in note
 
 
 def test_measure_page_says_in_words_what_an_imported_file_does_not_record():

@@ -10,7 +10,7 @@ from roofline.format import fmt_bytes, fmt_seconds, table
 def measure(results) -> str:
     """A results file as text: ceilings, the calibration, and each step against its predictions."""
     from roofline.measure.chains import kernel_chain_line
-    from roofline.measure.readings import above_roof_line, fastest_point_s, latency_label
+    from roofline.measure.readings import above_roof_line, fastest_point_s, latency_label, unresolved_note
 
     info, c = results.device, results.ceilings
     lines = [f"{info.name} ({info.kind}, torch {info.torch_version}, {info.date}; {results.mode} run)"]
@@ -52,6 +52,8 @@ def measure(results) -> str:
             "calibration (fitted on the kernel sweeps):",
             table(["class", "latency", "GB/s", "TFLOP/s", "points", "median error"], rows),
         ]
+        if note := unresolved_note(results):
+            lines.append("  " + note)
     for step in results.steps:
         lines.append(
             f"{step.model} {step.phase} batch {step.batch}, {step.seq_len} tokens ({step.layers_measured} of "

@@ -9,6 +9,7 @@ from roofline.format import fmt_seconds
 from roofline.measure.schema import KernelPoint, Results
 
 RESOLVED = 0.01  # a fitted floor under this share of its class's fastest point is not resolved
+NOT_RESOLVED = "not resolved"
 
 
 def sweep_class(point: KernelPoint) -> str:
@@ -29,8 +30,26 @@ def latency_label(latency_s: float, fastest_s: float | None) -> str:
     """A fitted latency floor as text; one under 1% of the class's fastest point is a fit's
     leftover, not a floor the sweep saw (large GEMMs: every point is many microseconds of work)."""
     if fastest_s and latency_s < RESOLVED * fastest_s:
-        return f"not resolved (< 1% of its fastest point, {fmt_seconds(fastest_s)})"
+        return NOT_RESOLVED
     return fmt_seconds(latency_s)
+
+
+def unresolved_note(results: Results) -> str:
+    """'' unless a class's fitted floor is not resolved: then which, and why."""
+    if results.calibration is None:
+        return ""
+    fastest = fastest_point_s(results)
+    names = [
+        f"{cls} (fastest point {fmt_seconds(fastest[cls])})"
+        for cls, fit in results.calibration.fits.items()
+        if latency_label(fit.latency_s, fastest.get(cls)) == NOT_RESOLVED
+    ]
+    if not names:
+        return ""
+    return (
+        f"Latency {NOT_RESOLVED}: " + ", ".join(names) + ": the fitted floor is under 1% of the class's fastest "
+        "sweep point, so the sweep's sizes do not show one; these classes are predicted by their rates alone."
+    )
 
 
 def above_roof_line(results: Results) -> str:
