@@ -115,3 +115,8 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
         "fits": st.column_config.TextColumn(help="does it fit at this TP degree; if not, the smallest TP that fits"),
     }
     return frame, config
+
+
+def short_regime(bound: str) -> str:
+    """A regime as a tile fits it, in the chart regions' words ("memory-bound" for memory-bandwidth-bound)."""
+    return "memory-bound" if bound == "memory" else REGIME_LABELS[bound]

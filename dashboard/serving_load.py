@@ -345,8 +345,9 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
             "max requests/s": st.column_config.NumberColumn(format="%.2f"),
             "saturation requests/s": st.column_config.NumberColumn(format="%.2f"),
             "output tokens/s": st.column_config.NumberColumn(
+                format="localized",
                 help="sustained: the rate x the mean output length of the requests admitted (a server that meets "
-                "its targets carries all it admits; one that can never fit the KV cache is rejected)"
+                "its targets carries all it admits; one that can never fit the KV cache is rejected)",
             ),
             "$ per M output (all-in)": st.column_config.NumberColumn(
                 format="$%.3f", help="every device-hour at this rate over the output tokens it puts out"

@@ -14,6 +14,7 @@ from dashboard.advisor_view import (
     ranked_figure,
     ranking_table,
     short_name,
+    short_regime,
 )
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
@@ -44,6 +45,7 @@ VIEWS = ("Ranking", "Diagnosis", "What-if", "Top roofs")
 devices = custom.devices()
 models = custom.models()
 device_ids, model_ids = list(devices), list(models)
+
 
 st.title("Which hardware?")
 st.caption(
@@ -286,8 +288,8 @@ if is_open(what_if_tab):
                 ),
                 Metric(
                     "Regime",
-                    REGIME_LABELS[new_time.bound].replace("-bound", ""),
-                    f"before: {REGIME_LABELS[base_time.bound].replace('-bound', '')}",
+                    short_regime(new_time.bound),
+                    f"before: {short_regime(base_time.bound)}",
                     delta_color="off",
                 ),
                 Metric(

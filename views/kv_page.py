@@ -205,7 +205,12 @@ if is_open(memory_tab):
         report.caption(
             f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the "
             f"partly filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library "
-            "workspaces, communication buffers). Red is what does not fit."
+            "workspaces, communication buffers)."
+            + (
+                " Red (over capacity) is what does not fit."
+                if any(row["over capacity"] > 0 for row in memory_rows(results).values())
+                else ""
+            )
         )
 
 if is_open(crossover_tab):

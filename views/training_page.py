@@ -355,9 +355,8 @@ if is_open(loading_tab):
                 [pk.device_bytes for pk in peaks],
                 primary.memory_bytes,
                 host_ram * 1e9 or None,
-                "device memory, as the runtime exposes it"
-                if primary.memory_exposed_bytes
-                else "device memory (nominal)",
+                f"{primary.name}'s memory"
+                + ("<br>(as the runtime exposes it)" if primary.memory_exposed_bytes else ""),
             ),
             width="stretch",
             theme=None,

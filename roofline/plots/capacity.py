@@ -154,7 +154,7 @@ def crossover_figure(
                 x=contexts[span],
                 y=kv_gb[span],
                 name=f"… batch {batch} does not fit{' on ' + device if device else ''}",
-                line=dict(color=MEMORY_COLORS["KV cache"], width=2, dash="dot"),
+                line=dict(color=MEMORY_COLORS["KV cache"], width=1.5, dash="dash"),
                 hovertemplate="context %{x:,.0f}<br>KV cache %{y:,.2f} GB (does not fit)<extra></extra>",
             )
         )

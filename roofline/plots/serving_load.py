@@ -291,6 +291,8 @@ def series_figure(
             col=1,
         )
         fig.update_yaxes(title_text=f"{name}<br>({unit})", rangemode="tozero", row=row, col=1)
+        if unit == "requests" and not np.any(y[np.isfinite(y)] >= 5):  # whole requests: no tick at 0.5
+            fig.update_yaxes(dtick=1, row=row, col=1)
     top = float(np.nanmax(rows[0][0])) if t.size else 1.0
     if max_num_seqs:
         top = max(top, max_num_seqs)

@@ -79,7 +79,8 @@ def training_memory_figure(
                     yref="y",
                     yanchor="top",
                     showarrow=False,
-                    text=f"↑{total:,.0f}",
+                    text=f"↑ {total:,.0f} GB",
+                    textangle=-90,  # along the bar: narrow bars on a phone keep their labels apart
                     font=dict(size=10, color="#222222"),
                     bgcolor="rgba(255,255,255,0.85)",
                     hovertext=f"{total:,.1f} GB: the bar is cut at the top",
@@ -128,7 +129,7 @@ def loading_figure(
     above = []
     for name, value, color in lines:
         if value > 2 * tallest:
-            above.append(f"{name} {value / 1e9:,.1f} GB")
+            above.append(f"{value / 1e9:,.1f} GB: {name}")
             continue
         top = max(top, 1.1 * value)
         fig.add_hline(
@@ -147,7 +148,7 @@ def loading_figure(
             yanchor="top",
             showarrow=False,
             align="left",
-            text="above the chart: " + "; ".join(above),
+            text="<b>above the chart</b><br>" + "<br>".join(above),
             font=dict(size=11, color="#444444"),
         )
     fig.update_layout(barmode="group")
