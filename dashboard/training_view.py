@@ -74,7 +74,7 @@ def levers_frame(lever_rows, peak_bytes: float):
                 "peak per device": fmt_bytes(lv.peak_bytes),
                 "change": f"{fmt_bytes(peak_bytes)} → {fmt_bytes(lv.peak_bytes)}",
                 "fits": lv.fits,
-                "time per token": f"{lv.slowdown:.2f}×",
+                "time per token (× now)": f"{lv.slowdown:.2f}×",
             }
             for lv in lever_rows
         ]

@@ -100,7 +100,7 @@ def train(d: dict, model_name: str, hardware_name: str) -> str:
         [lv["name"], fmt_bytes(lv["peak_bytes"]), "yes" if lv["fits"] else "no", f"{lv['slowdown']:.2f}×"]
         for lv in d["levers"]
     ]
-    lines += ["", table(["lever", "peak", "fits", "time per token"], rows)]
+    lines += ["", table(["lever", "peak", "fits", "time per token (× now)"], rows)]
     plan = d["plan_to_fit"]
     if plan["levers"]:
         lines.append(
