@@ -34,3 +34,8 @@ def memory_rows(results: dict[str, KVResult]) -> dict[str, dict[str, float]]:
             "over capacity": over,
         }
     return rows
+
+
+def any_over_capacity(results: dict[str, KVResult]) -> bool:
+    """Whether any device's memory at the operating point runs over its capacity (a red bar)."""
+    return any(r.footprint.total_bytes > r.footprint.capacity_bytes for r in results.values())

@@ -13,12 +13,12 @@ import plotly.graph_objects as go
 
 from dashboard.basis import basis_label, basis_short
 from dashboard.share import md_escape
-from roofline.calibration import CLASSES
+from roofline.calibration import CLASSES, sweep_class
 from roofline.dtypes import peak_unit
 from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
-from roofline.measure.readings import fastest_point_s, latency_label, sweep_class
+from roofline.measure.readings import fastest_point_s, latency_label
 from roofline.measure.schema import MeasuredCeilings, Results, StepMeasurement, StepOp
 from roofline.plots import DEVICE_COLORS, PointSeries, point_hover, style_figure
 

@@ -81,6 +81,8 @@ def _rendered(value: float, fmt: str) -> str | None:
     format this does not know; the browser sizes that column)."""
     if fmt == "localized":  # thousands separators, up to three decimals
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3f}"
+    if fmt == "percent":  # a share, in whole percent (the step the pages set)
+        return f"{value:,.0%}"
     match = re.fullmatch(r"[^%]*%(,?)(?:\.(\d+))?([fd])(.*)", fmt)
     if not match:
         return None

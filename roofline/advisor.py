@@ -266,21 +266,19 @@ class Lever:
 
 
 def slower_because(before: WorkloadTime, after: WorkloadTime) -> str:
-    """The op whose time grew most from one step to the other, its times and the roofs they rest
-    on ('' unless the second step is slower): why a change that should help does not."""
-    if after.time_s <= before.time_s * 1.001:
+    """Why a change that should help slows the step: the op whose time grew most (an op new to the
+    step grows from nothing), its two times and the roofs they rest on; '' unless the step is
+    slower, the two steps are of one phase, and that op's growth is at least half the step's."""
+    if after.time_s <= before.time_s * 1.001 or after.step_phase != before.step_phase:
         return ""
-    old = {r["name"]: r for r in before.step.table.rows()}
-    grown = [(r["time_s"] - old[r["name"]]["time_s"], r) for r in after.step.table.rows() if r["name"] in old]
-    if not grown:
+    old = {r["name"]: r["time_s"] for r in before.step.table.rows()}
+    rows = after.step.table.rows()
+    growth, i = max(((r["time_s"] - old.get(r["name"], 0.0), i) for i, r in enumerate(rows)), default=(0.0, -1))
+    row = rows[i] if i >= 0 else None
+    if row is None or growth < 0.5 * (after.step.time_s - before.step.time_s):
         return ""
-    growth, row = max(grown, key=lambda item: item[0])
-    if growth <= 0:
-        return ""
-    return (
-        f"slower: {row['name']} {fmt_seconds(old[row['name']]['time_s'])} -> {fmt_seconds(row['time_s'])} "
-        f"on {row['rests_on']}"
-    )
+    was = fmt_seconds(old[row["name"]]) if row["name"] in old else "none"
+    return f"slower: {row['name']} {was} -> {fmt_seconds(row['time_s'])} on {row['rests_on']}"
 
 
 def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_SETTINGS) -> list[Lever]:
@@ -328,7 +326,8 @@ def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_S
             result = workload_time(cw, hw, cs)
         except ValueError:  # the change is not valid for this model or device
             continue
-        why = slower_because(base, result) if "batch" not in name else ""  # a batch's step is longer by design
+        # A larger batch's step is longer by design; every other lever should not slow it.
+        why = "" if np.max(cw.batch) != np.max(w.batch) else slower_because(base, result)
         out.append(Lever(name, result.time_s, result.tokens_per_s, result.bound, result.fits, why))
     return out
 

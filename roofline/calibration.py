@@ -95,6 +95,11 @@ class KernelPoint(DataRecord):
     time_s: float = Field(ge=1e-12, le=3600.0)
 
 
+def sweep_class(point: KernelPoint) -> str:
+    """The class a sweep point is fitted in (linear layers by the rows they see)."""
+    return linear_bucket(point.shape.get("m", 1)) if point.op_class == "linear" else point.op_class
+
+
 class ClassFit(DataRecord):
     """The fitted achievable roof of one op class."""
 
@@ -331,7 +336,7 @@ def fit_calibration(
     """One fit per class that has sweep points."""
     by_class: dict[str, list[KernelPoint]] = {}
     for pt in points:
-        op_class = linear_bucket(pt.shape.get("m", 1)) if pt.op_class == "linear" else pt.op_class
+        op_class = sweep_class(pt)
         if op_class in _TERMS:
             by_class.setdefault(op_class, []).append(pt.model_copy(update={"op_class": op_class}))
     if not by_class:

@@ -72,7 +72,10 @@ _PRINTF = re.compile(r"%(,?)(\.\d+)?([dfeg])")
 
 
 def _python_format(printf: str) -> str | None:
-    """``%,.2f`` → ``{:,.2f}``; ``%.1f%%`` → ``{:.1f}%``; None for a format it cannot read."""
+    """``%,.2f`` → ``{:,.2f}``; ``%.1f%%`` → ``{:.1f}%``; Streamlit's ``percent`` preset (a share)
+    → ``{:,.0%}``; None for a format it cannot read."""
+    if printf == "percent":
+        return "{:,.0%}"
     if not _PRINTF.search(printf):
         return None
     out = _PRINTF.sub(

@@ -15,7 +15,8 @@ from roofline.measure.schema import Results
 from roofline.plots.capacity import crossover_figure
 from roofline.plots.roofline import _roof_widths
 from roofline.plots.training import loading_figure, training_memory_figure
-from tests.page_helpers import ROOT
+from tests.page_helpers import ROOT, page
+from tests.test_serving import _frontier
 
 
 def test_a_device_limit_far_above_the_bars_is_named_not_drawn():
@@ -32,25 +33,30 @@ def test_a_device_limit_far_above_the_bars_is_named_not_drawn():
 
 
 def test_a_cut_bar_says_how_tall_it_is_at_its_own_position():
-    # One device of 80 GB: the axis stops at 1.6 x 80 = 128 GB; the bars of 60 and 300 GB: only the
-    # second is cut, and its label sits on its category (position 1), not on a number read as x.
-    terms = {"weights": np.array([20e9, 20e9]), "activations": np.array([40e9, 280e9])}
-    fig = training_memory_figure([16, 32], terms, {"dev": 80e9}, "micro-batch", "t")
+    # Micro-batches 1 to 64 on one 80 GB device: the axis stops at 1.6 x 80 = 128 GB; the bars at
+    # 16, 32 and 64 (300, 580 and 1,100 GB) are cut, and each label sits at its bar's position (4, 5,
+    # 6): numbers on a category axis are positions, and a label "16" written as x was drawn at 16.
+    x = [1, 2, 4, 8, 16, 32, 64]
+    activations = np.array([10, 20, 40, 80, 280, 560, 1080]) * 1e9
+    terms = {"weights": np.full(7, 20e9), "activations": activations}
+    fig = training_memory_figure(x, terms, {"dev": 80e9}, "micro-batch", "t")
     assert fig.layout.yaxis.range == pytest.approx((0, 128.0))
     labels = [a for a in fig.layout.annotations if a.text.startswith("↑")]
-    assert [(a.x, a.text) for a in labels] == [(1, "↑ 300 GB")]
+    assert [(a.x, a.text) for a in labels] == [(4, "↑ 300 GB"), (5, "↑ 580 GB"), (6, "↑ 1,100 GB")]
+    assert list(fig.data[0].x) == ["1", "2", "4", "8", "16", "32", "64"]
 
 
 def test_coinciding_memory_roofs_are_drawn_as_stripes():
-    def roof(bw_tbps: float) -> tuple[Ceilings, str]:
-        return Ceilings("d", {"bf16": 1e15}, bw_tbps * 1e12), "bf16"
+    def roof(name: str, bw_tbps: float) -> tuple[Ceilings, str]:
+        return Ceilings(name, {"bf16": 1e15}, bw_tbps * 1e12), "bf16"
 
     # 8.0, 8.1 and 8.0 TB/s coincide (within 3%); 3.35 does not: the first is drawn under two
-    # later ones (2.5 + 2 x 2 px), the second under one.
-    assert _roof_widths([roof(8.0), roof(8.1), roof(3.35), roof(8.0)]) == [6.5, 4.5, 2.5, 2.5]
+    # later devices (2.5 + 2 x 2 px), the second under one.
+    roofs = [roof("a", 8.0), roof("b", 8.1), roof("c", 3.35), roof("d", 8.0)]
+    assert _roof_widths(roofs) == [6.5, 4.5, 2.5, 2.5]
 
 
-def test_the_kv_read_of_a_batch_that_does_not_fit_is_dotted():
+def test_the_kv_read_of_a_batch_that_does_not_fit_is_dashed():
     contexts = np.array([1, 10, 100, 1000, 10000])
     fig = crossover_figure(contexts, np.full(5, 16e9), contexts * 1e6, 5000, 4, fits_up_to=1000, device="X")
     weights, fits, beyond = fig.data
@@ -90,3 +96,67 @@ def test_sweep_kernels_faster_than_the_measured_roofs_are_named():
     assert "3 of 39 sweep kernels" in line and "4,283 GB/s against 4,146 GB/s" in line
     raised = results.model_copy(update={"ceilings": results.ceilings.model_copy(update={"memory_bandwidth_tbps": 5.0})})
     assert above_roof_line(raised) == ""
+
+
+def test_serving_frontier_gives_the_regime_as_the_marker_shape():
+    # The H100's frontier runs from memory-bound small batches to compute-bound large ones: each
+    # point's shape says which (its colour stays the device's), with a key for each shape.
+    fig, _ = _frontier()
+    device = fig["data"][0]
+    assert {"circle", "diamond"} <= set(device["marker"]["symbol"])
+    assert len(set(device["marker"]["color"])) == 1
+    keys = [t.get("name") for t in fig["data"] if t.get("x") == [None]]
+    assert "memory-bandwidth-bound" in keys and "compute-bound" in keys
+
+
+def test_same_device_roofs_per_dtype_are_not_stripes_and_stripes_are_capped():
+    def roof(name: str, bw_tbps: float, dtype: str = "bf16") -> tuple[Ceilings, str]:
+        return Ceilings(name, {"bf16": 1e15, "fp8": 2e15}, bw_tbps * 1e12), dtype
+
+    # GB200 bf16 and fp8 share a colour: they are not a stripe of two; GB300 and MI350X are two
+    # other devices at 8 TB/s, capped at +4 px; the last roof has no one after it.
+    roofs = [roof("gb200", 8.0), roof("gb200", 8.0, "fp8"), roof("gb300", 8.0), roof("mi350x", 8.0), roof("x", 8.0)]
+    assert _roof_widths(roofs) == [6.5, 6.5, 6.5, 4.5, 2.5]
+
+
+def test_the_step_chart_shades_the_regions_of_the_roof_its_points_rest_on():
+    from roofline.plots.roofline import roofline_figure
+
+    sheet = Ceilings("sheet", {"bf16": 1000e12}, 4e12)  # ridge 250 FLOP/B
+    measured = Ceilings("measured", {"bf16": 800e12}, 4e12)  # ridge 200 FLOP/B
+    edges = lambda fig: sorted({s.x1 for s in fig.layout.shapes if s.type == "rect"})  # noqa: E731
+    assert edges(roofline_figure([(sheet, "bf16"), (measured, "bf16")]))[0] == pytest.approx(250)
+    assert edges(roofline_figure([(sheet, "bf16"), (measured, "bf16")], shade_from=1))[0] == pytest.approx(200)
+
+
+def test_the_kv_memory_caption_speaks_of_red_only_when_something_is_over_capacity():
+    def caption(at) -> str:
+        return next(c.value for c in at.caption if c.value.startswith("Per sequence"))
+
+    fits = page("views/kv_page.py", view="Memory")
+    assert "Red" not in caption(fits)
+    over = page("views/kv_page.py", view="Memory", batch="4096", hw=["l40s"])
+    assert "Red (over capacity) is what does not fit" in caption(over)
+
+
+def test_the_what_if_tiles_name_the_regime_before_and_after_in_the_chart_regions_words():
+    at = page("views/advisor_page.py", view="What-if", x_memory="4.0")
+    tiles = {m.label: m for m in at.metric}
+    assert tiles["Regime"].value in ("memory-bound", "compute-bound", "overhead-bound", "communication-bound")
+    assert tiles["Regime"].proto.delta.startswith("before: ") and "bandwidth" not in tiles["Regime"].proto.delta
+    assert tiles["Memory"].proto.delta in ("before: fits", "before: does not fit")
+
+
+def test_the_offline_report_shows_a_percent_column_as_the_page_does():
+    from roofline.lazy import pandas as pd
+    from roofline.report import display_frame
+
+    shown = display_frame(pd.DataFrame({"median": [0.1563, 35.69]}), {"median": "percent"})
+    assert list(shown["median"]) == ["16%", "3,569%"]
+
+
+def test_the_levers_table_says_its_ratio_is_a_multiple_of_now(capsys):
+    from roofline.cli import main
+
+    main(["train", "--model", "llama-3.2-1b", "--hardware", "h100-sxm"])
+    assert "time per token (× now)" in capsys.readouterr().out

@@ -353,17 +353,6 @@ def test_serving_frontier_shows_points_that_miss_the_ttft_target_hollow():
     assert any("meets the 2 s target" in h for h in loose["data"][0]["text"])
 
 
-def test_serving_frontier_gives_the_regime_as_the_marker_shape():
-    # The H100's frontier runs from memory-bound small batches to compute-bound large ones: each
-    # point's shape says which (its colour stays the device's), with a key for each shape.
-    fig, _ = _frontier()
-    device = fig["data"][0]
-    assert {"circle", "diamond"} <= set(device["marker"]["symbol"])
-    assert len(set(device["marker"]["color"])) == 1
-    keys = [t.get("name") for t in fig["data"] if t.get("x") == [None]]
-    assert "memory-bandwidth-bound" in keys and "compute-bound" in keys
-
-
 def test_serving_figures_say_what_they_rest_on():
     # With engine "auto" the H100 rests on vLLM's measured kernels, and says so...
     fig, at = _frontier()

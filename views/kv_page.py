@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import per_device
-from dashboard.kv_view import headline_result, memory_rows, no_fit_from
+from dashboard.kv_view import any_over_capacity, headline_result, memory_rows, no_fit_from
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
@@ -206,11 +206,7 @@ if is_open(memory_tab):
             f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the "
             f"partly filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library "
             "workspaces, communication buffers)."
-            + (
-                " Red (over capacity) is what does not fit."
-                if any(row["over capacity"] > 0 for row in memory_rows(results).values())
-                else ""
-            )
+            + (" Red (over capacity) is what does not fit." if any_over_capacity(results) else "")
         )
 
 if is_open(crossover_tab):

@@ -242,8 +242,8 @@ for i, step in enumerate(results.steps):
             "Kernel time",
             fmt_seconds(step.kernel_time_s),
             "measured",
-            help=f"{step.kernels} kernels, their durations summed over profiled runs (a run apart from the timed "
-            "ones: it can read a little above a CUDA graph's wall time)",
+            help=f"{step.kernels} kernels a step, their durations summed and averaged over profiled runs (runs apart "
+            "from the timed ones: it can read a little above a CUDA graph's wall time)",
             delta_color="off",
         ),
         Metric(
@@ -286,7 +286,11 @@ for i, step in enumerate(results.steps):
         ]
         report.chart(
             roofline_figure(
-                step_roofs, series, title="The step's ops: measured (filled) and predicted (open)", height=500
+                step_roofs,
+                series,
+                title="The step's ops: measured (filled) and predicted (open)",
+                height=500,
+                shade_from=len(step_roofs) - 1,  # the measured roof's regions, which the points rest on
             ),
             "",
             width="stretch",

@@ -190,7 +190,8 @@ if is_open(frontier_tab):
         report.chart(fig, width="stretch", theme=None, key="frontier_chart")
         report.caption(
             "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "
-            "(circle memory-bound, diamond compute-bound, square communication, triangle overhead). Points above "
+            "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
+            "above "
             "the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not fit "
             "in memory are left out. " + rests_on_sentence(roofs.values())
         )

@@ -356,7 +356,7 @@ if is_open(loading_tab):
                 primary.memory_bytes,
                 host_ram * 1e9 or None,
                 f"{primary.name}'s memory"
-                + ("<br>(as the runtime exposes it)" if primary.memory_exposed_bytes else ""),
+                + ("<br>(as the runtime exposes it)" if primary.memory_exposed_bytes else " (nominal)"),
             ),
             width="stretch",
             theme=None,

@@ -4,17 +4,12 @@ not the device's limit), and fitted latency floors too small for the sweep's siz
 
 from __future__ import annotations
 
-from roofline.calibration import linear_bucket
+from roofline.calibration import sweep_class
 from roofline.format import fmt_seconds
-from roofline.measure.schema import KernelPoint, Results
+from roofline.measure.schema import Results
 
 RESOLVED = 0.01  # a fitted floor under this share of its class's fastest point is not resolved
 NOT_RESOLVED = "not resolved"
-
-
-def sweep_class(point: KernelPoint) -> str:
-    """The calibration class a sweep point is fitted in (linear layers by the rows they see)."""
-    return linear_bucket(point.shape.get("m", 1)) if point.op_class == "linear" else point.op_class
 
 
 def fastest_point_s(results: Results) -> dict[str, float]:
@@ -64,11 +59,12 @@ def above_roof_line(results: Results) -> str:
     if not above:
         return ""
     rate, best = max(above, key=lambda item: item[0])
-    shape = " × ".join(f"{v:,}" for v in best.shape.values())
+    shape = ", ".join(f"{k} {v:,}" for k, v in best.shape.items())
     return (
         f"{len(above)} of {len(rates)} sweep kernels moved data faster than the copy and read roofs "
         f"(the fastest: {best.name} at {shape}, {rate * 1e3:,.0f} GB/s against {roof_tbps * 1e3:,.0f} GB/s). "
         "The memory roofs are what this suite's copy and reduction kernels reach, and this device's fastest "
-        "kernels go past them: those points sit above the roofs on the chart. The calibration's fitted rates "
+        "kernels go past them: those points sit above the measured roofs on the chart (the datasheet's stand "
+        "above them all). The calibration's fitted rates "
         "come from the sweeps themselves."
     )

@@ -123,7 +123,7 @@ def crossover_figure(
 ) -> go.Figure:
     """Bytes a decode step reads: weights (flat) against KV cache (growing with context). Past
     ``fits_up_to`` (the longest context at which ``batch`` sequences fit on ``device``) the KV line
-    is dotted: reads of a batch the device cannot hold."""
+    is dashed: reads of a batch the device cannot hold."""
     fig = go.Figure()
     contexts = np.asarray(contexts)
     beyond = contexts > fits_up_to if fits_up_to is not None else np.zeros(contexts.shape, bool)

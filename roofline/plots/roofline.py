@@ -110,10 +110,19 @@ def _x_range(ceilings: Sequence[tuple[Ceilings, str]], series: Sequence[PointSer
 
 
 def _roof_widths(ceilings: Sequence[tuple[Ceilings, str]], width: float = 2.5) -> list[float]:
-    """Line widths: a roof whose memory slope a later one draws over (bandwidths within 3%: GB200,
-    GB300 and MI350X at 8 TB/s) is drawn wider by 2 px per such roof, so each shows as a stripe."""
-    bws = [c.memory_bandwidth_bytes_per_s for c, _ in ceilings]
-    return [width + 2.0 * sum(1 for later in bws[i + 1 :] if abs(later - bw) <= 0.03 * bw) for i, bw in enumerate(bws)]
+    """Line widths: a roof whose memory slope another device's later roof draws over (bandwidths
+    within 3%: GB200, GB300 and MI350X at 8 TB/s) is drawn wider by 2 px per such device, at most
+    4 px, so each shows as a stripe. One device's roofs per dtype share its colour: not counted."""
+    out = []
+    for i, (c, _) in enumerate(ceilings):
+        bw = c.memory_bandwidth_bytes_per_s
+        others = {
+            later.name
+            for later, _ in ceilings[i + 1 :]
+            if later.name != c.name and abs(later.memory_bandwidth_bytes_per_s - bw) <= 0.03 * bw
+        }
+        out.append(width + min(2.0 * len(others), 4.0))
+    return out
 
 
 def roofline_figure(
@@ -121,8 +130,10 @@ def roofline_figure(
     series: Sequence[PointSeries] = (),
     title: str = "",
     height: int = 580,
+    shade_from: int = 0,
 ) -> go.Figure:
-    """A roofline for each (ceilings, dtype) pair, with point series on top."""
+    """A roofline for each (ceilings, dtype) pair, with point series on top; the memory- and
+    compute-bound regions are shaded at the ridge of the ``shade_from``-th pair."""
     ceilings = [(c, d) for c, d in ceilings if c.has_peak(d)]  # an unpublished peak has no roof to draw
     fig = go.Figure()
     x_lo, x_hi = _x_range(ceilings, series)
@@ -175,7 +186,7 @@ def roofline_figure(
         )
 
     if ceilings:
-        c0, d0 = ceilings[0]
+        c0, d0 = ceilings[min(max(shade_from, 0), len(ceilings) - 1)]
         ridge0 = c0.ridge_intensity(d0)
         for x0, x1, shade in ((x_lo, ridge0, SHADE_MEMORY), (ridge0, x_hi, SHADE_COMPUTE)):
             fig.add_shape(

@@ -73,7 +73,7 @@ def frontier_figure(
     height: int = 520,
 ) -> go.Figure:
     """Output tokens/s per user against throughput (per device, or per dollar), one line per
-    device as the decode batch grows. Marker fill is the step's regime; a point that misses the
+    device as the decode batch grows. A marker's shape is the step's regime; a point that misses the
     TTFT target is drawn hollow and grey; the TPOT target is a dotted line, labelled. ``roofs``
     names what each device's times rest on (datasheet: an ideal bound; calibrated)."""
     cost = points.usd_per_million()["output_all_in"]  # every device-hour over the output tokens

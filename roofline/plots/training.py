@@ -140,14 +140,15 @@ def loading_figure(
         )
     if above:
         fig.add_annotation(
-            x=0,
+            x=1,
             y=1,
             xref="paper",
             yref="paper",
-            xanchor="left",
+            xanchor="right",
             yanchor="top",
             showarrow=False,
-            align="left",
+            align="right",  # the drawn limits' labels sit at the top left
+            bgcolor="rgba(255,255,255,0.85)",
             text="<b>above the chart</b><br>" + "<br>".join(above),
             font=dict(size=11, color="#444444"),
         )
