@@ -281,9 +281,9 @@ def slower_because(before: WorkloadTime, after: WorkloadTime) -> str:
     return f"slower: {row['name']} {was} -> {fmt_seconds(row['time_s'])} on {row['rests_on']}"
 
 
-def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_SETTINGS) -> list[Lever]:
-    """The changes that move this regime, each evaluated on the workload."""
-    p, m = w.precision, w.model
+def levers(w: Workload, hw: Hardware, base: WorkloadTime, settings: Settings = DEFAULT_SETTINGS) -> list[Lever]:
+    """The changes that move the regime of ``base`` (the workload's time as it is), each evaluated."""
+    p, m, bound = w.precision, w.model, base.bound
     candidates: list[tuple[str, Workload, Settings]] = []
     if bound == "memory":
         candidates.append(("2× memory bandwidth", w, replace(settings, memory_scale=settings.memory_scale * 2)))
@@ -320,7 +320,6 @@ def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_S
         candidates.append(("fused kernels (half the launches)", w, half))
         candidates.append((f"batch {int(np.max(w.batch)) * 4} (4×)", replace(w, batch=np.max(w.batch) * 4), settings))
     out = []
-    base = workload_time(w, hw, settings)
     for name, cw, cs in candidates:
         try:
             result = workload_time(cw, hw, cs)
@@ -335,7 +334,7 @@ def levers(w: Workload, hw: Hardware, bound: str, settings: Settings = DEFAULT_S
 def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -> dict[str, object]:
     """The regime, the three most expensive ops and the evaluated levers, in plain words."""
     base = workload_time(w, hw, settings)
-    moves = levers(w, hw, base.bound, settings)
+    moves = levers(w, hw, base, settings)
     lower = base.step.table.is_lower_bound
     label = regime_label(base.bound, lower)
     words = [

@@ -26,11 +26,14 @@ def _fill(hex_color: str, alpha: float) -> str:
 
 
 def _vline(fig: go.Figure, x: float, text: str, color: str, dash: str, y: float, side: str = "left") -> None:
-    """A vertical line over the whole plot of log x with its label beside it; the label is placed
-    separately (log10 coordinates) because ``add_vline``'s label lands in the wrong place on log axes."""
+    """A vertical line over the whole plot of log x with its label beside it (none where ``text`` is
+    empty); the label is placed separately (log10 coordinates) because ``add_vline``'s label lands in
+    the wrong place on log axes."""
     fig.add_shape(
         type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, line=dict(color=color, dash=dash, width=1.5)
     )
+    if not text:
+        return
     fig.add_annotation(
         x=math.log10(x),
         y=y,
@@ -240,16 +243,7 @@ def distribution_figure(
     if target_s:
         _vline(fig, target_s, f" target {fmt_seconds(target_s)}", TARGET_COLOR, "dash", 0.25)
     if has_reference:
-        fig.add_shape(
-            type="line",
-            xref="x",
-            yref="paper",
-            x0=reference_s,
-            x1=reference_s,
-            y0=0,
-            y1=1,
-            line=dict(color=REFERENCE_COLOR, dash="dot", width=1.5),
-        )
+        _vline(fig, reference_s, "", REFERENCE_COLOR, "dot", 0.0)  # named under the axis
     if values.size:
         shown = [values[0], values[-1]] + [v for v in (target_s, reference_s) if v and np.isfinite(v)]
         lo, hi = math.log10(min(shown)), math.log10(max(shown))
