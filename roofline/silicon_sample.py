@@ -11,7 +11,18 @@ Mapping of names and precisions (documented choices, not fitted):
   ``nvfp4``: nvfp4 weights and fp4 math (W4A4); ``int4_wo``: int4 weights, bf16 math. The MoE
   experts take ``moe_quant_mode`` the same way. gpt-oss keeps its released format (bf16, MXFP4
   experts) whatever the column says.
-- KV cache: bf16. The sample does not record it; bf16 is the engines' default (``auto``).
+- KV cache: where the row's source documents the script that ran it, the format that script set
+  on the run's measured date (``documented_kv_dtype``: InferenceX's scripts, version by version, in
+  ``engine_db/inferencex_kv.toml``, written by ``scripts/inferencex_kv.py``); elsewhere bf16, the
+  engines' default (``auto``), which the sample does not contradict.
+- The benchmark client, where the row's source names one (``benchmark_client``): rows exported
+  from InferenceX (``silicon_data_source`` a dated ``source_file=YYYY-MM-DD.csv`` or a
+  ``db-dump/``; all and only its 1,024/8,192-token grid) ran its client, vLLM's
+  ``benchmark_serving.py`` with ``--random-range-ratio 0.8 --num-prompts CONC*10
+  --max-concurrency CONC --request-rate inf --ignore-eos`` (``.github/workflows/benchmark-tmpl.yml``
+  sets the ratio to 0.8 in every version from December 2025 to August 2026; the scripts under
+  ``benchmarks/`` pass it on; SemiAnalysisAI/InferenceX, Apache-2.0). Every other source records no
+  client: its runs are read as the row says, fixed lengths and every client starting together.
 - Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
   weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
 """
@@ -20,6 +31,10 @@ from __future__ import annotations
 
 import csv
 import math
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from roofline.models import ModelConfig
@@ -53,6 +68,86 @@ QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}
 BLOCK_FP8_CHECKPOINTS = {"Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"}
 
 
+@dataclass(frozen=True)
+class BenchmarkClient:
+    """How a run's benchmark client drew its requests: every prompt and output length uniform in
+    [``range_ratio`` x, 1 x] the row's (1: fixed), ``prompts_per_client`` requests per concurrent
+    client, all sent at once behind a semaphore of the run's concurrency."""
+
+    name: str
+    range_ratio: float
+    prompts_per_client: int
+    source: str
+
+
+INFERENCEX_CLIENT = BenchmarkClient(
+    "InferenceX (vLLM benchmark_serving.py)",
+    0.8,
+    10,
+    "SemiAnalysisAI/InferenceX (Apache-2.0): .github/workflows/benchmark-tmpl.yml RANDOM_RANGE_RATIO 0.8; "
+    "benchmarks/benchmark_lib.sh run_benchmark_serving --random-range-ratio, --num-prompts CONC*10, "
+    "--max-concurrency CONC, --request-rate inf, --ignore-eos",
+)
+RECORDED_CLIENT = BenchmarkClient(
+    "as recorded (fixed lengths)",
+    1.0,
+    10,
+    "the sample's row: fixed isl and osl, batch_size clients starting together; the source records no client",
+)
+_INFERENCEX_SOURCE = re.compile(r"^(source_file=20\d\d-\d\d-\d\d\.csv|db-dump/)")
+
+
+def benchmark_client(row: dict[str, str]) -> BenchmarkClient:
+    """The client that ran the row's benchmark, as its source documents it (module notes)."""
+    return INFERENCEX_CLIENT if _INFERENCEX_SOURCE.match(row.get("silicon_data_source") or "") else RECORDED_CLIENT
+
+
+INFERENCEX_KV = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_kv.toml"
+# The sample's names -> InferenceX's script names (its DeepSeek runs are DeepSeek-R1-0528, which
+# some exports name DeepSeek-V3: the same architecture).
+INFERENCEX_MODELS = {
+    "meta-llama/Llama-3.1-70B": "70b",
+    "deepseek-ai/DeepSeek-R1": "dsr1",
+    "deepseek-ai/DeepSeek-V3": "dsr1",
+    "openai/gpt-oss-120b": "gptoss",
+    "moonshotai/Kimi-K2.5": "kimik2.5",
+}
+_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+
+
+@cache
+def _inferencex_scripts() -> tuple[dict, ...]:
+    with open(INFERENCEX_KV, "rb") as f:
+        return tuple(tomllib.load(f).get("script", ()))
+
+
+def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
+    """The KV-cache format the script that ran an InferenceX run set on its measured date, and which
+    script versions say so; None where that cannot be told (another source, no date, no script of
+    the run's model, precision, GPU and engine, or its scripts disagreeing on that date)."""
+    if benchmark_client(row) is not INFERENCEX_CLIENT:
+        return None
+    date = _MEASURED.search(row.get("silicon_data_source") or "")
+    model = INFERENCEX_MODELS.get(row.get("model_path", ""))
+    gpu = (row.get("system") or "").removesuffix("_sxm")
+    if date is None or model is None:
+        return None
+    found = {}
+    for script in _inferencex_scripts():
+        key = (script["model"], script["precision"], script["gpu"], script["engine"])
+        if key != (model, row.get("precision"), gpu, row.get("backend")):
+            continue
+        before = [v for v in script["versions"] if v[0] <= date[1]]
+        if before:
+            found[script["path"]] = max(before, key=lambda v: v[0])
+    formats = {kv for _, _, kv in found.values()}
+    if len(formats) != 1 or "mixed" in formats:
+        return None
+    kv = formats.pop()
+    where = "; ".join(f"{path} at {commit[:9]} ({day})" for path, (day, commit, _) in sorted(found.items()))
+    return kv, f"InferenceX's script on {date[1]}: {where}"
+
+
 def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
     """The sample's rows as strings (empty where the run left a column blank)."""
     import gzip
@@ -75,17 +170,23 @@ def _number(row: dict[str, str], key: str, default: float = float("nan")) -> flo
 def precision_for(row: dict[str, str], model: ModelConfig) -> Precision:
     """The run's precision as roofline's Precision (see the module notes)."""
     if model.id.startswith("gpt-oss"):
-        return Precision("bf16", "bf16", "bf16", expert_weight_dtype="mxfp4")
+        return Precision("bf16", "bf16", kv_dtype_for(row), expert_weight_dtype="mxfp4")
     gemm = row.get("gemm_quant_mode") or ""
     moe = row.get("moe_quant_mode") or gemm
     if gemm in QUANT_WEIGHT_ONLY:
         expert = QUANT_WEIGHT_ONLY.get(moe, QUANT.get(moe, ("bf16",))[0])
-        return Precision(QUANT_WEIGHT_ONLY[gemm], "bf16", "bf16", expert_weight_dtype=expert)
+        return Precision(QUANT_WEIGHT_ONLY[gemm], "bf16", kv_dtype_for(row), expert_weight_dtype=expert)
     if gemm not in QUANT:
         raise ValueError(f"quant mode {gemm!r} not mapped")
     weight, math_dtype = QUANT[gemm]
     expert = QUANT_WEIGHT_ONLY.get(moe) or QUANT.get(moe, (weight,))[0]
-    return Precision(weight, math_dtype, "bf16", expert_weight_dtype=expert if expert != weight else None)
+    return Precision(weight, math_dtype, kv_dtype_for(row), expert_weight_dtype=expert if expert != weight else None)
+
+
+def kv_dtype_for(row: dict[str, str]) -> str:
+    """The run's KV-cache format: its script's where documented, else bf16 (module notes)."""
+    documented = documented_kv_dtype(row)
+    return documented[0] if documented else "bf16"
 
 
 def fp8_tables(row: dict[str, str]) -> tuple[str | None, str | None]:

@@ -3,12 +3,13 @@ closed loop of ``batch_size`` clients (the sample's concurrency), simulated requ
 (``roofline.serving.simulation``), once on the datasheet roofs (the ideal bound) and once on the
 run's engine's measured kernel tables on its device (``roofline.validate.run_tables``).
 
-Choices, documented rather than fitted: each run sends ``REQUESTS_PER_CLIENT`` requests per
-client (at most ``MAX_REQUESTS``), every prompt and output at the run's fixed isl and osl, and
-the simulated mean TTFT and mean TPOT are compared with the sample's figures. The sample does not
-record how many requests a run sent; the first wave, where every client's prompt arrives at once,
-weighs more in a shorter run. The rows, their mapping to models, devices and precisions, and what
-is left out are those of ``roofline.validate``.
+Each run's requests are drawn as its benchmark client drew them, where the row's source names the
+client (``roofline.silicon_sample.benchmark_client``): InferenceX's runs draw every prompt and
+output length uniformly in [0.8 x, 1 x] the nominal one, ten requests per client; the others send
+fixed lengths, ten requests per client, all clients starting at once (at most ``MAX_REQUESTS``).
+The simulated mean TTFT and mean TPOT are compared with the sample's figures. The rows, their
+mapping to models, devices and precisions, and what is left out are those of
+``roofline.validate``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from roofline.serving.simulation.metrics import per_request
 from roofline.serving.simulation.run import kv_blocks, simulate
 from roofline.serving.simulation.steptime import step_times
 from roofline.settings import Settings
+from roofline.silicon_sample import INFERENCEX_CLIENT, RECORDED_CLIENT, benchmark_client
 from roofline.validate import DEVICE_IDS, MODEL_IDS, _errors, _number, precision_for, run_tables, why_not_scored
 from roofline.workload import Workload
 
@@ -37,6 +39,9 @@ LOAD_FIELDS = (
     "datasheet_ttft_ms",
     "tables_ttft_ms",
     "measured_tpot_ms",
+    "client",
+    "range_ratio",
+    "kv_dtype",
     "datasheet_tpot_ms",
     "tables_tpot_ms",
     "datasheet_preemptions",
@@ -45,7 +50,6 @@ LOAD_FIELDS = (
     "below_ideal_tpot",
 )
 COLUMNS = ("datasheet", "tables")
-REQUESTS_PER_CLIENT = 10
 MAX_REQUESTS = 2000
 
 
@@ -56,15 +60,17 @@ def simulate_row(
     tables: bool = True,
     profile: EngineProfile | None = None,
     kv_dtype: str | None = None,
-    range_ratio: float = 1.0,
+    range_ratio: float | None = None,
 ) -> dict[str, object]:
     """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency, on the
     datasheet roofs and (``tables``) on its engine's kernel tables with its host work per step
     (``profile`` replaces the engine's own: the fit of ``benchmarks.fit_engine_host``).
     Assumptions the sample does not record, scored only when asked: ``kv_dtype`` for the KV cache
-    (default: the run's precision, bf16); ``range_ratio`` < 1 draws every prompt and output length
-    uniformly in [ratio x nominal, nominal], as ``--random-range-ratio`` does in vLLM's benchmark
-    client and its forks (default 1: the sample's fixed lengths)."""
+    of every run (default: the run's own, as its script set it where its source documents it, else
+    bf16: ``roofline.silicon_sample.kv_dtype_for``); ``range_ratio`` in (0, 1] draws every prompt and output
+    length of every run uniformly in [ratio x nominal, nominal], as ``--random-range-ratio`` does in
+    vLLM's benchmark client and its forks, 1 for fixed lengths (default None: as the run's own
+    client drew them, ``benchmark_client``)."""
     settings = settings or Settings()
     model = get_model(MODEL_IDS[row["model_path"]])
     hw = get_hardware(DEVICE_IDS[row["system"]])
@@ -72,7 +78,7 @@ def simulate_row(
     concurrency = int(_number(row, "batch_size"))
     isl, osl = int(row["isl"]), int(row["osl"])
     precision = precision_for(row, model)
-    if kv_dtype is not None:  # an assumption the user asked to score under (the sample records none)
+    if kv_dtype is not None:  # an assumption the user asked to score every run under
         precision = replace(precision, kv_dtype=kv_dtype)
     run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
     precision = run.precision
@@ -90,8 +96,11 @@ def simulate_row(
     blocks = cache["kv", model.id, hw.id, precision, tp]
     if blocks < 1:
         raise ValueError(f"{model.name} leaves no KV cache on {tp} x {hw.name}")
-    n = min(MAX_REQUESTS, REQUESTS_PER_CLIENT * concurrency)
-    # Every client starts at once, as the sample's runs record it (C clients, fixed lengths).
+    client = benchmark_client(row)
+    if range_ratio is None:
+        range_ratio = client.range_ratio
+    n = min(MAX_REQUESTS, client.prompts_per_client * concurrency)
+    # Every client starts at once (C clients behind a semaphore, every request sent at once).
     prompts, outputs = Lengths(isl), Lengths(osl)
     if range_ratio < 1.0:
         prompts = Lengths(max(1, int(isl * range_ratio)), isl)
@@ -122,6 +131,9 @@ def simulate_row(
         "osl": osl,
         "concurrency": concurrency,
         "requests": n,
+        "client": client.name,
+        "range_ratio": range_ratio,
+        "kv_dtype": precision.kv_dtype,
         "measured_ttft_ms": _number(row, "silicon_ttft_ms"),
         "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
         "host_fit_split": in_host_fit_split(row),
@@ -149,11 +161,12 @@ def simulate_row(
 
 
 def score_load(
-    rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None = None, range_ratio: float = 1.0
+    rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None = None, range_ratio: float | None = None
 ) -> dict[str, object]:
     """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall.
-    ``kv_dtype`` and ``range_ratio``: ``simulate_row``'s assumptions, for every run."""
-    if not 0.0 < range_ratio <= 1.0:
+    ``kv_dtype`` and ``range_ratio``: ``simulate_row``'s assumptions, for every run (None: each
+    run's own)."""
+    if range_ratio is not None and not 0.0 < range_ratio <= 1.0:
         raise ValueError(f"range ratio: expected a number in (0, 1], got {range_ratio}")
     cache: dict = {}
     results, skipped = [], {}
@@ -191,10 +204,16 @@ def score_load(
             "tables": "the run's engine's measured kernel tables on its device (the datasheet where they do not "
             "answer) and its host work per step",
         },
-        "requests_per_client": REQUESTS_PER_CLIENT,
         "every": every,
-        "kv_dtype": kv_dtype or "bf16 (the sample does not record it)",
+        "kv_dtype": kv_dtype
+        or "each run's own: as its benchmark script set it where the source documents it (InferenceX), else bf16",
         "range_ratio": range_ratio,
+        "clients": {
+            c.name: {"range_ratio": c.range_ratio, "prompts_per_client": c.prompts_per_client, "source": c.source}
+            for c in (INFERENCEX_CLIENT, RECORDED_CLIENT)
+        }
+        if range_ratio is None
+        else None,
         "overall": scores(results) if results else {"runs": 0},
         # The engines' host work per step was fitted on these runs (roofline.engines): the rest is
         # the test set, scored apart.
@@ -225,7 +244,14 @@ def render_load(report: dict[str, object]) -> str:
     o = report["overall"]
     lines = [f"{report['metric']}: {o['runs']:,} runs (every {report['every']}-th scoreable run)"]
     ratio = report.get("range_ratio", 1.0)
-    lengths = "fixed lengths" if ratio >= 1.0 else f"lengths uniform in [{ratio:g} x, 1 x] the run's"
+    if ratio is None:
+        drawn = [
+            f"{name}: " + ("fixed" if c["range_ratio"] >= 1.0 else f"uniform in [{c['range_ratio']:g}×, 1×]")
+            for name, c in report["clients"].items()
+        ]
+        lengths = f"lengths as each run's client drew them ({'; '.join(drawn)})"
+    else:
+        lengths = "fixed lengths" if ratio >= 1.0 else f"lengths uniform in [{ratio:g}×, 1×] the run's"
     lines.append(f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}")
     lines.append("error = simulated / measured - 1, as median |error| / p90 |error| / bias (median error)")
 

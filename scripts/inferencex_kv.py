@@ -1,0 +1,110 @@
+"""Write engine_db/inferencex_kv.toml: the KV-cache format every InferenceX single-node benchmark
+script set, version by version, from a local clone of SemiAnalysisAI/InferenceX (Apache-2.0).
+
+InferenceX's exports in the silicon sample record no KV-cache format; the script that ran each
+benchmark does (vLLM and SGLang: --kv-cache-dtype or a config's kv-cache-dtype; TensorRT-LLM: the
+dtype under kv_cache_config; none set: the engine's default, the model's own dtype). For every
+version of every script of the models roofline scores (Llama 3.1 70B, DeepSeek-R1, gpt-oss-120b,
+Kimi K2.5), the date of its commit and the format it set are written out; roofline reads the
+format in effect on a run's measured date (roofline.silicon_sample.documented_kv_dtype).
+
+    git clone https://github.com/SemiAnalysisAI/InferenceX && python scripts/inferencex_kv.py InferenceX
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_kv.toml"
+# Single-node scripts: benchmarks/[single_node/]{model}_{precision}_{gpu}[_trt][_docker|_slurm].sh
+SCRIPT = re.compile(
+    r"^benchmarks/(single_node/)?(?P<model>70b|dsr1|gptoss|kimik2\.5)_(?P<precision>fp4|fp8|int4|bf16)_"
+    r"(?P<gpu>b200|b300|h100|h200)(?P<trt>_trt)?(_docker|_slurm)?\.sh$"
+)
+LAUNCH = {"trtllm": "trtllm-serve", "sglang": "sglang.launch_server", "vllm": "vllm serve"}
+VLLM_SGLANG_KV = re.compile(r"kv[-_]cache[-_]dtype[= :]+\"?([\w]+)")
+TRT_KV = re.compile(r"kv_cache_config:\s*\n(?:[ \t]+\w+:.*\n)*?[ \t]+dtype:\s*(\w+)")
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+
+
+def framework(text: str, trt: bool) -> str | None:
+    found = [name for name, launch in LAUNCH.items() if launch in text]
+    if trt:
+        return "trtllm" if "trtllm" in found else None
+    found = [f for f in found if f != "trtllm"]
+    return found[0] if len(found) == 1 else None
+
+
+def kv_format(text: str, engine: str) -> str:
+    """fp8, bf16 (the engine's default: the model's dtype) or mixed (branches that disagree)."""
+    pattern = TRT_KV if engine == "trtllm" else VLLM_SGLANG_KV
+    values = {
+        "fp8" if v.startswith("fp8") else "bf16" if v in ("auto", "bfloat16", "bf16") else v
+        for v in pattern.findall(text)
+    }
+    launches = text.count(LAUNCH[engine])
+    if not values:
+        return "bf16"
+    if len(values) > 1 or (engine != "trtllm" and len(pattern.findall(text)) < launches):
+        return "mixed"
+    return values.pop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repo", type=Path, help="a clone of SemiAnalysisAI/InferenceX")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    head = git(args.repo, "rev-parse", "HEAD").stdout.strip()
+    paths = sorted(
+        {
+            p
+            for p in git(args.repo, "log", "--format=", "--name-only", "HEAD", "--", "benchmarks").stdout.split()
+            if SCRIPT.match(p)
+        }
+    )
+    lines = [
+        "# The KV-cache format each InferenceX single-node benchmark script set, version by version.",
+        "# Written by scripts/inferencex_kv.py; do not edit by hand.",
+        f'source = "SemiAnalysisAI/InferenceX (Apache-2.0), every version of benchmarks/ up to {head}"',
+        "",
+    ]
+    for path in paths:
+        m = SCRIPT.match(path)
+        versions, engine = [], None
+        for entry in git(args.repo, "log", "--format=%H %ad", "--date=short", "HEAD", "--", path).stdout.split("\n"):
+            if not entry:
+                continue
+            commit, date = entry.split()
+            shown = git(args.repo, "show", f"{commit}:{path}")
+            if shown.returncode:  # the commit that removed or renamed it
+                continue
+            engine = engine or framework(shown.stdout, bool(m["trt"]))
+            if engine:
+                versions.append((date, commit, kv_format(shown.stdout, engine)))
+        if not engine or not versions:
+            continue
+        lines += [
+            "[[script]]",
+            f'path = "{path}"',
+            f'model = "{m["model"]}"',
+            f'precision = "{m["precision"]}"',
+            f'gpu = "{m["gpu"]}"',
+            f'engine = "{engine}"',
+            "versions = [",
+            *(f'  ["{d}", "{c}", "{kv}"],' for d, c, kv in sorted(versions)),
+            "]",
+            "",
+        ]
+    args.out.write_text("\n".join(lines))
+    print(f"wrote {args.out}: {sum(1 for line in lines if line == '[[script]]')} scripts")
+
+
+if __name__ == "__main__":
+    main()
