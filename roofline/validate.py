@@ -47,6 +47,7 @@ from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests
     MODEL_IDS,
     QUANT,
     _number,
+    documented_kv_dtype,
     fp8_tables,
     load_silicon_sample,
     precision_for,
@@ -246,15 +247,19 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     results, skipped = score_rows(rows, tables=True, with_ops=True)
     if not results:
         raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}")
-    return results[0]
+    documented = documented_kv_dtype(rows[0])
+    kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"
+    return results[0] | {"kv_cache": kv}
 
 
 def render_explain(result: dict[str, object]) -> str:
     lines = [
-        f"{result['id']}: {result['model']} on {result['device']}, {result['engine']} {result['engine_version']}, "
+        f"{result['id']}: {result['model']} on {result['device']}, "
+        f"{(result['engine'] + ' ' + (result['engine_version'] or '')).strip()}, "
         f"TP {result['tp']}, concurrency {result['concurrency']}, {result['isl']} in / {result['osl']} out",
         f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
         f"tables {result['tables_tpot_ms']:.2f} ms",
+        f"KV cache: {result.get('kv_cache', 'bf16')}",
         f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
     ]
     for op in result["ops"]:

@@ -38,8 +38,8 @@ def add_parsers(sub) -> None:
         "--kv-dtype",
         choices=["bf16", "fp8"],
         default=None,
-        help="with --load: score every run as if its KV cache were in this format (the sample does not record it; "
-        "default bf16)",
+        help="with --load: score every run as if its KV cache were in this format (default: each run's own, as its "
+        "benchmark script set it where the source documents it, else bf16)",
     )
     p.add_argument(
         "--range-ratio",
@@ -104,7 +104,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if assumed and (not args.load or args.memory or args.report or args.explain):
         raise ValueError(
             f"{assumed[0]}: only with --load, not with --memory, --report or --explain (the published report "
-            "assumes bf16 KV and each run's own client)"
+            "reads each run's own KV format and client)"
         )
     if args.range_ratio is not None and not 0.0 < args.range_ratio <= 1.0:
         raise ValueError(f"--range-ratio: expected a number in (0, 1], got {args.range_ratio}")
