@@ -19,9 +19,10 @@ Mapping of names and precisions (documented choices, not fitted):
   from InferenceX (``silicon_data_source`` a dated ``source_file=YYYY-MM-DD.csv`` or a
   ``db-dump/``; all and only its 1,024/8,192-token grid) ran its client, vLLM's
   ``benchmark_serving.py`` with ``--random-range-ratio 0.8 --num-prompts CONC*10
-  --max-concurrency CONC --request-rate inf --ignore-eos`` (``.github/workflows/benchmark-tmpl.yml``
-  sets the ratio to 0.8 in every version from December 2025 to August 2026; the scripts under
-  ``benchmarks/`` pass it on; SemiAnalysisAI/InferenceX, Apache-2.0). Every other source records no
+  --max-concurrency CONC --request-rate inf --ignore-eos`` (its workflows set the ratio to 0.8 at
+  every commit checked, September 2025 to August 2026: the callers of
+  ``.github/workflows/benchmark-tmpl.yml`` before November 2025, its default since; the scripts
+  under ``benchmarks/`` pass it on; SemiAnalysisAI/InferenceX, Apache-2.0). Every other source records no
   client: its runs are read as the row says, fixed lengths and every client starting together.
 - Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
   weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
@@ -84,7 +85,8 @@ INFERENCEX_CLIENT = BenchmarkClient(
     "InferenceX (vLLM benchmark_serving.py)",
     0.8,
     10,
-    "SemiAnalysisAI/InferenceX (Apache-2.0): .github/workflows/benchmark-tmpl.yml RANDOM_RANGE_RATIO 0.8; "
+    "SemiAnalysisAI/InferenceX (Apache-2.0): its workflows' random-range-ratio 0.8 (benchmark-tmpl.yml's "
+    "RANDOM_RANGE_RATIO); "
     "benchmarks/benchmark_lib.sh run_benchmark_serving --random-range-ratio, --num-prompts CONC*10, "
     "--max-concurrency CONC, --request-rate inf, --ignore-eos",
 )
