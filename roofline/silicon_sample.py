@@ -134,15 +134,17 @@ def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
     gpu = (row.get("system") or "").removesuffix("_sxm")
     if date is None or model is None:
         return None
-    found = {}
+    found, formats = {}, set()
     for script in _inferencex_scripts():
         key = (script["model"], script["precision"], script["gpu"], script["engine"])
         if key != (model, row.get("precision"), gpu, row.get("backend")):
             continue
         before = [v for v in script["versions"] if v[0] <= date[1]]
         if before:
-            found[script["path"]] = max(before, key=lambda v: v[0])
-    formats = {kv for _, _, kv in found.values()}
+            # Every version of the latest day before the run counts: two on one day must agree.
+            latest = [v for v in before if v[0] == max(d for d, _, _ in before)]
+            found[script["path"]] = latest[-1]
+            formats |= {kv for _, _, kv in latest}
     if len(formats) != 1 or "mixed" in formats:
         return None
     kv = formats.pop()

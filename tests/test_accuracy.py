@@ -87,7 +87,11 @@ def test_a_run_measured_below_its_ideal_bound_is_counted_and_scored_apart(tmp_pa
     # The command line prints both scores and says why the run was left out.
     text = render_load(load)
     assert "test set within bound (1/2)" in text and "left out: TTFT 1 and TPOT 0 test runs" in text
-    assert "KV cache: bf16 (the sample does not record it); fixed lengths" in text
+    assert "KV cache: each run's own: as its benchmark script set it where the source documents it" in text
+    assert (
+        "lengths as each run's client drew them (InferenceX (vLLM benchmark_serving.py): uniform in [0.8×, 1×]" in text
+    )
+    assert [r["client"] for r in load["results"]] == ["as recorded (fixed lengths)"] * 2
 
 
 @pytest.mark.parametrize(
