@@ -21,9 +21,9 @@ st.caption(
     "in the database. Each run is predicted twice: on the datasheet's roofs (the ideal bound) and on its "
     "engine's measured kernels with its host work per step (the expected figure). The host work was fitted on "
     "one declared split (Qwen3-32B on H100); the test set is every other run, and nothing else was fitted on them. "
-    "Under load, each run is simulated as its benchmark client sent it: its clients, ten requests each, every "
-    "length as the client drew it (InferenceX's client: uniform in 0.8–1× the nominal length; a source that "
-    "names no client: fixed)."
+    "Each run is read in the setup its source documents: InferenceX's runs with its client's lengths (uniform "
+    "in 0.8–1× the nominal) and the KV-cache format its script set that day; other sources as recorded (fixed "
+    "lengths, bf16 KV)."
 )
 warn_bad_params(
     {"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES), "within": boolean}
