@@ -32,13 +32,14 @@ REPORT_COMMAND = "python -m roofline validate --report docs/accuracy.json"
 # A run measured this much below the ideal bound of its simulated setup: the datasheet's roofs with
 # no host work give the least time that setup takes under the simulation's scheduler and token budget
 # (its arrivals, KV-cache format, one token per step), so a faster measurement most likely comes
-# from something the sample does not record. The margin leaves room for a slightly better schedule.
+# from something its source does not record. The margin leaves room for a slightly better schedule.
 BELOW_IDEAL_MARGIN = 0.10
 BELOW_IDEAL_WHY = (
-    "measured more than 10% below the ideal bound of the setup simulated from what the sample records (datasheet "
-    "roofs, no host work, the engine's scheduler and token budget): such a run most likely differed from that "
-    "setup (prompts that did not arrive together, a smaller KV-cache format holding more sequences, speculative "
-    "decoding, engine flags), and its error says more about the setup than about the kernels"
+    "measured more than 10% below the ideal bound of the setup simulated from what its source records (datasheet "
+    "roofs, no host work, the engine's scheduler and token budget, the run's client and KV-cache format where "
+    "documented): such a run most likely differed from that setup (requests paced otherwise, a smaller KV-cache "
+    "format holding more sequences, speculative decoding, engine flags), and its error says more about the setup "
+    "than about the kernels"
 )
 
 

@@ -65,7 +65,7 @@ def simulate_row(
     """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency, on the
     datasheet roofs and (``tables``) on its engine's kernel tables with its host work per step
     (``profile`` replaces the engine's own: the fit of ``benchmarks.fit_engine_host``).
-    Assumptions the sample does not record, scored only when asked: ``kv_dtype`` for the KV cache
+    Assumptions for every run, scored only when asked: ``kv_dtype`` for the KV cache
     of every run (default: the run's own, as its script set it where its source documents it, else
     bf16: ``roofline.silicon_sample.kv_dtype_for``); ``range_ratio`` in (0, 1] draws every prompt and output
     length of every run uniformly in [ratio x nominal, nominal], as ``--random-range-ratio`` does in
