@@ -145,7 +145,7 @@ def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
             latest = [v for v in before if v[0] == max(d for d, _, _ in before)]
             found[script["path"]] = latest[-1]
             formats |= {kv for _, _, kv in latest}
-    if len(formats) != 1 or "mixed" in formats:
+    if len(formats) != 1 or not formats <= {"fp8", "bf16"}:  # disagreeing, "mixed" or unknown to roofline
         return None
     kv = formats.pop()
     where = "; ".join(f"{path} at {commit[:9]} ({day})" for path, (day, commit, _) in sorted(found.items()))
