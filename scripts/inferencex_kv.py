@@ -44,14 +44,12 @@ def framework(text: str, trt: bool) -> str | None:
 def kv_format(text: str, engine: str) -> str:
     """fp8, bf16 (the engine's default: the model's dtype) or mixed (branches that disagree)."""
     pattern = TRT_KV if engine == "trtllm" else VLLM_SGLANG_KV
-    values = {
-        "fp8" if v.startswith("fp8") else "bf16" if v in ("auto", "bfloat16", "bf16") else v
-        for v in pattern.findall(text)
-    }
-    launches = text.count(LAUNCH[engine])
+    found = pattern.findall(text)
+    values = {"fp8" if v.startswith("fp8") else "bf16" if v in ("auto", "bfloat16", "bf16") else v for v in found}
     if not values:
         return "bf16"
-    if len(values) > 1 or (engine != "trtllm" and len(pattern.findall(text)) < launches):
+    # vLLM and SGLang: every launch of the server must carry the flag (a launch without it runs the default).
+    if len(values) > 1 or (engine != "trtllm" and len(found) < text.count(LAUNCH[engine])):
         return "mixed"
     return values.pop()
 
