@@ -123,10 +123,10 @@ def _inferencex_scripts() -> tuple[dict, ...]:
         return tuple(tomllib.load(f).get("script", ()))
 
 
-def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
-    """The KV-cache format the script that ran an InferenceX run set on its measured date, and which
-    script versions say so; None where that cannot be told (another source, no date, no script of
-    the run's model, precision, GPU and engine, or its scripts disagreeing on that date)."""
+def _scripts_in_effect(row: dict[str, str], scripts: tuple[dict, ...]) -> tuple[str, dict[str, list]] | None:
+    """The measured date of an InferenceX run and, for every script of its model, precision, GPU
+    and engine, the versions of the latest day on or before that date (two on one day must agree);
+    None for another source, no date or no model known to InferenceX."""
     if benchmark_client(row) is not INFERENCEX_CLIENT:
         return None
     date = _MEASURED.search(row.get("silicon_data_source") or "")
@@ -134,22 +134,122 @@ def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
     gpu = (row.get("system") or "").removesuffix("_sxm")
     if date is None or model is None:
         return None
-    found, formats = {}, set()
-    for script in _inferencex_scripts():
+    found = {}
+    for script in scripts:
         key = (script["model"], script["precision"], script["gpu"], script["engine"])
         if key != (model, row.get("precision"), gpu, row.get("backend")):
             continue
         before = [v for v in script["versions"] if v[0] <= date[1]]
         if before:
-            # Every version of the latest day before the run counts: two on one day must agree.
-            latest = [v for v in before if v[0] == max(d for d, _, _ in before)]
-            found[script["path"]] = latest[-1]
-            formats |= {kv for _, _, kv in latest}
+            found[script["path"]] = [v for v in before if v[0] == max(d for d, _, _ in before)]
+    return date[1], found
+
+
+def _where(date: str, found: dict[str, list]) -> str:
+    listed = "; ".join(f"{path} at {vs[-1][1][:9]} ({vs[-1][0]})" for path, vs in sorted(found.items()))
+    return f"InferenceX's script on {date}: {listed}"
+
+
+def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
+    """The KV-cache format the script that ran an InferenceX run set on its measured date, and which
+    script versions say so; None where that cannot be told (another source, no date, no script of
+    the run's model, precision, GPU and engine, or its scripts disagreeing on that date)."""
+    effect = _scripts_in_effect(row, _inferencex_scripts())
+    if effect is None:
+        return None
+    date, found = effect
+    formats = {kv for versions in found.values() for _, _, kv in versions}
     if len(formats) != 1 or not formats <= {"fp8", "bf16"}:  # disagreeing, "mixed" or unknown to roofline
         return None
-    kv = formats.pop()
-    where = "; ".join(f"{path} at {commit[:9]} ({day})" for path, (day, commit, _) in sorted(found.items()))
-    return kv, f"InferenceX's script on {date[1]}: {where}"
+    return formats.pop(), _where(date, found)
+
+
+INFERENCEX_SETUP = INFERENCEX_KV.with_name("inferencex_setup.toml")
+# Each engine's name for its token budget per step (roofline's max_num_batched_tokens).
+TOKEN_BUDGET_KNOB = {"vllm": "max_num_batched_tokens", "sglang": "chunked_prefill_size", "trtllm": "max_num_tokens"}
+
+
+@dataclass(frozen=True)
+class ScriptSetup:
+    """The scheduler settings a run's script gave its server (None: the engine's default)."""
+
+    token_budget: int | None = None
+    recv_interval: int | None = None  # SGLang's --scheduler-recv-interval
+    batch_wait_iters: int | None = None  # TensorRT-LLM's batch_wait_timeout_iters ...
+    batch_wait_ratio: float | None = None  # ... and batch_wait_max_tokens_ratio
+    where: str = ""
+
+    def words(self) -> str:
+        parts = []
+        if self.token_budget is not None:
+            parts.append(f"{self.token_budget:,} tokens a step")
+        if self.recv_interval is not None:
+            parts.append(f"new requests taken in every {self.recv_interval} decode steps")
+        if self.batch_wait_iters:
+            ratio = self.batch_wait_ratio or 0.0
+            parts.append(f"prompts held up to {self.batch_wait_iters} steps for {ratio:.0%} of the budget")
+        return ", ".join(parts) or "the engine's defaults"
+
+
+@cache
+def _inferencex_digests() -> tuple[tuple[dict, ...], dict[str, list[str]]]:
+    with open(INFERENCEX_SETUP, "rb") as f:
+        data = tomllib.load(f)
+    return tuple(data.get("script", ())), data.get("digest", {})
+
+
+def run_variables(row: dict[str, str]) -> dict[str, str]:
+    """The variables InferenceX's workflow gives a benchmark script, as far as the row tells them:
+    lengths, TP, concurrency, expert parallelism, attention DP, and the throughput run's EVAL_ONLY
+    unset (an eval-only run measures no throughput)."""
+    env = {"ISL": row.get("isl", ""), "OSL": row.get("osl", ""), "EVAL_ONLY": "", "RUN_EVAL": ""}
+    env |= {"TP": str(int(_number(row, "tp_size", 1))), "CONC": str(int(_number(row, "batch_size")))}
+    env["RANDOM_RANGE_RATIO"] = str(INFERENCEX_CLIENT.range_ratio)
+    if _number(row, "moe_ep_size", 0) >= 1:
+        env["EP_SIZE"] = str(int(_number(row, "moe_ep_size")))
+    env["DP_ATTENTION"] = "true" if _number(row, "attention_dp_size", 1) > 1 else "false"
+    return env
+
+
+def documented_setup(row: dict[str, str]) -> ScriptSetup | None:
+    """The scheduler settings the scripts that ran an InferenceX run gave its server on its
+    measured date, each run for the row's variables (``roofline.script_setup``): a setting counts
+    where every script version in effect gives it the same value; None for another source."""
+    from roofline.script_setup import evaluate
+
+    scripts, digests = _inferencex_digests()
+    effect = _scripts_in_effect(row, scripts)
+    if effect is None or not effect[1]:
+        return None
+    date, found = effect
+    # A script removed on or before the run's date ran nothing that day (unless put back that day).
+    found = {path: [v for v in versions if v[2]] for path, versions in found.items()}
+    found = {path: versions for path, versions in found.items() if versions}
+    if not found:
+        return None
+    env = run_variables(row)
+    settings = [evaluate(digests[key], env) for versions in found.values() for _, _, key in versions]
+    budget_knob = TOKEN_BUDGET_KNOB.get(row.get("backend", ""), "")
+
+    def agreed(knob: str, kind: type, low: float, high: float) -> int | float | None:
+        values = {s.get(knob, "default") for s in settings}
+        if len(values) != 1:
+            return None
+        value = values.pop()
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            return None
+        return number if low <= number <= high else None
+
+    engine = row.get("backend")
+    return ScriptSetup(
+        token_budget=agreed(budget_knob, int, 1, 1 << 24) if budget_knob else None,
+        recv_interval=agreed("scheduler_recv_interval", int, 1, 1000) if engine == "sglang" else None,
+        batch_wait_iters=agreed("batch_wait_timeout_iters", int, 0, 1 << 20) if engine == "trtllm" else None,
+        batch_wait_ratio=agreed("batch_wait_max_tokens_ratio", float, 0.0, 1.0) if engine == "trtllm" else None,
+        where=_where(date, found),
+    )
 
 
 def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:

@@ -1,5 +1,8 @@
 """Write engine_db/inferencex_kv.toml: the KV-cache format every InferenceX single-node benchmark
-script set, version by version, from a local clone of SemiAnalysisAI/InferenceX (Apache-2.0).
+script set, version by version, from a local clone of SemiAnalysisAI/InferenceX (Apache-2.0); and
+engine_db/inferencex_setup.toml: the digest of every version (roofline.script_setup.digest: the
+lines that decide the scheduler's settings), which roofline runs for each benchmark's own input
+and output lengths, TP and concurrency (roofline.silicon_sample.documented_setup).
 
 InferenceX's exports in the silicon sample record no KV-cache format; the script that ran each
 benchmark does (vLLM and SGLang: --kv-cache-dtype or a config's kv-cache-dtype; TensorRT-LLM: the
@@ -14,11 +17,19 @@ format in effect on a run's measured date (roofline.silicon_sample.documented_kv
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_kv.toml"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from roofline.script_setup import digest  # noqa: E402
+
+OUT = ROOT / "engine_db" / "inferencex_kv.toml"
+SETUP_OUT = ROOT / "engine_db" / "inferencex_setup.toml"
 # Single-node scripts: benchmarks/[single_node/]{model}_{precision}_{gpu}[_trt][_docker|_slurm].sh
 SCRIPT = re.compile(
     r"^benchmarks/(single_node/)?(?P<model>70b|dsr1|gptoss|kimik2\.5)_(?P<precision>fp4|fp8|int4|bf16)_"
@@ -58,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repo", type=Path, help="a clone of SemiAnalysisAI/InferenceX")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--setup-out", type=Path, default=SETUP_OUT)
     args = parser.parse_args()
     head = git(args.repo, "rev-parse", "HEAD").stdout.strip()
     paths = sorted(
@@ -73,21 +85,46 @@ def main() -> None:
         f'source = "SemiAnalysisAI/InferenceX (Apache-2.0), every version of benchmarks/ up to {head}"',
         "",
     ]
+    setup = [
+        "# The lines of each InferenceX single-node benchmark script, version by version, that decide its",
+        "# server's scheduler settings (roofline.script_setup.digest), run for each benchmark's variables.",
+        "# Written by scripts/inferencex_kv.py; do not edit by hand.",
+        f'source = "SemiAnalysisAI/InferenceX (Apache-2.0), every version of benchmarks/ up to {head}"',
+        "",
+    ]
+    digests: dict[str, list[str]] = {}
     for path in paths:
         m = SCRIPT.match(path)
-        versions, engine = [], None
+        versions, engine, digested = [], None, []
         for entry in git(args.repo, "log", "--format=%H %ad", "--date=short", "HEAD", "--", path).stdout.split("\n"):
             if not entry:
                 continue
             commit, date = entry.split()
             shown = git(args.repo, "show", f"{commit}:{path}")
-            if shown.returncode:  # the commit that removed or renamed it
+            if shown.returncode:  # the commit that removed or renamed it: from then on it runs nothing
+                digested.append((date, commit, ""))
                 continue
             engine = engine or framework(shown.stdout, bool(m["trt"]))
             if engine:
                 versions.append((date, commit, kv_format(shown.stdout, engine)))
+                lines_kept = digest(shown.stdout)
+                key = hashlib.sha1("\n".join(lines_kept).encode()).hexdigest()[:12]
+                digests[key] = lines_kept
+                digested.append((date, commit, key))
         if not engine or not versions:
             continue
+        setup += [
+            "[[script]]",
+            f'path = "{path}"',
+            f'model = "{m["model"]}"',
+            f'precision = "{m["precision"]}"',
+            f'gpu = "{m["gpu"]}"',
+            f'engine = "{engine}"',
+            "versions = [",
+            *(f'  ["{d}", "{c}", "{k}"],' for d, c, k in sorted(digested)),
+            "]",
+            "",
+        ]
         lines += [
             "[[script]]",
             f'path = "{path}"',
@@ -101,6 +138,10 @@ def main() -> None:
             "",
         ]
     args.out.write_text("\n".join(lines))
+    setup.append("[digest]")
+    for key in sorted(digests):
+        setup += [f"{key} = [", *(f"  {json.dumps(line)}," for line in digests[key]), "]"]
+    args.setup_out.write_text("\n".join(setup) + "\n")
     print(f"wrote {args.out}: {sum(1 for line in lines if line == '[[script]]')} scripts")
 
 

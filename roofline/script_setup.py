@@ -1,0 +1,257 @@
+"""The scheduler settings a benchmark script gave its server, read for one run.
+
+A shell script that launches a serving engine often sets its scheduler by the run: InferenceX's
+TensorRT-LLM script for Llama 3.1 70B, for example, writes ``batch_wait_timeout_iters: 20`` into
+the server's config only ``if [[ "$ISL" == "1024" && "$OSL" == "1024" && ${TP} -lt 8 ]]``. So a
+script is kept as its *digest*, the lines that decide a setting (``if``/``elif``/``else``/``fi``,
+plain assignments, and the lines that name one of ``KNOBS``), and ``evaluate`` runs that digest
+for a run's variables (``ISL``, ``OSL``, ``TP``, ``CONC``, ...) as the shell would: the branches
+its tests take, the variables its assignments and ``$(( ))`` arithmetic give, and the settings
+the taken branches name.
+
+It is a reader, not a shell: a test or value that needs a variable the run does not give (an
+environment the workflow set, a file, a command's output) is *unknown*, and so is every setting
+under it; a setting named twice with different values is unknown too. Unknown settings are left
+out, and the engine's default stands.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+
+# What each knob is called in the scripts (CLI flags and YAML keys), by roofline's name for it.
+KNOBS = {
+    "max_num_batched_tokens": ("max-num-batched-tokens", "max_num_batched_tokens"),  # vLLM
+    "chunked_prefill_size": ("chunked-prefill-size",),  # SGLang
+    "scheduler_recv_interval": ("scheduler-recv-interval",),  # SGLang
+    "max_num_tokens": ("max_num_tokens",),  # TensorRT-LLM
+    "batch_wait_timeout_iters": ("batch_wait_timeout_iters",),  # TensorRT-LLM
+    "batch_wait_max_tokens_ratio": ("batch_wait_max_tokens_ratio",),  # TensorRT-LLM
+}
+_NAMES = {name: knob for knob, names in KNOBS.items() for name in names}
+_KNOB = re.compile(
+    r"(?:--|^\s*)(" + "|".join(map(re.escape, _NAMES)) + r")(?:\s*[=:]\s*|\s+)(\"[^\"]*\"|\$\(\([^)]*\)\)|[^\s\\\"]+)"
+)
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\$\(\(.*\)\)|\"[^\"]*\"|'[^']*'|[^\s;]*)\s*(?:#.*)?$")
+_BRANCH = re.compile(r"^\s*(if|elif|else|fi)\b(.*)$")
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+UNKNOWN = None
+
+
+def digest(text: str) -> list[str]:
+    """The lines of a script that decide a setting, in order (comments dropped)."""
+    kept = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if _BRANCH.match(stripped) or _ASSIGN.match(stripped) or _KNOB.search(line):
+            kept.append(stripped)
+    return kept
+
+
+def _value(word: str, env: dict[str, str | None]) -> str | None:
+    """A shell word's value: quotes removed, ``$VAR``, ``${VAR}``, ``${VAR:-default}`` and
+    ``$(( ))`` replaced; None where it needs a variable ``env`` does not know."""
+    word = word.strip()
+    if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
+        word = word[1:-1]
+    if "$(" in word and "$((" not in word:
+        return UNKNOWN  # a command's output
+    arith = re.fullmatch(r"\$\(\((.*)\)\)", word)
+    if arith:
+        return _arithmetic(arith[1], env)
+    missing = False
+
+    def sub(m: re.Match) -> str:
+        nonlocal missing
+        name = m[1] or m[3]
+        known = env.get(name)
+        if known is None:
+            if m[2] is not None and name not in env:
+                return m[2]
+            missing = True
+            return ""
+        return known
+
+    out = _VAR.sub(sub, word)
+    return UNKNOWN if missing else out
+
+
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+
+
+def _arithmetic(expr: str, env: dict[str, str | None]) -> str | None:
+    """Bash integer arithmetic (+ - * / % and comparisons, ``a ? b : c``) over known variables."""
+    ternary = re.fullmatch(r"(.+?)\?(.+):(.+)", expr)
+    if ternary:
+        test = _arithmetic(ternary[1], env)
+        return UNKNOWN if test is None else _arithmetic(ternary[2] if test != "0" else ternary[3], env)
+    names = set(re.findall(r"[A-Za-z_]\w*", expr.replace("$", "")))
+    values = {n: env.get(n) for n in names}
+    if any(v is None or not re.fullmatch(r"-?\d+", v) for v in values.values()):
+        return UNKNOWN
+    text = re.sub(r"\$\{?(\w+)\}?", r"\1", expr).replace("/", "//")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        return str(int(_eval(tree.body, {n: int(v) for n, v in values.items()})))
+    except (SyntaxError, ValueError, ZeroDivisionError, KeyError):
+        return UNKNOWN
+
+
+def _eval(node: ast.AST, names: dict[str, int]) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, names)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_eval(node.left, names), _eval(node.right, names))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
+        return int(_OPS[type(node.ops[0])](_eval(node.left, names), _eval(node.comparators[0], names)))
+    raise ValueError(f"not bash arithmetic: {ast.dump(node)}")
+
+
+# --- tests: [[ ... ]], [ ... ], &&, ||, !, -n, -z, ==, =, !=, -eq, -ne, -lt, -le, -gt, -ge ---
+_NUMERIC = {"-eq": operator.eq, "-ne": operator.ne, "-lt": operator.lt, "-le": operator.le, "-gt": operator.gt}
+_NUMERIC["-ge"] = operator.ge
+_TOKEN = re.compile(r"\[\[|\]\]|\[|\]|&&|\|\||!=|==|=|!|\(|\)|\"[^\"]*\"|'[^']*'|[^\s\[\]()&|!=\"']+")
+
+
+def _and(a: bool | None, b: bool | None) -> bool | None:
+    return False if a is False or b is False else (None if a is None or b is None else True)
+
+
+def _or(a: bool | None, b: bool | None) -> bool | None:
+    return True if a is True or b is True else (None if a is None or b is None else False)
+
+
+def _not(a: bool | None) -> bool | None:
+    return None if a is None else not a
+
+
+def condition(text: str, env: dict[str, str | None]) -> bool | None:
+    """A shell test's truth for ``env``; None where it needs an unknown variable or is not one
+    this reader understands."""
+    tokens = _TOKEN.findall(text.replace("; then", "").replace(";then", "").removesuffix("then"))
+    tokens = ["(" if t in ("[[", "[") else ")" if t in ("]]", "]") else t for t in tokens]
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str:
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1]
+
+    def either() -> bool | None:
+        out = both()
+        while peek() == "||":
+            take()
+            out = _or(out, both())
+        return out
+
+    def both() -> bool | None:
+        out = unary()
+        while peek() == "&&":
+            take()
+            out = _and(out, unary())
+        return out
+
+    def unary() -> bool | None:
+        if peek() == "!":
+            take()
+            return _not(unary())
+        if peek() == "(":
+            take()
+            out = either()
+            if take() != ")":
+                raise ValueError("unbalanced test")
+            return out
+        return primary()
+
+    def primary() -> bool | None:
+        word = take()
+        if word in ("-n", "-z"):
+            value = _value(take(), env)
+            return None if value is None else (bool(value) if word == "-n" else not value)
+        if peek() in ("==", "=", "!=") or peek() in _NUMERIC:
+            op, right = take(), _value(take(), env)
+            left = _value(word, env)
+            if left is None or right is None:
+                return None
+            if op in _NUMERIC:
+                if not (re.fullmatch(r"-?\d+", left) and re.fullmatch(r"-?\d+", right)):
+                    return None
+                return _NUMERIC[op](int(left), int(right))
+            if "*" in right or "?" in right:  # a glob pattern
+                return None
+            return (left == right) != (op == "!=")
+        value = _value(word, env)
+        return None if value is None else bool(value)
+
+    try:
+        result = either()
+        return result if pos == len(tokens) else None
+    except (IndexError, ValueError):
+        return None
+
+
+def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
+    """The settings a script's digest gives a run with variables ``env``: each knob it names in a
+    branch the run takes, by roofline's name; None for a knob it names but that cannot be told
+    (an unknown test or value above it, or two different values)."""
+    env = dict(env)
+    frames: list[list] = []  # [parent active, any branch taken so far, this branch active]
+    active: bool | None = True
+    found: dict[str, str | None] = {}
+    for line in lines:
+        branch = _BRANCH.match(line)
+        if branch:
+            word, rest = branch[1], branch[2]
+            if word == "if":
+                taken = condition(rest, env)
+                frames.append([active, taken, _and(active, taken)])
+                # A one-line `if ...; then ...; fi` sets nothing this reader follows.
+                if re.search(r";\s*fi\s*$", rest):
+                    frames.pop()
+            elif frames and word == "elif":
+                parent, before, _ = frames[-1]
+                now = _and(_not(before), condition(rest, env))
+                frames[-1] = [parent, _or(before, now), _and(parent, now)]
+            elif frames and word == "else":
+                parent, before, _ = frames[-1]
+                frames[-1] = [parent, True, _and(parent, _not(before))]
+            elif frames and word == "fi":
+                frames.pop()
+            active = frames[-1][2] if frames else True
+            continue
+        if active is False:
+            continue
+        assign = _ASSIGN.match(line)
+        if assign:
+            env[assign[1]] = _value(assign[2], env) if active else UNKNOWN
+            continue
+        for name, word in _KNOB.findall(line):
+            knob = _NAMES[name]
+            value = _value(word, env) if active else UNKNOWN
+            if knob in found and found[knob] != value:
+                value = UNKNOWN
+            found[knob] = value
+    return found
