@@ -81,6 +81,7 @@ class Replica:
             waiting=deque(),
             preemptions=preemptions,
             final=final,
+            inbox=deque(),
         )
         self.itl_values: list[np.ndarray] = []
         self.itl_weights: list[np.ndarray] = []
@@ -93,7 +94,12 @@ class Replica:
 
     @property
     def busy(self) -> bool:
-        return bool(self.pool.running or self.pool.waiting)
+        return bool(self.pool.running or self.pool.waiting or self.pool.inbox)
+
+    def receive(self, i: int) -> None:
+        """Request ``i`` arrives: it queues, or waits for the scheduler's next intake (SGLang's
+        ``recv_interval``)."""
+        (self.pool.inbox if self.knobs.recv_interval > 1 else self.pool.waiting).append(i)
 
     def step(self, upcoming_s: float) -> np.ndarray:
         """One scheduling decision at ``now`` (or a stretch of identical decode steps, up to the
@@ -102,7 +108,7 @@ class Replica:
         pool, times, knobs, prompt = self.pool, self.times, self.knobs, self.prompt
         now = self.now
         chosen, take = schedule(pool, knobs)
-        waiting_now = len(pool.waiting)
+        waiting_now = len(pool.waiting) + len(pool.inbox)
         if not chosen.size:  # nothing fits until something finishes: should not happen with running work
             raise RuntimeError("the scheduler could not place any request")
         before = pool.computed[chosen]
@@ -130,7 +136,10 @@ class Replica:
                 step_s,
                 float(upcoming_s) - now,
                 knobs.block_size,
+                # With arrivals held for the scheduler's intake, the stretch ends at the step that takes them in.
+                knobs.recv_interval - pool.recv_count if pool.inbox else None,
             )
+        pool.count_steps(knobs, steps, other=not decoding.all())
         end = now + step_s
         self._stretched = steps > 1
         pool.computed[chosen] = before + take + (steps - 1)
@@ -169,7 +178,7 @@ class Replica:
         held = np.asarray(pool.running, np.int64)
         state = (pool.computed, pool.blocks, pool.tokens, self.generated, self.last_token, self.finish)
         undo = (self.now, list(pool.running), pool.free_blocks, held, [a[held].copy() for a in state])
-        undo += (len(self.itl_values), self.steps)
+        undo += (len(self.itl_values), self.steps, pool.recv_count, pool.wait_iters)
         self.step(np.nan)
         self._undo = undo if self._stretched else None
 
@@ -178,8 +187,8 @@ class Replica:
         as ``step(t)`` would have run it; False where no stretch is under way past ``t``."""
         if self._undo is None or self.now <= t:
             return False
-        now, running, free, held, saved, itl_count, steps = self._undo
         pool = self.pool
+        now, running, free, held, saved, itl_count, steps, pool.recv_count, pool.wait_iters = self._undo
         for array, values in zip(
             (pool.computed, pool.blocks, pool.tokens, self.generated, self.last_token, self.finish), saved
         ):
@@ -247,7 +256,7 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
             i = sent
             sent += 1
             if not rejected[i]:
-                replica.pool.waiting.append(i)
+                replica.receive(i)
             elif closed:
                 next_client_request(arrival, sent, t)
 
@@ -285,12 +294,16 @@ def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
         arrival[sent + pending[0]] = t
 
 
-def _decode_stretch(pool, chosen, generated, output, times, mean_context, first_s, until_arrival_s, block_size):
+def _decode_stretch(
+    pool, chosen, generated, output, times, mean_context, first_s, until_arrival_s, block_size, most=None
+):
     """How many identical decode steps run before a request finishes or a new one arrives (the
-    step that sees the arrival included), and their total time. The step's cost grows with the
+    step that sees the arrival included), at most ``most``, and their total time. The step's cost grows with the
     context, linearly for the attention's cache read, so the steps' times are summed as an
     arithmetic series from the first step's time."""
     left = int((output[chosen] - generated[chosen]).min())
+    if most is not None:
+        left = min(left, max(1, int(most)))
     if left <= 1:
         return 1, first_s
     d = float(chosen.size)

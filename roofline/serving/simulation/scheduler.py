@@ -20,6 +20,17 @@ token of a decode), capped by the step's token budget. A request that reaches
   prefill batch of up to ``max_num_batched_tokens`` prompt tokens (SGLang's
   ``chunked_prefill_size``) and no decode; otherwise every running request decodes. A decode that
   runs out of cache retracts the request admitted last, as vLLM preempts.
+
+Two settings that hold new requests back, each off by default as in its engine:
+- ``recv_interval`` (SGLang's ``--scheduler-recv-interval``): the scheduler takes in arrived
+  requests only when its counter reaches the interval; a decode step adds 1 to the counter and any
+  other step 1,000 (SGLang's ``SchedulerRecvSkipper`` weights), so after a prefill new requests
+  come in at once and during decoding every ``recv_interval`` steps. An idle server takes them in
+  at once (its loop spins with nothing to run).
+- ``batch_wait_iters`` and ``batch_wait_ratio`` (TensorRT-LLM's ``batch_wait_timeout_iters`` and
+  ``batch_wait_max_tokens_ratio``): a step that would run prompts beside decodes runs the decodes
+  alone while fewer than ``batch_wait_iters`` steps have waited so and the step's tokens (the
+  prompts' whole lengths plus one per decode) stay under ``batch_wait_ratio`` x the token budget.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 POLICIES = ("vllm", "sglang", "trtllm")
+RECV_OTHER_WEIGHT = 1000  # what a step other than a decode adds to SGLang's intake counter
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,9 @@ class EngineKnobs:
     chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0  # 0: a prompt chunk may take the whole budget
     policy: str = "vllm"
+    recv_interval: int = 1  # SGLang: decode steps between two intakes of arrived requests
+    batch_wait_iters: int = 0  # TensorRT-LLM: steps prompts may be held for more tokens ...
+    batch_wait_ratio: float = 0.0  # ... until a step's tokens reach this share of the budget
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -50,9 +65,21 @@ class EngineKnobs:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 24:
                 raise ValueError(f"{name} must be an integer in [1, 16777216], got {value!r}")
-        t = self.long_prefill_token_threshold
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= 1 << 24:
-            raise ValueError(f"long_prefill_token_threshold must be an integer in [0, 16777216], got {t!r}")
+        for name, low, high in (
+            ("long_prefill_token_threshold", 0, 1 << 24),
+            ("recv_interval", 1, RECV_OTHER_WEIGHT),
+            ("batch_wait_iters", 0, 1 << 20),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        r = self.batch_wait_ratio
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
+            raise ValueError(f"batch_wait_ratio must be a number in [0, 1], got {r!r}")
+
+    @property
+    def batch_waits(self) -> bool:
+        return self.policy == "trtllm" and (self.batch_wait_iters > 0 or self.batch_wait_ratio > 0)
 
 
 @dataclass
@@ -67,6 +94,27 @@ class Pool:
     waiting: deque[int]
     preemptions: np.ndarray
     final: np.ndarray | None = None  # prompt + output of each request (what a no-evict admission reserves)
+    inbox: deque[int] | None = None  # arrived, not yet taken in (``recv_interval``)
+    recv_count: int = 0  # the intake counter
+    wait_iters: int = 0  # steps prompts have been held so far (``batch_wait_iters``)
+
+    def take_in(self, knobs: EngineKnobs) -> None:
+        """Move arrived requests into the queue where the intake counter allows (module notes)."""
+        idle = not self.running and not self.waiting
+        if knobs.recv_interval <= 1 or self.recv_count >= knobs.recv_interval or idle:
+            self.recv_count = 0
+            if self.inbox:
+                self.waiting.extend(self.inbox)
+                self.inbox.clear()
+
+    def count_steps(self, knobs: EngineKnobs, decode_steps: int, other: bool) -> None:
+        """Advance the intake counter past a step (``other``) or a stretch of decode steps,
+        taking in nothing on the way: the counter as it stands before the next intake check."""
+        t = knobs.recv_interval
+        if other:
+            self.recv_count += RECV_OTHER_WEIGHT
+        elif decode_steps:
+            self.recv_count = (self.recv_count + decode_steps - 1) % t + 1 if t > 1 else 0
 
 
 def _blocks_for(tokens: np.ndarray | int, block_size: int) -> np.ndarray:
@@ -76,6 +124,7 @@ def _blocks_for(tokens: np.ndarray | int, block_size: int) -> np.ndarray:
 def schedule(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     """Choose this step's requests and their new tokens (arrays in admission order), taking
     and freeing KV blocks and preempting as needed; updates ``pool`` in place."""
+    pool.take_in(knobs)
     if knobs.policy == "sglang":
         return _prefill_first(pool, knobs)
     return _mixed(pool, knobs)
@@ -170,9 +219,33 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
         budget -= int(take.sum())
         chosen, taken = run.tolist(), take.tolist()
     # A step that had to preempt admits nobody: the cache is short already (vLLM V1 does the same).
+    running_before = len(chosen)
     if not preempted:
         _admit(pool, knobs, budget, cap, chosen, taken)
-    return np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
+    chosen_a, taken_a = np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
+    if knobs.batch_waits:
+        return _batch_wait(pool, knobs, chosen_a, taken_a, running_before)
+    return chosen_a, taken_a
+
+
+def _batch_wait(pool: Pool, knobs: EngineKnobs, chosen: np.ndarray, taken: np.ndarray, running_before: int):
+    """TensorRT-LLM's batch waiting (module notes): the step's prompts are held back, new ones
+    returned to the head of the queue with their blocks, while the wait lasts."""
+    new = np.arange(chosen.size) >= running_before
+    prompt = new | (pool.tokens[chosen] - pool.computed[chosen] > 1)
+    if not prompt.any() or prompt.all():
+        return chosen, taken
+    tokens = int(pool.tokens[chosen[prompt]].sum()) + int((~prompt).sum())
+    if pool.wait_iters >= knobs.batch_wait_iters or tokens >= knobs.batch_wait_ratio * knobs.max_num_batched_tokens:
+        pool.wait_iters = 0
+        return chosen, taken
+    pool.wait_iters += 1
+    for i in reversed(chosen[new].tolist()):  # admitted this step: back to the head, in order
+        pool.running.remove(i)
+        pool.free_blocks += int(pool.blocks[i])
+        pool.blocks[i] = 0
+        pool.waiting.appendleft(i)
+    return chosen[~prompt], taken[~prompt]
 
 
 def _preempt(pool: Pool, i: int) -> None:
