@@ -48,6 +48,7 @@ from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests
     QUANT,
     _number,
     documented_kv_dtype,
+    documented_setup,
     fp8_tables,
     load_silicon_sample,
     precision_for,
@@ -249,7 +250,9 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
         raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}")
     documented = documented_kv_dtype(rows[0])
     kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"
-    return results[0] | {"kv_cache": kv}
+    setup = documented_setup(rows[0])
+    scheduler = f"{setup.words()} ({setup.where})" if setup else "the engine's defaults (the source records none)"
+    return results[0] | {"kv_cache": kv, "scheduler": scheduler}
 
 
 def render_explain(result: dict[str, object]) -> str:
@@ -260,6 +263,7 @@ def render_explain(result: dict[str, object]) -> str:
         f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
         f"tables {result['tables_tpot_ms']:.2f} ms",
         f"KV cache: {result.get('kv_cache', 'bf16')}",
+        f"Scheduler (validate --load): {result.get('scheduler', 'the engine defaults')}",
         f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
     ]
     for op in result["ops"]:

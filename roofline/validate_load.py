@@ -28,7 +28,7 @@ from roofline.serving.simulation.metrics import per_request
 from roofline.serving.simulation.run import kv_blocks, simulate
 from roofline.serving.simulation.steptime import step_times
 from roofline.settings import Settings
-from roofline.silicon_sample import INFERENCEX_CLIENT, RECORDED_CLIENT, benchmark_client
+from roofline.silicon_sample import INFERENCEX_CLIENT, RECORDED_CLIENT, ScriptSetup, benchmark_client, documented_setup
 from roofline.validate import DEVICE_IDS, MODEL_IDS, _errors, _number, precision_for, run_tables, why_not_scored
 from roofline.workload import Workload
 
@@ -42,6 +42,7 @@ LOAD_FIELDS = (
     "client",
     "range_ratio",
     "kv_dtype",
+    "scheduler",
     "datasheet_tpot_ms",
     "tables_tpot_ms",
     "datasheet_preemptions",
@@ -85,11 +86,19 @@ def simulate_row(
     # The run's engine: its scheduler and its default token budget on the device; its sequence cap
     # holds at least the run's concurrency.
     profile = profile or engine_profile(row["backend"])
+    # The scheduler settings its script gave the server, where its source documents them.
+    setup = documented_setup(row) or ScriptSetup()
     settings = replace(
         settings,
         engine=row["backend"],
         max_num_seqs=max(settings.max_num_seqs, concurrency),
-        max_batched_tokens=profile.token_budget(hw),
+        max_batched_tokens=setup.token_budget or profile.token_budget(hw),
+    )
+    knobs = replace(
+        knobs_from(settings, True, hw.id),
+        recv_interval=setup.recv_interval or 1,
+        batch_wait_iters=setup.batch_wait_iters or 0,
+        batch_wait_ratio=setup.batch_wait_ratio or 0.0,
     )
     if ("kv", model.id, hw.id, precision, tp) not in cache:
         cache["kv", model.id, hw.id, precision, tp] = kv_blocks(model, hw, precision, tp, settings)
@@ -134,6 +143,7 @@ def simulate_row(
         "client": client.name,
         "range_ratio": range_ratio,
         "kv_dtype": precision.kv_dtype,
+        "scheduler": setup.words(),
         "measured_ttft_ms": _number(row, "silicon_ttft_ms"),
         "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
         "host_fit_split": in_host_fit_split(row),
@@ -149,7 +159,7 @@ def simulate_row(
             cache[key] = step_times(
                 model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs, ceilings
             )
-        sim = simulate(requests, cache[key], blocks, knobs_from(settings, True, hw.id))
+        sim = simulate(requests, cache[key], blocks, knobs)
         r = per_request(sim)
         out[f"{column}_ttft_ms"] = float(np.nanmean(r["ttft_s"])) * 1e3
         out[f"{column}_tpot_ms"] = float(np.nanmean(r["tpot_s"])) * 1e3 if osl > 1 else None

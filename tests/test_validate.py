@@ -146,6 +146,7 @@ def test_explain_gives_every_op_its_source(tmp_path):
     assert "vLLM 0.24.0 kernels" in sources["all-reduce (attention)"]
     assert "one: llama-3.1-8b on h100-sxm" in render_explain(result)
     assert "KV cache: bf16 (the engines' default; the source records none)" in render_explain(result)
+    assert "Scheduler (validate --load): the engine's defaults (the source records none)" in render_explain(result)
     with pytest.raises(ValueError, match="no run"):
         explain("missing", path)
 

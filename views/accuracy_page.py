@@ -22,8 +22,9 @@ st.caption(
     "engine's measured kernels with its host work per step (the expected figure). The host work was fitted on "
     "one declared split (Qwen3-32B on H100); the test set is every other run, and nothing else was fitted on them. "
     "Each run is read in the setup its source documents: InferenceX's runs with its client's lengths (uniform "
-    "in 0.8–1× the nominal) and the KV-cache format its script set that day; other sources as recorded (fixed "
-    "lengths, bf16 KV)."
+    "in 0.8–1× the nominal), the KV-cache format its script set that day and the scheduler settings it gave the "
+    "server (token budget, SGLang's intake interval, TensorRT-LLM's batch waiting); other sources as recorded "
+    "(fixed lengths, bf16 KV, the engines' defaults)."
 )
 warn_bad_params(
     {"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES), "within": boolean}
