@@ -74,3 +74,6 @@ DEFAULT_CUDA_GRAPH_BYTES = 0.91 * 2**30
 # Replicas behind a router in the serving simulation (serve --replicas, --router).
 ROUTERS = ("round-robin", "random", "least-loaded")
 MAX_REPLICAS = 1024
+# SGLang's intake counter: a decode step adds 1, any other step this much (its
+# SchedulerRecvSkipper's default weight), so --scheduler-recv-interval is at most this.
+RECV_OTHER_WEIGHT = 1000

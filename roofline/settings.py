@@ -36,8 +36,9 @@ _RANGES = {
     "memory_scale": (0.0, 1e6, False),
     "link_scale": (0.0, 1e6, False),
     "capacity_scale": (0.0, 1e6, False),
+    "batch_wait_ratio": (0.0, 1.0, True),
 }
-_INTEGERS = {"block_size": 1 << 20, "max_batched_tokens": 1 << 30, "max_num_seqs": 1 << 24}
+_INTEGERS = {"block_size": 1 << 20, "max_batched_tokens": 1 << 30, "max_num_seqs": 1 << 24, "recv_interval": 1000}
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,12 @@ class Settings:
     block_size: int = DEFAULT_BLOCK_SIZE
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    # Settings that hold new requests back in a simulated engine (off by default, as in the engines):
+    # SGLang's --scheduler-recv-interval, TensorRT-LLM's batch_wait_timeout_iters and
+    # batch_wait_max_tokens_ratio (roofline.serving.simulation.scheduler).
+    recv_interval: int = 1
+    batch_wait_iters: int = 0
+    batch_wait_ratio: float = 0.0
     non_torch_bytes: float = DEFAULT_NON_TORCH_BYTES
     cuda_graph_bytes: float = DEFAULT_CUDA_GRAPH_BYTES  # with CUDA graphs
     comm_buffer_bytes: float = DEFAULT_COMM_BUFFER_BYTES  # NCCL buffers, with TP > 1
@@ -84,6 +91,9 @@ class Settings:
             elif f.name in _INTEGERS:
                 if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INTEGERS[f.name]:
                     raise ValueError(f"{f.name} must be an integer in [1, {_INTEGERS[f.name]}], got {value!r}")
+        w = self.batch_wait_iters
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 1 << 20:
+            raise ValueError(f"batch_wait_iters must be an integer in [0, 1048576], got {w!r}")
         check_engine(self.engine)
         if self.engine_version is not None and not (
             isinstance(self.engine_version, str) and 0 < len(self.engine_version) <= 40

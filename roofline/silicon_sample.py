@@ -24,6 +24,14 @@ Mapping of names and precisions (documented choices, not fitted):
   ``.github/workflows/benchmark-tmpl.yml`` before November 2025, its default since; the scripts
   under ``benchmarks/`` pass it on; SemiAnalysisAI/InferenceX, Apache-2.0). Every other source records no
   client: its runs are read as the row says, fixed lengths and every client starting together.
+- The scheduler, where the row's source documents the script that ran it (``documented_setup``):
+  the settings that script gave the server for the run's own lengths, TP and concurrency
+  (``roofline.script_setup`` runs each script version's deciding lines; every version in
+  ``engine_db/inferencex_setup.toml``, written by ``scripts/inferencex_kv.py``): the token budget
+  (vLLM's ``--max-num-batched-tokens``, SGLang's ``--chunked-prefill-size``, TensorRT-LLM's
+  ``max_num_tokens``), SGLang's ``--scheduler-recv-interval`` and TensorRT-LLM's
+  ``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``. A setting counts where every
+  version in effect that day gives it the same value; elsewhere the engine's default stands.
 - Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
   weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
 """

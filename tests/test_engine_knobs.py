@@ -32,8 +32,9 @@ def test_tensorrt_llms_batch_waiting_step_by_step():
     assert _two("trtllm") == pytest.approx([1 * MS, 4 * MS])
     # A prompt of 95 tokens (+ A's 1 >= 90) fills the step enough: no wait.
     assert _two("trtllm", 95, batch_wait_iters=3, batch_wait_ratio=0.9) == pytest.approx([1 * MS, 4 * MS])
-    # vLLM's scheduler has no batch waiting: the settings are TensorRT-LLM's.
-    assert _two("vllm", batch_wait_iters=3, batch_wait_ratio=0.9) == pytest.approx([1 * MS, 4 * MS])
+    # vLLM's scheduler has no batch waiting: the settings are TensorRT-LLM's alone.
+    with pytest.raises(ValueError, match="TensorRT-LLM's batch waiting"):
+        _two("vllm", batch_wait_iters=3, batch_wait_ratio=0.9)
 
 
 def test_sglangs_intake_interval_step_by_step():
@@ -180,3 +181,48 @@ def test_an_inferencex_runs_scheduler_is_the_one_its_scripts_set():
     other = row("meta-llama/Llama-3.1-70B", "h200_sxm", "trtllm", "fp8", 4, 8)
     other["silicon_data_source"] = "source_file=/x/gap.csv"
     assert documented_setup(other) is None
+
+
+def _serve(extra: list[str], capsys) -> tuple[int, str, str]:
+    from tests.test_simulation import SERVE, _cli
+
+    argv = SERVE + ["--concurrency", "8", "--requests", "64", "--output-len", "64", "--output-max", "192", *extra]
+    try:
+        return _cli(argv, capsys)
+    except SystemExit as exc:  # argparse refuses a value before the command runs
+        out, err = capsys.readouterr()
+        return int(exc.code), out, err
+
+
+def test_serve_takes_the_engines_settings_that_hold_requests_back(capsys):
+    import json
+
+    ttft = {}
+    for name, extra in {
+        "trtllm": ["--engine", "trtllm"],
+        "trtllm held": ["--engine", "trtllm", "--batch-wait-iters", "20", "--batch-wait-ratio", "0.9"],
+        "sglang": ["--engine", "sglang"],
+        "sglang every 30": ["--engine", "sglang", "--recv-interval", "30"],
+    }.items():
+        code, out, err = _serve(extra + ["--json"], capsys)
+        assert code == 0, err
+        data = json.loads(out)
+        ttft[name] = data["ttft_s"]["mean"]
+        assert data["completed"] == 64
+    assert data["engine"]["recv_interval"] == 30
+    assert ttft["trtllm held"] > ttft["trtllm"] and ttft["sglang every 30"] > ttft["sglang"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--engine", "vllm", "--recv-interval", "30"], "recv_interval is SGLang's --scheduler-recv-interval"),
+        (["--engine", "sglang", "--recv-interval", "5000"], "--recv-interval: expected an integer in [1, 1000]"),
+        (["--engine", "sglang", "--batch-wait-iters", "3"], "are TensorRT-LLM's batch waiting"),
+        (["--engine", "trtllm", "--batch-wait-ratio", "2"], "--batch-wait-ratio: expected a number in [0, 1]"),
+        (["--engine", "trtllm", "--batch-wait-iters", "-1"], "--batch-wait-iters: expected a non-negative integer"),
+    ],
+)
+def test_serve_refuses_those_settings_clearly(extra, message, capsys):
+    code, out, err = _serve(extra, capsys)
+    assert code == 2 and message in err and "Traceback" not in err

@@ -56,6 +56,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """A whole number from 0 to 2^53."""
+    if text.strip() in ("0", "+0", "-0"):
+        return 0
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text[:40]!r}") from None
+
+
 def _finite(text: str, what: str) -> float:
     try:
         value = float(text)
@@ -316,6 +326,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         block_size=args.block_size,
         max_batched_tokens=args.max_batched_tokens,
         max_num_seqs=args.max_num_seqs,
+        recv_interval=getattr(args, "recv_interval", 1),
+        batch_wait_iters=getattr(args, "batch_wait_iters", 0),
+        batch_wait_ratio=getattr(args, "batch_wait_ratio", 0.0),
         non_torch_bytes=args.non_torch_gb * 1e9,
         cuda_graph_bytes=args.cuda_graph_gb * 1e9,
         engine=getattr(args, "engine", "ideal"),

@@ -6,13 +6,28 @@ from __future__ import annotations
 import argparse
 import os
 
-from roofline.cli.args import CliError, non_negative_float, positive_int, precision_from_args, settings_from_args
-from roofline.defaults import MAX_REPLICAS, ROUTERS
+from roofline.cli.args import (
+    CliError,
+    fraction_or_zero,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    precision_from_args,
+    settings_from_args,
+)
+from roofline.defaults import MAX_REPLICAS, RECV_OTHER_WEIGHT, ROUTERS
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
 from roofline.models import get_model
 
 MAX_SIMULATED_REQUESTS = 200_000
+
+
+def recv_interval(text: str) -> int:
+    value = positive_int(text)
+    if value > RECV_OTHER_WEIGHT:  # SGLang counts a prefill as this many decode steps
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {RECV_OTHER_WEIGHT}], got {text[:40]!r}")
+    return value
 
 
 def add_load(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +68,27 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         choices=ROUTERS,
         help="how the replicas share the requests: round-robin (every N-th request; a closed loop's clients split "
         "evenly), random (seeded) or least-loaded (each request to the replica holding the fewest outstanding)",
+    )
+    group.add_argument(
+        "--recv-interval",
+        type=recv_interval,
+        default=1,
+        help="SGLang's --scheduler-recv-interval: decode steps between two intakes of new requests (--engine sglang; "
+        "default 1, every step)",
+    )
+    group.add_argument(
+        "--batch-wait-iters",
+        type=non_negative_int,
+        default=0,
+        help="TensorRT-LLM's batch_wait_timeout_iters: steps prompts may be held back beside decodes (--engine trtllm; "
+        "default 0)",
+    )
+    group.add_argument(
+        "--batch-wait-ratio",
+        type=fraction_or_zero,
+        default=0.0,
+        help="TensorRT-LLM's batch_wait_max_tokens_ratio: held until the step's tokens reach this share of the token "
+        "budget (--engine trtllm; default 0)",
     )
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")

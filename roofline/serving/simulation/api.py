@@ -50,6 +50,9 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: st
         block_size=settings.block_size,
         chunked_prefill=chunked_prefill,
         policy=profile.scheduler if profile else "vllm",
+        recv_interval=settings.recv_interval,
+        batch_wait_iters=settings.batch_wait_iters,
+        batch_wait_ratio=settings.batch_wait_ratio,
     )
 
 
@@ -106,6 +109,9 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "max_num_seqs": sim.knobs.max_num_seqs,
         "block_size": sim.knobs.block_size,
         "chunked_prefill": sim.knobs.chunked_prefill,
+        "recv_interval": sim.knobs.recv_interval,
+        "batch_wait_iters": sim.knobs.batch_wait_iters,
+        "batch_wait_ratio": sim.knobs.batch_wait_ratio,
         "kv_blocks": sim.kv_blocks,
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
         "replicas": sim.replicas,

@@ -40,8 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.defaults import RECV_OTHER_WEIGHT  # what a step other than a decode adds to SGLang's intake counter
+
 POLICIES = ("vllm", "sglang", "trtllm")
-RECV_OTHER_WEIGHT = 1000  # what a step other than a decode adds to SGLang's intake counter
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,20 @@ class EngineKnobs:
         r = self.batch_wait_ratio
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
             raise ValueError(f"batch_wait_ratio must be a number in [0, 1], got {r!r}")
+        if self.recv_interval > 1 and self.policy != "sglang":
+            raise ValueError(
+                f"recv_interval is SGLang's --scheduler-recv-interval: it needs SGLang's scheduler (engine sglang), "
+                f"not {self.policy}'s"
+            )
+        if (self.batch_wait_iters or self.batch_wait_ratio) and self.policy != "trtllm":
+            raise ValueError(
+                "batch_wait_iters and batch_wait_ratio are TensorRT-LLM's batch waiting: they need its scheduler "
+                f"(engine trtllm), not {self.policy}'s"
+            )
 
     @property
     def batch_waits(self) -> bool:
-        return self.policy == "trtllm" and (self.batch_wait_iters > 0 or self.batch_wait_ratio > 0)
+        return self.batch_wait_iters > 0 or self.batch_wait_ratio > 0
 
 
 @dataclass
