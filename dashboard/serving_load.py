@@ -16,6 +16,7 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.cache import cached
+from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
@@ -120,6 +121,7 @@ def render_load_section(
         load = Load("poisson", int(n), prompt, output, rate_per_s=float(amount), seed=int(seed))
     else:
         load = Load("concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed))
+    settings = held_back(settings)
     measured = measured_upload()
     _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets, measured)
     _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))

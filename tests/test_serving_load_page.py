@@ -194,3 +194,19 @@ def test_measured_results_go_on_the_rate_curves_with_their_gap():
     assert all(t.marker.symbol in ("diamond", "diamond-open") for t in added)
     gaps = measured_gaps(runs, get_model("llama-3.1-8b"), get_hardware("h100-sxm"), Precision(), 1, Settings(), True)
     assert {"TTFT p50", "TPOT p50"} <= set(gaps["metric"]) and (gaps["simulated / measured"].dropna() > 0).all()
+
+
+def test_the_engines_own_settings_that_hold_requests_back_are_in_the_url():
+    """SGLang's intake interval on the page with SGLang, TensorRT-LLM's batch waiting with it, and
+    neither with vLLM; a longer hold raises the TTFT the section draws."""
+    at = serving(engine="sglang", load_rate="5", load_n="80", load_recv="30")
+    assert not at.exception and not at.warning, [e.message for e in at.exception]
+    assert at.number_input(key="load_recv").value == 30
+    held = values(chart(at, "load_ttft_chart")["data"][0]["x"]).mean()
+    every = serving(engine="sglang", load_rate="5", load_n="80")
+    assert held > values(chart(every, "load_ttft_chart")["data"][0]["x"]).mean()
+    trt = serving(engine="trtllm", load_wait="20", load_wait_ratio="0.9")
+    assert not trt.exception and trt.number_input(key="load_wait").value == 20
+    assert not [n for n in serving(engine="vllm").number_input if n.key in ("load_recv", "load_wait")]
+    bad = serving(engine="sglang", load_recv="5000")
+    assert not bad.exception and "`load_recv`" in " ".join(w.value for w in bad.warning)
