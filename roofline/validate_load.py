@@ -100,9 +100,11 @@ def simulate_row(
         batch_wait_iters=setup.batch_wait_iters or 0,
         batch_wait_ratio=setup.batch_wait_ratio or 0.0,
     )
-    if ("kv", model.id, hw.id, precision, tp) not in cache:
-        cache["kv", model.id, hw.id, precision, tp] = kv_blocks(model, hw, precision, tp, settings)
-    blocks = cache["kv", model.id, hw.id, precision, tp]
+    # The KV budget depends on the settings too (the token budget sizes the activation workspace).
+    kv_key = ("kv", model.id, hw.id, precision, tp, settings)
+    if kv_key not in cache:
+        cache[kv_key] = kv_blocks(model, hw, precision, tp, settings)
+    blocks = cache[kv_key]
     if blocks < 1:
         raise ValueError(f"{model.name} leaves no KV cache on {tp} x {hw.name}")
     client = benchmark_client(row)

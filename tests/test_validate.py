@@ -301,3 +301,28 @@ def test_the_kv_format_reader_of_benchmark_scripts_on_hand_written_scripts():
     assert mod.kv_format(trt.replace("fp8", "auto"), "trtllm") == "bf16"
     assert mod.framework("trtllm-serve m", True) == "trtllm"
     assert mod.framework("vllm serve m", False) == "vllm" and mod.framework("vllm serve m", True) is None
+
+
+def test_a_runs_kv_cache_does_not_depend_on_the_runs_simulated_before_it():
+    """The KV budget depends on the token budget (the activation workspace): two runs of one model,
+    device, precision and TP with different budgets keep their own blocks in a shared cache."""
+    from roofline.silicon_sample import documented_setup, load_silicon_sample
+    from roofline.validate_load import simulate_row
+
+    rows = [
+        r
+        for r in load_silicon_sample()
+        if r.get("model_path") == "meta-llama/Llama-3.1-70B"
+        and r.get("system") == "h200_sxm"
+        and r.get("tp_size") in ("1", "1.0")
+        and r.get("batch_size") in ("4", "4.0")
+        and r.get("osl") == "1024"
+    ]
+    vllm = next(r for r in rows if r["backend"] == "vllm")
+    trt = next(r for r in rows if r["backend"] == "trtllm" and documented_setup(r).token_budget == 16384)
+    alone = simulate_row(trt, {}, tables=False)
+    cache: dict = {}
+    simulate_row(vllm, cache, tables=False)
+    assert simulate_row(trt, cache, tables=False) == alone
+    blocks = {k[-1].max_batched_tokens: v for k, v in cache.items() if isinstance(k, tuple) and k[0] == "kv"}
+    assert set(blocks) == {8192, 16384} and blocks[8192] > blocks[16384]
