@@ -14,8 +14,11 @@ from roofline.settings import Settings
 def held_back(settings: Settings) -> Settings:
     """SGLang's intake interval or TensorRT-LLM's batch waiting, for the page's engine (off by default)."""
     warn_bad_params({"load_recv": int_in(1, 1000), "load_wait": int_in(0, 1000), "load_wait_ratio": float_in(0, 1)})
+    if settings.engine not in ("sglang", "trtllm"):
+        return settings
+    c1, c2, _, _ = st.columns(4)
     if settings.engine == "sglang":
-        n = st.number_input(
+        n = c1.number_input(
             "Intake interval (decode steps)",
             1,
             1000,
@@ -26,7 +29,6 @@ def held_back(settings: Settings) -> Settings:
         )
         return replace(settings, recv_interval=int(n))
     if settings.engine == "trtllm":
-        c1, c2 = st.columns(2)
         n = c1.number_input(
             "Batch wait (steps)",
             0,

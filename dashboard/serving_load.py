@@ -83,7 +83,8 @@ def render_load_section(
         f"Requests arrive at {hw.name} (the first device picked, TP={tp}) one by one: prompts of "
         f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, scheduled as the page's engine "
         "schedules them (vLLM V1's continuous batching with chunked prefill and preemption, SGLang's prefill-first "
-        "batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the roofs are ideal), each step timed "
+        "batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the roofs are ideal; SGLang's intake "
+        "interval and TensorRT-LLM's batch waiting below, off as in the engines), each step timed "
         "on the roofline. Unlike the Frontier view's steady state, requests queue: latency grows with the rate and "
         "turns up sharply at saturation. Times rest on the page's roofs and the engine's host work per step."
     )
