@@ -32,60 +32,79 @@ KNOBS = {
 }
 _NAMES = {name: knob for knob, names in KNOBS.items() for name in names}
 _KNOB = re.compile(
-    r"(?:--|^\s*)(" + "|".join(map(re.escape, _NAMES)) + r")(?:\s*[=:]\s*|\s+)(\"[^\"]*\"|\$\(\([^)]*\)\)|[^\s\\\"]+)"
+    r"(?:--|^\s*)("
+    + "|".join(map(re.escape, _NAMES))
+    + r")(?:\s*[=:]\s*|\s+)(\"[^\"]*\"|\$\(\((?:[^()]|\([^()]*\))*\)\)|[^\s\\\"]+)"
 )
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\$\(\(.*\)\)|\"[^\"]*\"|'[^']*'|[^\s;]*)\s*(?:#.*)?$")
 _BRANCH = re.compile(r"^\s*(if|elif|else|fi)\b(.*)$")
-_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}$`]*))?\}|\$(\w+)")
 UNKNOWN = None
 
 
+_LOOP = re.compile(r"^(case|for|while|until|select)\b|^(esac|done)\b")
+_GUARDED = re.compile(r"^(\[\[?.*?\]?\])\s*(&&|\|\|)\s*(.+)$")
+
+
 def digest(text: str) -> list[str]:
-    """The lines of a script that decide a setting, in order (comments dropped)."""
+    """The lines of a script that decide a setting, in order (comments dropped); a body line that
+    closes its ``if`` (``X=1; fi``) is kept as the body and a ``fi``."""
     kept = []
     for line in text.split("\n"):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        if _BRANCH.match(stripped) or _ASSIGN.match(stripped) or _KNOB.search(line):
+        closing = re.fullmatch(r"(.*?);\s*fi", stripped)
+        if closing and not _BRANCH.match(stripped):
+            kept += [closing[1].strip(), "fi"]
+        elif _BRANCH.match(stripped) or _LOOP.match(stripped) or _GUARDED.match(stripped):
+            kept.append(stripped)
+        elif _ASSIGN.match(stripped) or _KNOB.search(line):
             kept.append(stripped)
     return kept
 
 
 def _value(word: str, env: dict[str, str | None]) -> str | None:
-    """A shell word's value: quotes removed, ``$VAR``, ``${VAR}``, ``${VAR:-default}`` and
-    ``$(( ))`` replaced; None where it needs a variable ``env`` does not know."""
+    """A shell word's value: quotes removed, ``$VAR``, ``${VAR}``, ``${VAR:-literal}`` and a
+    whole-word ``$(( ))`` replaced; None where it needs a variable ``env`` does not know or an
+    expansion this reader does not follow (a command's output, ``${VAR,,}``, ``${VAR#x}``, ...)."""
     word = word.strip()
-    if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
+    if len(word) >= 2 and word[0] == word[-1] == "'":
+        return word[1:-1]  # single quotes: literal
+    if len(word) >= 2 and word[0] == word[-1] == '"':
         word = word[1:-1]
-    if "$(" in word and "$((" not in word:
-        return UNKNOWN  # a command's output
     arith = re.fullmatch(r"\$\(\((.*)\)\)", word)
     if arith:
         return _arithmetic(arith[1], env)
+    if "$(" in word or "`" in word or "$" in _VAR.sub("", word):
+        return UNKNOWN
     missing = False
 
     def sub(m: re.Match) -> str:
         nonlocal missing
-        name = m[1] or m[3]
+        name, default = m[1] or m[3], m[2]
         known = env.get(name)
-        if known is None:
-            if m[2] is not None and name not in env:
-                return m[2]
+        if known is None:  # a variable the run does not give (the workflow may set it)
             missing = True
             return ""
-        return known
+        return default if default is not None and known == "" else known
 
     out = _VAR.sub(sub, word)
     return UNKNOWN if missing else out
+
+
+def _tdiv(a: int, b: int) -> int:
+    """Bash's integer division: truncated toward zero (C's), not floored."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
 
 
 _OPS = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
+    ast.Div: _tdiv,
+    ast.Mod: lambda a, b: a - b * _tdiv(a, b),
     ast.Gt: operator.gt,
     ast.GtE: operator.ge,
     ast.Lt: operator.lt,
@@ -96,20 +115,25 @@ _OPS = {
 
 
 def _arithmetic(expr: str, env: dict[str, str | None]) -> str | None:
-    """Bash integer arithmetic (+ - * / % and comparisons, ``a ? b : c``) over known variables."""
-    ternary = re.fullmatch(r"(.+?)\?(.+):(.+)", expr)
+    """Bash integer arithmetic (+ - * / % and comparisons, one ``a ? b : c``) over known
+    variables; None for anything else (bases, shifts, nested ternaries, assignments)."""
+    if not re.fullmatch(r"[\w\s+\-*/%()<>=!?:${}]*", expr) or expr.count("?") > 1:
+        return UNKNOWN
+    ternary = re.fullmatch(r"([^?]+)\?([^:]+):(.+)", expr)
     if ternary:
         test = _arithmetic(ternary[1], env)
         return UNKNOWN if test is None else _arithmetic(ternary[2] if test != "0" else ternary[3], env)
+    if "?" in expr or ":" in expr:
+        return UNKNOWN
     names = set(re.findall(r"[A-Za-z_]\w*", expr.replace("$", "")))
     values = {n: env.get(n) for n in names}
     if any(v is None or not re.fullmatch(r"-?\d+", v) for v in values.values()):
         return UNKNOWN
-    text = re.sub(r"\$\{?(\w+)\}?", r"\1", expr).replace("/", "//")
+    text = re.sub(r"\$\{?(\w+)\}?", r"\1", expr)
     try:
         tree = ast.parse(text.strip(), mode="eval")
         return str(int(_eval(tree.body, {n: int(v) for n, v in values.items()})))
-    except (SyntaxError, ValueError, ZeroDivisionError, KeyError):
+    except (SyntaxError, ValueError, ZeroDivisionError, KeyError, RecursionError, OverflowError):
         return UNKNOWN
 
 
@@ -149,6 +173,8 @@ def condition(text: str, env: dict[str, str | None]) -> bool | None:
     """A shell test's truth for ``env``; None where it needs an unknown variable or is not one
     this reader understands."""
     tokens = _TOKEN.findall(text.replace("; then", "").replace(";then", "").removesuffix("then"))
+    if not any(t in ("[[", "[") for t in tokens):
+        return None  # a command's exit status (`if grep ...`, `if $FLAG`), not a test
     tokens = ["(" if t in ("[[", "[") else ")" if t in ("]]", "]") else t for t in tokens]
     pos = 0
 
@@ -216,21 +242,54 @@ def condition(text: str, env: dict[str, str | None]) -> bool | None:
 def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
     """The settings a script's digest gives a run with variables ``env``: each knob it names in a
     branch the run takes, by roofline's name; None for a knob it names but that cannot be told
-    (an unknown test or value above it, or two different values)."""
+    (an unknown test or value above it, a loop or ``case`` around it, or two different values)."""
     env = dict(env)
     frames: list[list] = []  # [parent active, any branch taken so far, this branch active]
     active: bool | None = True
     found: dict[str, str | None] = {}
+
+    def knob(name: str, value: str | None) -> None:
+        key = _NAMES[name]
+        found[key] = UNKNOWN if key in found and found[key] != value else value
+
+    def statement(line: str, on: bool | None) -> None:
+        """One simple command run when ``on`` (None: perhaps)."""
+        if on is False:
+            return
+        guarded = _GUARDED.match(line)
+        if guarded:  # [[ test ]] && command, [[ test ]] || command
+            c = condition(guarded[1], env)
+            statement(guarded[3], _and(on, c if guarded[2] == "&&" else _not(c)))
+            return
+        assign = _ASSIGN.match(line)
+        if assign:
+            env[assign[1]] = _value(assign[2], env) if on else UNKNOWN
+            for name, _ in _KNOB.findall(line):  # a flag kept in a variable: where it goes is not followed
+                knob(name, UNKNOWN)
+            return
+        for name, word in _KNOB.findall(line):
+            knob(name, _value(word, env) if on else UNKNOWN)
+
     for line in lines:
+        loop = _LOOP.match(line)
+        if loop:  # a loop or case: what runs inside, and how often, is not followed
+            if loop[1]:
+                frames.append([active, None, UNKNOWN if active is not False else False])
+            elif frames:
+                frames.pop()
+            active = frames[-1][2] if frames else True
+            continue
         branch = _BRANCH.match(line)
         if branch:
             word, rest = branch[1], branch[2]
             if word == "if":
+                one_line = re.fullmatch(r"(.*?);?\s*then\s+(.*?);?\s*fi\s*", rest)
+                if one_line:  # if test; then command; fi
+                    for command in one_line[2].split(";"):
+                        statement(command.strip(), _and(active, condition(one_line[1], env)))
+                    continue
                 taken = condition(rest, env)
                 frames.append([active, taken, _and(active, taken)])
-                # A one-line `if ...; then ...; fi` sets nothing this reader follows.
-                if re.search(r";\s*fi\s*$", rest):
-                    frames.pop()
             elif frames and word == "elif":
                 parent, before, _ = frames[-1]
                 now = _and(_not(before), condition(rest, env))
@@ -242,16 +301,5 @@ def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
                 frames.pop()
             active = frames[-1][2] if frames else True
             continue
-        if active is False:
-            continue
-        assign = _ASSIGN.match(line)
-        if assign:
-            env[assign[1]] = _value(assign[2], env) if active else UNKNOWN
-            continue
-        for name, word in _KNOB.findall(line):
-            knob = _NAMES[name]
-            value = _value(word, env) if active else UNKNOWN
-            if knob in found and found[knob] != value:
-                value = UNKNOWN
-            found[knob] = value
+        statement(line, active)
     return found

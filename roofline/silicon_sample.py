@@ -123,6 +123,7 @@ INFERENCEX_MODELS = {
     "moonshotai/Kimi-K2.5": "kimik2.5",
 }
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+REMOVED = ("removed", "")  # a commit that removed a script (inferencex_kv.toml, inferencex_setup.toml)
 
 
 @cache
@@ -147,7 +148,15 @@ def _scripts_in_effect(row: dict[str, str], scripts: tuple[dict, ...]) -> tuple[
         key = (script["model"], script["precision"], script["gpu"], script["engine"])
         if key != (model, row.get("precision"), gpu, row.get("backend")):
             continue
-        before = [v for v in script["versions"] if v[0] <= date[1]]
+        # Removals: a commit's date does not tell when a change reached the main branch of a history
+        # with branches (InferenceX's 70B scripts are "removed" and back a day later), so only a
+        # removal after every version (a script moved or retired) ends a script, from its date.
+        versions = [v for v in script["versions"] if v[2] not in REMOVED]
+        last_day = max(d for d, _, _ in script["versions"])
+        gone = all(v[2] in REMOVED for v in script["versions"] if v[0] == last_day)
+        if gone and last_day <= date[1]:
+            continue
+        before = [v for v in versions if v[0] <= date[1]]
         if before:
             found[script["path"]] = [v for v in before if v[0] == max(d for d, _, _ in before)]
     return date[1], found
@@ -206,12 +215,15 @@ def _inferencex_digests() -> tuple[tuple[dict, ...], dict[str, list[str]]]:
     return tuple(data.get("script", ())), data.get("digest", {})
 
 
-def run_variables(row: dict[str, str]) -> dict[str, str]:
+def run_variables(row: dict[str, str]) -> dict[str, str] | None:
     """The variables InferenceX's workflow gives a benchmark script, as far as the row tells them:
     lengths, TP, concurrency, expert parallelism, attention DP, and the throughput run's EVAL_ONLY
     unset (an eval-only run measures no throughput)."""
+    tp, conc = _number(row, "tp_size", 1), _number(row, "batch_size")
+    if row.get("mode") not in (None, "", "agg") or not (math.isfinite(tp) and math.isfinite(conc)):
+        return None  # a disaggregated run, or one without its TP or concurrency: not a single-node script's
     env = {"ISL": row.get("isl", ""), "OSL": row.get("osl", ""), "EVAL_ONLY": "", "RUN_EVAL": ""}
-    env |= {"TP": str(int(_number(row, "tp_size", 1))), "CONC": str(int(_number(row, "batch_size")))}
+    env |= {"TP": str(int(tp)), "CONC": str(int(conc))}
     env["RANDOM_RANGE_RATIO"] = str(INFERENCEX_CLIENT.range_ratio)
     if _number(row, "moe_ep_size", 0) >= 1:
         env["EP_SIZE"] = str(int(_number(row, "moe_ep_size")))
@@ -230,12 +242,9 @@ def documented_setup(row: dict[str, str]) -> ScriptSetup | None:
     if effect is None or not effect[1]:
         return None
     date, found = effect
-    # A script removed on or before the run's date ran nothing that day (unless put back that day).
-    found = {path: [v for v in versions if v[2]] for path, versions in found.items()}
-    found = {path: versions for path, versions in found.items() if versions}
-    if not found:
-        return None
     env = run_variables(row)
+    if env is None:
+        return None
     settings = [evaluate(digests[key], env) for versions in found.values() for _, _, key in versions]
     budget_knob = TOKEN_BUDGET_KNOB.get(row.get("backend", ""), "")
 
@@ -251,11 +260,13 @@ def documented_setup(row: dict[str, str]) -> ScriptSetup | None:
         return number if low <= number <= high else None
 
     engine = row.get("backend")
+    # TensorRT-LLM skips batch waiting under attention data parallelism.
+    waits = engine == "trtllm" and env["DP_ATTENTION"] == "false"
     return ScriptSetup(
         token_budget=agreed(budget_knob, int, 1, 1 << 24) if budget_knob else None,
         recv_interval=agreed("scheduler_recv_interval", int, 1, 1000) if engine == "sglang" else None,
-        batch_wait_iters=agreed("batch_wait_timeout_iters", int, 0, 1 << 20) if engine == "trtllm" else None,
-        batch_wait_ratio=agreed("batch_wait_max_tokens_ratio", float, 0.0, 1.0) if engine == "trtllm" else None,
+        batch_wait_iters=agreed("batch_wait_timeout_iters", int, 0, 1 << 20) if waits else None,
+        batch_wait_ratio=agreed("batch_wait_max_tokens_ratio", float, 0.0, 1.0) if waits else None,
         where=_where(date, found),
     )
 

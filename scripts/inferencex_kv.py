@@ -30,9 +30,9 @@ from roofline.script_setup import digest  # noqa: E402
 
 OUT = ROOT / "engine_db" / "inferencex_kv.toml"
 SETUP_OUT = ROOT / "engine_db" / "inferencex_setup.toml"
-# Single-node scripts: benchmarks/[single_node/]{model}_{precision}_{gpu}[_trt][_docker|_slurm].sh
+# Single-node scripts: benchmarks/[single_node/[fixed_seq_len/]]{model}_{precision}_{gpu}[_trt][_docker|_slurm].sh
 SCRIPT = re.compile(
-    r"^benchmarks/(single_node/)?(?P<model>70b|dsr1|gptoss|kimik2\.5)_(?P<precision>fp4|fp8|int4|bf16)_"
+    r"^benchmarks/(single_node/(fixed_seq_len/)?)?(?P<model>70b|dsr1|gptoss|kimik2\.5)_(?P<precision>fp4|fp8|int4|bf16)_"
     r"(?P<gpu>b200|b300|h100|h200)(?P<trt>_trt)?(_docker|_slurm)?\.sh$"
 )
 LAUNCH = {"trtllm": "trtllm-serve", "sglang": "sglang.launch_server", "vllm": "vllm serve"}
@@ -80,14 +80,15 @@ def main() -> None:
         }
     )
     lines = [
-        "# The KV-cache format each InferenceX single-node benchmark script set, version by version.",
-        "# Written by scripts/inferencex_kv.py; do not edit by hand.",
+        "# The KV-cache format each InferenceX single-node benchmark script set, version by version",
+        '# ("removed": a commit that removed it). Written by scripts/inferencex_kv.py; do not edit by hand.',
         f'source = "SemiAnalysisAI/InferenceX (Apache-2.0), every version of benchmarks/ up to {head}"',
         "",
     ]
     setup = [
         "# The lines of each InferenceX single-node benchmark script, version by version, that decide its",
-        "# server's scheduler settings (roofline.script_setup.digest), run for each benchmark's variables.",
+        "# server's scheduler settings (roofline.script_setup.digest), run for each benchmark's variables",
+        '# (an empty digest: a commit that removed it).',
         "# Written by scripts/inferencex_kv.py; do not edit by hand.",
         f'source = "SemiAnalysisAI/InferenceX (Apache-2.0), every version of benchmarks/ up to {head}"',
         "",
@@ -101,7 +102,8 @@ def main() -> None:
                 continue
             commit, date = entry.split()
             shown = git(args.repo, "show", f"{commit}:{path}")
-            if shown.returncode:  # the commit that removed or renamed it: from then on it runs nothing
+            if shown.returncode:  # a commit that removed or renamed it (the readers count the last one only)
+                versions.append((date, commit, "removed"))
                 digested.append((date, commit, ""))
                 continue
             engine = engine or framework(shown.stdout, bool(m["trt"]))

@@ -226,3 +226,63 @@ def test_serve_takes_the_engines_settings_that_hold_requests_back(capsys):
 def test_serve_refuses_those_settings_clearly(extra, message, capsys):
     code, out, err = _serve(extra, capsys)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "script, env, expected",
+    [
+        # Forms the reader does not follow are unknown, never a wrong number.
+        ("X=$((TP>4 ? 1 : TP>2 ? 2 : 3))\nserve --chunked-prefill-size $X", {"TP": "4"}, None),
+        ("X=$((10#08))\nserve --chunked-prefill-size $X", {}, None),
+        ('if [[ "${ISL,,}" == "1024" ]]; then\nserve --chunked-prefill-size 1\nfi', {"ISL": "1024"}, None),
+        ("X=${A:-$B}\nserve --chunked-prefill-size $X", {"A": ""}, None),
+        ("if false; then\nserve --chunked-prefill-size 1\nfi", {}, None),
+        ("C=8192\nif [[ $TP -gt 4 ]]; then C=4096; fi\nserve --chunked-prefill-size $C", {}, None),
+        ("for tp in 4 8; do\n  C=$tp\ndone\nserve --chunked-prefill-size $C", {}, None),
+        ('case "$ISL" in\n1024) C=1 ;;\n*) C=2 ;;\nesac\nserve --chunked-prefill-size $C', {"ISL": "1024"}, None),
+        ("[[ $TP -gt 4 ]] && serve --chunked-prefill-size 1", {}, None),
+        ('EXTRA="--chunked-prefill-size 10"\nserve $EXTRA', {}, None),
+        ("serve --chunked-prefill-size ${MAX_MODEL_LEN:-8192}", {}, None),  # the workflow may set it
+        # ... and the ones it follows are worked as bash works them.
+        ("C=8192\nif [[ $TP -gt 4 ]]; then C=4096; fi\nserve --chunked-prefill-size $C", {"TP": "8"}, "4096"),
+        ("if [[ $TP -gt 4 ]]; then\n  C=1; fi\nserve --chunked-prefill-size ${C:-7}", {"TP": "2"}, None),
+        ("[[ $TP -gt 4 ]] && serve --chunked-prefill-size 1", {"TP": "8"}, "1"),
+        ("serve --chunked-prefill-size $(( (ISL - 4097) / 2 ))", {"ISL": "1"}, "-2048"),  # truncated, as in C
+        ("serve --chunked-prefill-size ${EVAL:-16384}", {"EVAL": ""}, "16384"),
+        ("serve --chunked-prefill-size '$X'", {}, "$X"),
+    ],
+)
+def test_the_script_reader_is_unknown_rather_than_wrong(script, env, expected):
+    assert evaluate(digest(script), env).get("chunked_prefill_size") == expected
+
+
+def test_serve_says_the_held_back_settings_need_a_simulation(capsys):
+    from tests.test_simulation import SERVE, _cli
+
+    code, out, err = _cli(SERVE + ["--engine", "sglang", "--recv-interval", "30"], capsys)
+    assert code == 2 and "act in the simulation: add --rate" in err
+
+
+def test_only_a_scripts_last_removal_ends_it():
+    """A commit date does not tell when a change reached the main branch: a script "removed" and
+    back a day later (a branch) still counts; one removed after every version (moved) does not."""
+    from roofline.silicon_sample import _scripts_in_effect
+
+    def script(path, *versions):
+        return {"path": path, "model": "70b", "precision": "fp8", "gpu": "h200", "engine": "vllm", "versions": versions}
+
+    scripts = (
+        script("a.sh", ("2025-09-01", "1", "fp8"), ("2025-10-29", "2", "removed"), ("2025-10-30", "3", "fp8")),
+        script("b.sh", ("2025-09-01", "4", "bf16"), ("2026-02-19", "5", "removed")),
+    )
+    row = {
+        "model_path": "meta-llama/Llama-3.1-70B",
+        "system": "h200_sxm",
+        "backend": "vllm",
+        "precision": "fp8",
+        "silicon_data_source": "source_file=2026-04-06.csv; measured=2025-10-29T00:00:00Z",
+    }
+    date, found = _scripts_in_effect(row, scripts)
+    assert found == {"a.sh": [("2025-09-01", "1", "fp8")], "b.sh": [("2025-09-01", "4", "bf16")]}
+    row["silicon_data_source"] = row["silicon_data_source"].replace("2025-10-29", "2026-03-01")
+    assert _scripts_in_effect(row, scripts)[1] == {"a.sh": [("2025-10-30", "3", "fp8")]}

@@ -247,6 +247,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     if wants_simulation(args):
         return cmd_simulate(args, emit, render)
+    if args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio:
+        raise CliError(
+            "--recv-interval, --batch-wait-iters and --batch-wait-ratio act in the simulation: add --rate, "
+            "--concurrency, --trace, --measured, --sweep or --capacity"
+        )
 
     from roofline.serving import (
         Traffic,

@@ -87,8 +87,8 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         "--batch-wait-ratio",
         type=fraction_or_zero,
         default=0.0,
-        help="TensorRT-LLM's batch_wait_max_tokens_ratio: held until the step's tokens reach this share of the token "
-        "budget (--engine trtllm; default 0)",
+        help="TensorRT-LLM's batch_wait_max_tokens_ratio: with --batch-wait-iters above 0, prompts are held until the "
+        "step's tokens reach this share of the token budget (--engine trtllm; default 0)",
     )
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")

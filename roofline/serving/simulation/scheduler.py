@@ -80,12 +80,12 @@ class EngineKnobs:
         if self.recv_interval > 1 and self.policy != "sglang":
             raise ValueError(
                 f"recv_interval is SGLang's --scheduler-recv-interval: it needs SGLang's scheduler (engine sglang), "
-                f"not {self.policy}'s"
+                f"not {self.policy}'s (vLLM's is the one of engines vllm, auto and ideal)"
             )
         if (self.batch_wait_iters or self.batch_wait_ratio) and self.policy != "trtllm":
             raise ValueError(
                 "batch_wait_iters and batch_wait_ratio are TensorRT-LLM's batch waiting: they need its scheduler "
-                f"(engine trtllm), not {self.policy}'s"
+                f"(engine trtllm), not {self.policy}'s (vLLM's is the one of engines vllm, auto and ideal)"
             )
 
     @property
