@@ -125,6 +125,9 @@ def test_the_accuracy_page_shows_the_test_set_and_follows_its_inputs():
     tiles = {m.label: m for m in at.metric}
     assert tiles["Runs"].proto.delta == "test set"
     assert tiles["Median |error|, expected"].proto.delta.startswith("ideal bound")
+    # Biases print a minus sign (the shipped report's TPOT bias is negative), never a hyphen.
+    bias = tiles["Bias, expected"]
+    assert bias.value[0] in "+−" and "-" not in bias.value + bias.proto.delta
     chart = json.loads(next(c for c in at.get("plotly_chart") if c.key == "accuracy_chart").proto.spec)
     assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["yaxis"]["type"] == "log"
     names = [t["name"] for t in chart["data"]]

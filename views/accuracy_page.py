@@ -75,8 +75,8 @@ page_report.metrics(
     Metric("p90 |error|, expected", f"{expected['p90']:.0%}", f"ideal bound {ideal['p90']:.0%}", delta_color="off"),
     Metric(
         "Bias, expected",
-        f"{expected['bias']:+.0%}",
-        f"ideal bound {ideal['bias']:+.0%}",
+        f"{expected['bias']:+.0%}".replace("-", "−"),  # a minus sign, not a hyphen
+        f"ideal bound {ideal['bias']:+.0%}".replace("-", "−"),
         help="median of predicted / measured - 1: above 0 predicts slower than measured",
         delta_color="off",
     ),
