@@ -7,6 +7,9 @@ Each run's requests are drawn as its benchmark client drew them, where the row's
 client (``roofline.silicon_sample.benchmark_client``): InferenceX's runs draw every prompt and
 output length uniformly in [0.8 x, 1 x] the nominal one, ten requests per client; the others send
 fixed lengths, ten requests per client, all clients starting at once (at most ``MAX_REQUESTS``).
+Where the source documents the script that ran a run, its KV-cache format and the scheduler
+settings it gave the server (token budget, SGLang's intake interval, TensorRT-LLM's batch waiting:
+``roofline.silicon_sample.documented_setup``) are simulated too; elsewhere the engine's defaults.
 The simulated mean TTFT and mean TPOT are compared with the sample's figures. The rows, their
 mapping to models, devices and precisions, and what is left out are those of
 ``roofline.validate``.
