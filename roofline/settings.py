@@ -18,6 +18,7 @@ from roofline.defaults import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_MEMORY_UTILIZATION,
     DEFAULT_NON_TORCH_BYTES,
+    RECV_OTHER_WEIGHT,
 )
 from roofline.engine import Ceilings
 from roofline.hardware import Hardware
@@ -38,7 +39,14 @@ _RANGES = {
     "capacity_scale": (0.0, 1e6, False),
     "batch_wait_ratio": (0.0, 1.0, True),
 }
-_INTEGERS = {"block_size": 1 << 20, "max_batched_tokens": 1 << 30, "max_num_seqs": 1 << 24, "recv_interval": 1000}
+# (field, lowest, highest)
+_INTEGERS = {
+    "block_size": (1, 1 << 20),
+    "max_batched_tokens": (1, 1 << 30),
+    "max_num_seqs": (1, 1 << 24),
+    "recv_interval": (1, RECV_OTHER_WEIGHT),
+    "batch_wait_iters": (0, 1 << 20),
+}
 
 
 @dataclass(frozen=True)
@@ -89,11 +97,9 @@ class Settings:
                     low = f"[{lo:g}" if lo_ok else f"({lo:g}"
                     raise ValueError(f"{f.name} must be a number in {low}, {hi:g}], got {value!r}")
             elif f.name in _INTEGERS:
-                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INTEGERS[f.name]:
-                    raise ValueError(f"{f.name} must be an integer in [1, {_INTEGERS[f.name]}], got {value!r}")
-        w = self.batch_wait_iters
-        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 1 << 20:
-            raise ValueError(f"batch_wait_iters must be an integer in [0, 1048576], got {w!r}")
+                lo, hi = _INTEGERS[f.name]
+                if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                    raise ValueError(f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
         check_engine(self.engine)
         if self.engine_version is not None and not (
             isinstance(self.engine_version, str) and 0 < len(self.engine_version) <= 40

@@ -65,6 +65,22 @@ def kv_format(text: str, engine: str) -> str:
     return values.pop()
 
 
+def script_block(path: str, m: re.Match, engine: str, versions: list[tuple[str, str, str]]) -> list[str]:
+    """One script's TOML table: its path, what it runs, and (date, commit, value) per version."""
+    return [
+        "[[script]]",
+        f'path = "{path}"',
+        f'model = "{m["model"]}"',
+        f'precision = "{m["precision"]}"',
+        f'gpu = "{m["gpu"]}"',
+        f'engine = "{engine}"',
+        "versions = [",
+        *(f'  ["{d}", "{c}", "{v}"],' for d, c, v in sorted(versions)),
+        "]",
+        "",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repo", type=Path, help="a clone of SemiAnalysisAI/InferenceX")
@@ -88,7 +104,7 @@ def main() -> None:
     setup = [
         "# The lines of each InferenceX single-node benchmark script, version by version, that decide its",
         "# server's scheduler settings (roofline.script_setup.digest), run for each benchmark's variables",
-        '# (an empty digest: a commit that removed it).',
+        "# (an empty digest: a commit that removed it).",
         "# Written by scripts/inferencex_kv.py; do not edit by hand.",
         f'source = "SemiAnalysisAI/InferenceX (Apache-2.0), every version of benchmarks/ up to {head}"',
         "",
@@ -115,30 +131,8 @@ def main() -> None:
                 digested.append((date, commit, key))
         if not engine or not versions:
             continue
-        setup += [
-            "[[script]]",
-            f'path = "{path}"',
-            f'model = "{m["model"]}"',
-            f'precision = "{m["precision"]}"',
-            f'gpu = "{m["gpu"]}"',
-            f'engine = "{engine}"',
-            "versions = [",
-            *(f'  ["{d}", "{c}", "{k}"],' for d, c, k in sorted(digested)),
-            "]",
-            "",
-        ]
-        lines += [
-            "[[script]]",
-            f'path = "{path}"',
-            f'model = "{m["model"]}"',
-            f'precision = "{m["precision"]}"',
-            f'gpu = "{m["gpu"]}"',
-            f'engine = "{engine}"',
-            "versions = [",
-            *(f'  ["{d}", "{c}", "{kv}"],' for d, c, kv in sorted(versions)),
-            "]",
-            "",
-        ]
+        setup += script_block(path, m, engine, digested)
+        lines += script_block(path, m, engine, versions)
     args.out.write_text("\n".join(lines))
     setup.append("[digest]")
     for key in sorted(digests):
