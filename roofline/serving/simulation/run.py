@@ -3,6 +3,7 @@ from the tabulated roofline step model, tokens are sampled, finished requests le
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -64,13 +65,12 @@ class Replica:
             self.rejected = -(-(prompt + output) // knobs.block_size) > kv_blocks
             tokens, computed, blocks = prompt.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64)
             preemptions, final = np.zeros(n, np.int64), prompt + output
-            self.generated = np.zeros(n, np.int64)
             self.first, self.finish, self.last_token = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         else:
             b = beside.pool
             self.rejected = beside.rejected
             tokens, computed, blocks, preemptions, final = b.tokens, b.computed, b.blocks, b.preemptions, b.final
-            self.generated, self.first, self.finish = beside.generated, beside.first, beside.finish
+            self.first, self.finish = beside.first, beside.finish
             self.last_token = beside.last_token
         self.pool = Pool(
             tokens=tokens,
@@ -84,7 +84,7 @@ class Replica:
             inbox=deque(),
         )
         self.itl_values: list[np.ndarray] = []
-        self.itl_weights: list[np.ndarray] = []
+        self.itl_weights: list[float] = []  # one weight for each array of gaps
         self.steps = 0
         self.log: dict[str, list] = {k: [] for k in ("end", "tokens", "running", "waiting", "kv")}
         self.now = 0.0
@@ -111,26 +111,30 @@ class Replica:
         waiting_now = len(pool.waiting) + len(pool.inbox)
         if not chosen.size:  # nothing fits until something finishes: should not happen with running work
             raise RuntimeError("the scheduler could not place any request")
-        before = pool.computed[chosen]
-        decoding = (pool.tokens[chosen] - before == 1) & (before >= prompt[chosen])
-        samples = before + take >= pool.tokens[chosen]
-        mean_context = float(np.mean(before[decoding] + 1)) if decoding.any() else 1.0
-        step_s = times.step_s(
-            float(take.sum()),
-            float(samples.sum()),
-            float(decoding.sum()),
-            mean_context,
-            take[~decoding].tolist(),
-            before[~decoding].tolist(),
-        )
+        before, tokens = pool.computed[chosen], pool.tokens[chosen]
+        after = before + take
+        decoding = (tokens - before == 1) & (before >= prompt[chosen])  # one new token after its prompt
+        decodes = int(np.count_nonzero(decoding))
+        all_decode = decodes == chosen.size
+        # The decodes' mean context (their cached tokens and the one they add; sums of integers, exact).
+        if all_decode:
+            samples, sampled_count = None, decodes  # every decode samples
+            mean_context = (int(before.sum()) + decodes) / decodes
+            chunks, prefixes = (), ()
+        else:
+            samples = after >= tokens
+            sampled_count = int(np.count_nonzero(samples))
+            mean_context = (int(before[decoding].sum()) + decodes) / decodes if decodes else 1.0
+            chunks, prefixes = take[~decoding].tolist(), before[~decoding].tolist()
+        take_total = int(take.sum())
+        step_s = times.step_s(float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes)
         steps, first_step_s = 1, step_s
-        if decoding.all() and not pool.waiting and len(pool.running) == chosen.size:
+        if all_decode and not pool.waiting and len(pool.running) == chosen.size:
             # The same decode step repeats until a request finishes or arrives: take them together.
             steps, step_s = _decode_stretch(
                 pool,
                 chosen,
-                self.generated,
-                self.output,
+                tokens,
                 times,
                 mean_context,
                 step_s,
@@ -139,32 +143,38 @@ class Replica:
                 # With arrivals held for the scheduler's intake, the stretch ends at the step that takes them in.
                 knobs.recv_interval - pool.recv_count if pool.inbox else None,
             )
-        pool.count_steps(knobs, steps, other=not decoding.all())
+        pool.count_steps(knobs, steps, other=not all_decode)
         end = now + step_s
         self._stretched = steps > 1
-        pool.computed[chosen] = before + take + (steps - 1)
-        sampled = chosen[samples]
-        fresh = sampled[np.isnan(self.first[sampled])]
-        self.first[fresh] = end if steps == 1 else np.nan  # a stretch only ever has decodes
-        gaps = sampled[~np.isnan(self.last_token[sampled])]
+        pool.computed[chosen] = after + (steps - 1)
+        if samples is None or sampled_count == chosen.size:
+            sampled, tokens = chosen, tokens + steps
+        else:
+            sampled, tokens = chosen[samples], tokens[samples] + steps
+        last = self.last_token[sampled]
+        if all_decode:  # decodes have had their first token, and a token before this step's
+            gaps = last
+        else:
+            fresh = sampled[np.isnan(self.first[sampled])]
+            self.first[fresh] = end  # a stretch only ever has decodes
+            gaps = last[~np.isnan(last)]
         if gaps.size:
-            self.itl_values.append(now + first_step_s - self.last_token[gaps])
-            self.itl_weights.append(np.ones(gaps.size))
+            self.itl_values.append(now + first_step_s - gaps)
+            self.itl_weights.append(1.0)
             if steps > 1:
                 self.itl_values.append(np.array([(step_s - first_step_s) / (steps - 1)]))  # the stretch's mean step
-                self.itl_weights.append(np.array([float(gaps.size * (steps - 1))]))
+                self.itl_weights.append(float(gaps.size * (steps - 1)))
         self.now = end
         self.last_token[sampled] = end
-        self.generated[sampled] += steps
-        pool.tokens[sampled] += steps
-        done = sampled[self.generated[sampled] >= self.output[sampled]]
+        pool.tokens[sampled] = tokens  # a request's tokens are its prompt and what it has generated
+        done = sampled[tokens >= pool.final[sampled]]
         if done.size:
             self.finish[done] = end
             release(pool, done)
         self.finishing = done
         self.steps += steps
         self.log["end"].append(end)
-        self.log["tokens"].append(int(take.sum()) * steps)
+        self.log["tokens"].append(take_total * steps)
         self.log["running"].append(int(chosen.size))
         self.log["waiting"].append(waiting_now)
         self.log["kv"].append(1 - pool.free_blocks / self.kv_blocks)
@@ -176,7 +186,7 @@ class Replica:
         and the state before it is kept so ``cut`` can redo it when an arrival comes."""
         pool = self.pool
         held = np.asarray(pool.running, np.int64)
-        state = (pool.computed, pool.blocks, pool.tokens, self.generated, self.last_token, self.finish)
+        state = (pool.computed, pool.blocks, pool.tokens, self.last_token, self.finish)
         undo = (self.now, list(pool.running), pool.free_blocks, held, [a[held].copy() for a in state])
         undo += (len(self.itl_values), self.steps, pool.recv_count, pool.wait_iters)
         self.step(np.nan)
@@ -190,7 +200,7 @@ class Replica:
         pool = self.pool
         now, running, free, held, saved, itl_count, steps, pool.recv_count, pool.wait_iters = self._undo
         for array, values in zip(
-            (pool.computed, pool.blocks, pool.tokens, self.generated, self.last_token, self.finish), saved
+            (pool.computed, pool.blocks, pool.tokens, self.last_token, self.finish), saved
         ):
             array[held] = values
         self.now, pool.free_blocks, self.steps = now, free, steps
@@ -217,7 +227,7 @@ class Replica:
             preemptions=self.pool.preemptions[pick],
             rejected=self.rejected[pick],
             itl_s=np.concatenate(self.itl_values) if self.itl_values else np.zeros(0),
-            itl_weight=np.concatenate(self.itl_weights) if self.itl_weights else np.zeros(0),
+            itl_weight=np.repeat(self.itl_weights, [v.size for v in self.itl_values]).astype(float),
             steps=self.steps,
             step_end_s=np.asarray(self.log["end"]),
             step_tokens=np.asarray(self.log["tokens"]),
@@ -252,7 +262,7 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
 
     def send_until(t: float) -> None:
         nonlocal sent
-        while sent < n and not np.isnan(arrival[sent]) and arrival[sent] <= t:
+        while sent < n and arrival[sent] <= t:  # NaN (a closed loop's request not sent yet) compares False
             i = sent
             sent += 1
             if not rejected[i]:
@@ -272,9 +282,9 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
             continue
         # The next arrival the replica will take (one too large for its cache is turned away).
         upcoming, ahead = np.nan, sent
-        while ahead < n and not np.isnan(arrival[ahead]):
+        while ahead < n and not math.isnan(arrival[ahead]):
             if not rejected[ahead]:
-                upcoming = arrival[ahead]
+                upcoming = float(arrival[ahead])
                 break
             ahead += 1
         done = replica.step(upcoming)
@@ -294,14 +304,13 @@ def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
         arrival[sent + pending[0]] = t
 
 
-def _decode_stretch(
-    pool, chosen, generated, output, times, mean_context, first_s, until_arrival_s, block_size, most=None
-):
+def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_arrival_s, block_size, most=None):
     """How many identical decode steps run before a request finishes or a new one arrives (the
-    step that sees the arrival included), at most ``most``, and their total time. The step's cost grows with the
+    step that sees the arrival included), at most ``most``, and their total time; ``tokens`` are
+    the decoding requests' tokens, all but the last in the cache. The step's cost grows with the
     context, linearly for the attention's cache read, so the steps' times are summed as an
     arithmetic series from the first step's time."""
-    left = int((output[chosen] - generated[chosen]).min())
+    left = int((pool.final[chosen] - tokens).min())
     if most is not None:
         left = min(left, max(1, int(most)))
     if left <= 1:
@@ -315,8 +324,10 @@ def _decode_stretch(
 
     # Each request needs blocks for the tokens the stretch adds: halved until they fit, before the
     # arrival shortens it, so where a stretch ends does not depend on when an arrival is known.
+    cached, held = tokens - 1, pool.blocks[chosen]
+
     def need_for(steps: int) -> np.ndarray:
-        return -(-(pool.computed[chosen] + steps) // block_size) - pool.blocks[chosen]
+        return -(-(cached + steps) // block_size) - held
 
     while left > 1 and int(np.maximum(need_for(left), 0).sum()) > pool.free_blocks:
         left = max(1, left // 2)

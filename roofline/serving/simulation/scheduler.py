@@ -213,30 +213,35 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     preempted = False
     run = np.asarray(pool.running, np.int64)
     if run.size:
-        want = np.minimum(pool.tokens[run] - pool.computed[run], cap)
-        before = np.cumsum(want) - want
-        take = np.clip(budget - before, 0, want)
-        served = take > 0
-        run, take = run[served], take[served]
-        need = np.maximum(_blocks_for(pool.computed[run] + take, knobs.block_size) - pool.blocks[run], 0)
-        while need.sum() > pool.free_blocks and run.size:
+        computed = pool.computed[run]
+        take = np.minimum(pool.tokens[run] - computed, cap)  # every running request has a token to compute
+        if int(take.sum()) > budget:  # the budget runs out: requests further down get what is left, or nothing
+            before = np.cumsum(take) - take
+            take = np.minimum(np.maximum(budget - before, 0), take)
+            served = take > 0
+            run, take, computed = run[served], take[served], computed[served]
+        bs = knobs.block_size
+        need = np.maximum(-(-(computed + take) // bs) - pool.blocks[run], 0)
+        needed = int(need.sum())
+        while needed > pool.free_blocks and run.size:
             victim = pool.running.pop()  # the request admitted last
             _preempt(pool, victim)
             preempted = True
             keep = run != victim
             run, take, need = run[keep], take[keep], need[keep]
+            needed = int(need.sum())
         pool.blocks[run] += need
-        pool.free_blocks -= int(need.sum())
+        pool.free_blocks -= needed
         budget -= int(take.sum())
+        if preempted or not pool.waiting or budget <= 0:  # nobody is admitted: the arrays are the step
+            return _batch_wait(pool, knobs, run, take, run.size) if knobs.batch_waits else (run, take)
         chosen, taken = run.tolist(), take.tolist()
     # A step that had to preempt admits nobody: the cache is short already (vLLM V1 does the same).
     running_before = len(chosen)
     if not preempted:
         _admit(pool, knobs, budget, cap, chosen, taken)
     chosen_a, taken_a = np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
-    if knobs.batch_waits:
-        return _batch_wait(pool, knobs, chosen_a, taken_a, running_before)
-    return chosen_a, taken_a
+    return _batch_wait(pool, knobs, chosen_a, taken_a, running_before) if knobs.batch_waits else (chosen_a, taken_a)
 
 
 def _batch_wait(pool: Pool, knobs: EngineKnobs, chosen: np.ndarray, taken: np.ndarray, running_before: int):

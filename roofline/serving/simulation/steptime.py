@@ -60,6 +60,17 @@ class Table1:
         return np.vectorize(self.at, otypes=[float])(np.asarray(x, float))
 
 
+def _place(grid: list[float], u: float) -> tuple[int, float]:
+    """The cell of a sorted grid that ``u`` (clamped to it) falls in, and where in the cell."""
+    n = len(grid)
+    if n == 1:
+        return 0, 0.0
+    u = grid[0] if u < grid[0] else grid[-1] if u > grid[-1] else u
+    i = bisect_right(grid, u) - 1
+    i = 0 if i < 0 else n - 2 if i > n - 2 else i
+    return i, (u - grid[i]) / (grid[i + 1] - grid[i])
+
+
 class Table2:
     """Seconds over two geometric grids, bilinear in log space, clamped to the grid."""
 
@@ -69,20 +80,13 @@ class Table2:
         self._ly = [math.log(g) for g in self.gy]
         self._lt = np.log(np.maximum(self.seconds, 1e-15)).tolist()
 
-    @staticmethod
-    def _place(grid: list[float], u: float) -> tuple[int, float]:
-        if len(grid) == 1:
-            return 0, 0.0
-        u = min(max(u, grid[0]), grid[-1])
-        i = min(max(bisect_right(grid, u) - 1, 0), len(grid) - 2)
-        return i, (u - grid[i]) / (grid[i + 1] - grid[i])
-
     def at(self, x: float, y: float) -> float:
-        i, fx = self._place(self._lx, math.log(max(x, 1.0)))
-        j, fy = self._place(self._ly, math.log(max(y, 1.0)))
-        t = self._lt
-        i1 = min(i + 1, len(t) - 1)
-        j1 = min(j + 1, len(t[0]) - 1)
+        """One value, in plain Python: the simulation calls this several times a step."""
+        lx, ly, t = self._lx, self._ly, self._lt
+        i, fx = _place(lx, math.log(x) if x > 1.0 else 0.0)
+        j, fy = _place(ly, math.log(y) if y > 1.0 else 0.0)
+        i1 = i + 1 if i + 1 < len(lx) else i
+        j1 = j + 1 if j + 1 < len(ly) else j
         low = t[i][j] * (1 - fx) + t[i1][j] * fx
         high = t[i][j1] * (1 - fx) + t[i1][j1] * fx
         return math.exp(low * (1 - fy) + high * fy)
