@@ -199,9 +199,7 @@ class Replica:
             return False
         pool = self.pool
         now, running, free, held, saved, itl_count, steps, pool.recv_count, pool.wait_iters = self._undo
-        for array, values in zip(
-            (pool.computed, pool.blocks, pool.tokens, self.last_token, self.finish), saved
-        ):
+        for array, values in zip((pool.computed, pool.blocks, pool.tokens, self.last_token, self.finish), saved):
             array[held] = values
         self.now, pool.free_blocks, self.steps = now, free, steps
         pool.running[:] = running

@@ -1,0 +1,72 @@
+"""Where the simulated first token is early: the gap between measured and simulated mean TTFT of
+the accuracy report's test runs at low load, by engine, model kind (dense or MoE) and prompt
+length, beside the same runs' TPOT ratio.
+
+At a few clients a request's first token waits for little but its own prefill step, so a gap
+that stays the same whatever the prompt's length, while the same runs' decode steps (TPOT) come
+out right, is time spent per request or per prefill step outside the kernels the simulation
+counts. Nothing here is fitted: it reads the report that ``python -m roofline validate --report``
+wrote (the shipped one by default).
+
+Run from the repository root: python -m benchmarks.ttft_gap [--report docs/accuracy.json] [--clients 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+
+import numpy as np
+
+from roofline.models import get_model
+
+SHORT_PROMPT = 2048  # tokens: "short" prompts are at most this long
+
+
+def gaps(results: list[dict], most_clients: int) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Per (engine, dense or MoE, short or long prompts): runs, the median and 10th/90th
+    percentiles of measured - simulated mean TTFT (ms), and the median simulated/measured TPOT."""
+    groups: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+    for r in results:
+        if r.get("host_fit_split") or r.get("tables_ttft_ms") is None or r["concurrency"] > most_clients:
+            continue
+        kind = "MoE" if get_model(r["model"]).moe is not None else "dense"
+        prompts = f"<= {SHORT_PROMPT:,}" if r["isl"] <= SHORT_PROMPT else f"> {SHORT_PROMPT:,}"
+        tpot = r["tables_tpot_ms"] / r["measured_tpot_ms"] if r.get("tables_tpot_ms") else np.nan
+        groups[(r["engine"], kind, prompts)].append((r["measured_ttft_ms"] - r["tables_ttft_ms"], tpot))
+    out = {}
+    for key, values in sorted(groups.items()):
+        gap = np.array([g for g, _ in values])
+        tpot = np.array([t for _, t in values])
+        out[key] = {
+            "runs": len(values),
+            "gap_ms_p50": float(np.median(gap)),
+            "gap_ms_p10": float(np.percentile(gap, 10)),
+            "gap_ms_p90": float(np.percentile(gap, 90)),
+            "tpot_ratio_p50": float(np.nanmedian(tpot)) if np.isfinite(tpot).any() else float("nan"),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--report", default="docs/accuracy.json", help="an accuracy report (JSON)")
+    parser.add_argument("--clients", type=int, default=8, help="runs with at most this many clients")
+    args = parser.parse_args()
+    with open(args.report) as fh:
+        report = json.load(fh)
+    print(
+        f"test runs with at most {args.clients} clients: measured - simulated mean TTFT (engine-measured kernels "
+        "and host work), and simulated / measured TPOT"
+    )
+    print(f"{'engine':8} {'model':6} {'prompt tokens':14} {'runs':>5} {'gap p50':>9} {'p10':>7} {'p90':>7} {'TPOT':>6}")
+    for (engine, kind, prompts), g in gaps(report["load"]["results"], args.clients).items():
+        print(
+            f"{engine:8} {kind:6} {prompts:14} {g['runs']:5d} {g['gap_ms_p50']:7.0f}ms {g['gap_ms_p10']:5.0f}ms "
+            f"{g['gap_ms_p90']:5.0f}ms {g['tpot_ratio_p50']:6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
