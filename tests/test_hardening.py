@@ -235,6 +235,18 @@ def test_negative_zero_prints_as_zero():
     assert fmt_seconds(1.97e-19) == "0 ns" and fmt_seconds(-3e-13) == "0 ns" and fmt_seconds(5e-10) == "0.5 ns"
 
 
+def test_long_times_print_in_minutes_hours_and_days_never_in_exponents():
+    from roofline.format import fmt_seconds
+
+    assert fmt_seconds(599) == "599 s" and fmt_seconds(600) == "10 min"
+    assert fmt_seconds(1000) == "16.7 min"  # 1,000 / 60
+    assert fmt_seconds(7200) == "2 h" and fmt_seconds(-10_000) == "-2.78 h"  # 10,000 / 3,600
+    assert fmt_seconds(259_200) == "3 days"  # 72 h
+    assert fmt_seconds(4.35e5) == "5.03 days"  # the ideal bound of a million-token prompt at batch 65,536
+    assert fmt_seconds(1e9) == "11,574 days"  # 1e9 / 86,400
+    assert fmt_seconds(float("inf")) == "inf s"
+
+
 def test_a_custom_device_name_is_shown_as_text_not_markdown():
     from dashboard.share import md_escape
     from roofline.hardware import Hardware, get_hardware
