@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dashboard.share import md_escape
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_seconds
 from roofline.lazy import pandas as pd
@@ -28,6 +29,23 @@ DEVICE_COLUMNS = [
     "fits",
     "notes",
 ]
+
+
+def fit_to_context(model, prompt: int, output: int) -> tuple[int, int, str | None]:
+    """A prompt and output the model's context holds: ``prompt`` and ``output`` as asked where
+    they fit (their last token is the context's), else the prompt cut to the context with one output
+    token, or the output cut to what the context leaves; and the warning that says so (None: as asked)."""
+    if prompt + output - 1 <= model.max_context:
+        return prompt, output, None
+    asked = (
+        f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
+        f"{model.max_context:,}; "
+    )
+    if prompt > model.max_context:
+        shown = f"showing a prompt of {model.max_context:,} tokens and an output of 1 token."
+        return model.max_context, 1, asked + shown
+    output = max(1, model.max_context - prompt + 1)
+    return prompt, output, asked + f"showing an output of {output:,} token{'s' if output > 1 else ''}."
 
 
 def device_rows(selected: list[str], names: dict[str, str], analyses: dict, why_not: dict[str, str]) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from dashboard.advisor_view import (
     short_regime,
 )
 from dashboard.cache import cached
+from dashboard.llm_view import fit_to_context
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, engine_param, engine_picker, float_in, int_in, one_of, warn_bad_params
@@ -160,9 +161,12 @@ if roofs_note:
 report = Report()
 
 
+out_len = int(output) if phase == "request" else 1
+seq, out_len, cut = fit_to_context(model, int(seq), out_len)
+if cut:
+    st.warning(cut)
 try:
     precision = Precision(weight_dtype=wdtype, act_dtype=adtype, kv_dtype=kvdtype)
-    out_len = int(output) if phase == "request" else 1
     workload = Workload(model, phase, int(batch), int(seq), out_len, precision, int(tp), cuda_graphs=graphs)
     ranking = [r.to_json() for r in cached(rank, workload, list(devices.values()), objective, settings)]
 except ValueError as exc:

@@ -7,7 +7,15 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import cached, per_device
-from dashboard.llm_view import OP_FORMATS, decode_sweeps, decode_trajectories, device_rows, op_frames, steps_summary
+from dashboard.llm_view import (
+    OP_FORMATS,
+    decode_sweeps,
+    decode_trajectories,
+    device_rows,
+    fit_to_context,
+    op_frames,
+    steps_summary,
+)
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
@@ -175,17 +183,9 @@ roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 st.caption(engine_notes(engine, devices, selected))
-if prompt + output - 1 > model.max_context:
-    asked = (
-        f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
-        f"{model.max_context:,}; "
-    )
-    if prompt > model.max_context:
-        prompt, output = model.max_context, 1
-        st.warning(asked + f"showing a prompt of {prompt:,} tokens and an output of 1 token.")
-    else:
-        output = max(1, model.max_context - prompt + 1)
-        st.warning(asked + f"showing an output of {output:,} token{'s' if output > 1 else ''}.")
+prompt, output, cut = fit_to_context(model, prompt, output)
+if cut:
+    st.warning(cut)
 try:
     precision = Precision(
         weight_dtype=wdtype,
