@@ -129,6 +129,19 @@ def test_the_step_chart_shades_the_regions_of_the_roof_its_points_rest_on():
     assert edges(roofline_figure([(sheet, "bf16"), (measured, "bf16")], shade_from=1))[0] == pytest.approx(200)
 
 
+def test_a_narrow_region_takes_its_label_on_two_lines():
+    from roofline.plots import PointSeries
+    from roofline.plots.roofline import roofline_figure
+
+    sheet = Ceilings("sheet", {"bf16": 1000e12}, 4e12)  # ridge 250 FLOP/B
+    labels = lambda fig: sorted(a.text for a in fig.layout.annotations if "bound" in a.text)  # noqa: E731
+    # Alone, the axis runs 0.1 to 8 x 250 FLOP/B: the compute region is log(8) / log(20,000) = 21% of it.
+    assert labels(roofline_figure([(sheet, "bf16")])) == ["compute-<br>bound", "memory-bound"]
+    # An op at 1e6 FLOP/B widens it to log(2e6 / 250) / log(2e7) = 53%.
+    far = PointSeries("op", np.array([1e6]), np.array([1e14]), ["compute"], ["op"])
+    assert labels(roofline_figure([(sheet, "bf16")], [far])) == ["compute-bound", "memory-bound"]
+
+
 def test_the_kv_memory_caption_speaks_of_red_only_when_something_is_over_capacity():
     def caption(at) -> str:
         return next(c.value for c in at.caption if c.value.startswith("Per sequence"))

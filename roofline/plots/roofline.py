@@ -94,6 +94,7 @@ def point_hover(
 # megabyte): a roofline has nothing to say of them, and one at 1e-7 FLOP/B would squeeze every
 # other op into a corner. They are not drawn, as ops with no FLOPs are not; the op tables list them.
 MIN_DRAWN_INTENSITY = 1e-3
+NARROW_REGION = 1 / 3  # share of the x axis under which a region's label breaks onto two lines
 
 
 def _x_range(ceilings: Sequence[tuple[Ceilings, str]], series: Sequence[PointSeries]) -> tuple[float, float]:
@@ -201,14 +202,18 @@ def roofline_figure(
                 line_width=0,
                 layer="below",
             )
-        # Annotations on log axes take log10 coordinates.
+        # Annotations on log axes take log10 coordinates. A region narrower than a third of the axis
+        # (a phone's chart is some 300 px wide) takes its label on two lines, inside its shade.
+        decades = math.log10(x_hi / x_lo)
+        ridge_at = min(max(ridge0, x_lo), x_hi) if math.isfinite(ridge0) else x_hi
+        memory_share, compute_share = math.log10(ridge_at / x_lo) / decades, math.log10(x_hi / ridge_at) / decades
         fig.add_annotation(
             x=math.log10(x_lo) + 0.05,
             y=0.02,
             xref="x",
             yref="paper",
             xanchor="left",
-            text="memory-bound",
+            text="memory-<br>bound" if memory_share < NARROW_REGION else "memory-bound",
             showarrow=False,
             font=dict(color=REGIME_COLORS["memory"], size=13),
         )
@@ -218,7 +223,7 @@ def roofline_figure(
             xref="x",
             yref="paper",
             xanchor="right",
-            text="compute-bound",
+            text="compute-<br>bound" if compute_share < NARROW_REGION else "compute-bound",
             showarrow=False,
             font=dict(color=REGIME_COLORS["compute"], size=13),
         )
