@@ -156,7 +156,9 @@ metrics = [
     Metric(
         f"Max batch at {context:,} tokens", count_of(result.max_batch, "sequence"), help=f"on {md_escape(primary.name)}"
     ),
-    Metric(f"Max context at batch {batch}", f"{result.max_context:,} tokens", help=f"on {md_escape(primary.name)}"),
+    Metric(
+        f"Max context at batch {batch:,}", count_of(result.max_context, "token"), help=f"on {md_escape(primary.name)}"
+    ),
     Metric(
         "KV overtakes weights",
         f"{result.crossover_context:,} tokens" if result.crossover_context else "never",

@@ -169,7 +169,8 @@ if roofs_note:
     st.caption(roofs_note)
 if seq > model.max_context:
     st.warning(
-        f"Sequence length {seq:,} exceeds {md_escape(model.name)}'s maximum context of {model.max_context:,}; using it."
+        f"Sequence length {seq:,} exceeds {md_escape(model.name)}'s maximum context of {model.max_context:,}; "
+        f"showing {model.max_context:,}."
     )
     seq = model.max_context
 try:
@@ -302,7 +303,7 @@ if is_open(levers_tab):
         if lever_hw.id != primary.id:
             report.caption(
                 f"The first device picked that this setup does not fit ({fmt_bytes(lever_peak)} against "
-                f"{fmt_bytes(lever_result.capacity_bytes)} usable); the headline above is {md_escape(primary.name)}'s."
+                f"{fmt_bytes(lever_result.capacity_bytes)} usable); the headline is for {md_escape(primary.name)}."
             )
         lever_basis = basis_short(lever_result.table.ceilings.source)
         frame = levers_frame(levers(setup, lever_hw, settings), lever_peak)
