@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from urllib.parse import urlencode
@@ -72,8 +73,10 @@ def show_chart(fig: go.Figure, **kwargs) -> str:
     return title
 
 
-# Pixels per character of the table's font and the cell padding: a column is as wide as its widest value.
-CHAR_PX, CELL_PAD_PX = 8, 26
+# Pixels per character of a table's values (generous: a clipped number reads as another number), of
+# its headers (13 px type, 6.4 px a character as drawn at 1440 px), and the cell padding: a column
+# is as wide as its widest value or its header.
+CHAR_PX, HEADER_CHAR_PX, CELL_PAD_PX = 8, 6.5, 26
 
 
 def _rendered(value: float, fmt: str) -> str | None:
@@ -83,11 +86,11 @@ def _rendered(value: float, fmt: str) -> str | None:
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3f}"
     if fmt == "percent":  # a share, in whole percent (the step the pages set)
         return f"{value:,.0%}"
-    match = re.fullmatch(r"[^%]*%(,?)(?:\.(\d+))?([fd])(.*)", fmt)
+    match = re.fullmatch(r"([^%]*)%(,?)(?:\.(\d+))?([fd])(.*)", fmt)
     if not match:
         return None
-    comma, decimals, kind, suffix = match.groups()
-    return f"{value:{comma}.{int(decimals or 0) if kind == 'f' else 0}f}" + suffix.replace("%%", "%")
+    prefix, comma, decimals, kind, suffix = match.groups()
+    return prefix + f"{value:{comma}.{int(decimals or 0) if kind == 'f' else 0}f}" + suffix.replace("%%", "%")
 
 
 def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int]:
@@ -105,7 +108,7 @@ def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int
         if None in texts:
             continue
         widest = max(map(len, texts), default=1)
-        out[col] = CHAR_PX * max(widest, len(str(col))) + CELL_PAD_PX
+        out[col] = math.ceil(max(CHAR_PX * widest, HEADER_CHAR_PX * len(str(col)))) + CELL_PAD_PX
     return out
 
 
