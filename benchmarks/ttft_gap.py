@@ -2,11 +2,12 @@
 the accuracy report's test runs at low load, by engine, model kind (dense or MoE) and prompt
 length, beside the same runs' TPOT ratio.
 
-At a few clients a request's first token waits for little but its own prefill step, so a gap
-that stays the same whatever the prompt's length, while the same runs' decode steps (TPOT) come
-out right, is time spent per request or per prefill step outside the kernels the simulation
-counts. Nothing here is fitted: it reads the report that ``python -m roofline validate --report``
-wrote (the shipped one by default).
+At a few clients a request's first token waits for little but its own prefill step, so the gap
+there is what the simulation misses of one prefill and of one request's way through the server:
+a gap that grows with the prompt points at the prefill, one that does not at a cost per request,
+and the same runs' TPOT ratio says whether their decode steps come out right. Nothing here is
+fitted: it reads the report that ``python -m roofline validate --report`` wrote (the shipped one
+by default).
 
 Run from the repository root: python -m benchmarks.ttft_gap [--report docs/accuracy.json] [--clients 8]
 """

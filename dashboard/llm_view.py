@@ -31,20 +31,28 @@ DEVICE_COLUMNS = [
 ]
 
 
-def fit_to_context(model, prompt: int, output: int) -> tuple[int, int, str | None]:
-    """A prompt and output the model's context holds: ``prompt`` and ``output`` as asked where
-    they fit (their last token is the context's), else the prompt cut to the context with one output
-    token, or the output cut to what the context leaves; and the warning that says so (None: as asked)."""
-    if prompt + output - 1 <= model.max_context:
+def fit_to_context(model, prompt: int, output: int, phase: str = "request") -> tuple[int, int, str | None]:
+    """A prompt and output the model's context holds, as ``roofline.workload.Workload`` counts it:
+    a request's prompt and output (its last token is the context's), a prefill's prompt, a decode
+    step's context and the token it adds. Where they do not fit: a request's prompt cut to the
+    context with one output token, or its output cut to what the context leaves; a prefill's prompt
+    or a decode step's context cut to the most that fits. Returns them and the warning that says so
+    (None: as asked)."""
+    name, most = md_escape(model.name), model.max_context
+    if phase != "request":
+        limit = most - 1 if phase == "decode" else most
+        if prompt <= limit:
+            return prompt, output, None
+        what = "Context" if phase == "decode" else "Prompt"
+        after = " with the token a decode step adds" if phase == "decode" else ""
+        cut = f"{what} {prompt:,}{after} exceeds {name}'s maximum context of {most:,}; showing {limit:,}."
+        return limit, output, cut
+    if prompt + output - 1 <= most:
         return prompt, output, None
-    asked = (
-        f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
-        f"{model.max_context:,}; "
-    )
-    if prompt > model.max_context:
-        shown = f"showing a prompt of {model.max_context:,} tokens and an output of 1 token."
-        return model.max_context, 1, asked + shown
-    output = max(1, model.max_context - prompt + 1)
+    asked = f"Prompt {prompt:,} + output {output:,} exceed {name}'s maximum context of {most:,}; "
+    if prompt > most:
+        return most, 1, asked + f"showing a prompt of {most:,} tokens and an output of 1 token."
+    output = max(1, most - prompt + 1)
     return prompt, output, asked + f"showing an output of {output:,} token{'s' if output > 1 else ''}."
 
 

@@ -29,19 +29,20 @@ def fmt_bytes(n_bytes: float) -> str:
 
 def fmt_seconds(seconds: float) -> str:
     """Seconds in the unit that suits their size (ns to s; minutes from 10 min, hours from 2 h,
-    days from 3 days); a negative time (a difference) keeps its sign and unit, and -0.0 prints as 0 ns, as does anything under a picosecond (a fitted floor of
-    2e-19 s is a zero no clock resolves, not "1.97e-10 ns")."""
+    days from 3 days, never an exponent); a negative time (a difference) keeps its sign and unit,
+    and -0.0 prints as 0 ns, as does anything under a picosecond (a fitted floor of 2e-19 s is a
+    zero no clock resolves, not "1.97e-10 ns")."""
     seconds = seconds + 0.0  # -0.0 becomes 0.0: never "-0 ns"
     magnitude = abs(seconds)
     if magnitude < 1e-12:
         return "0 ns"
     if not math.isfinite(magnitude):
         return f"{seconds} s"
-    if magnitude >= 600:  # long times in minutes, hours or days, never "4.49e+05 s"
+    if magnitude >= 599.5:  # minutes from what would read "600 s"
         for unit, size, below in (("min", 60.0, 120 * 60.0), ("h", 3600.0, 72 * 3600.0), ("days", 86400.0, math.inf)):
             if magnitude < below:
                 value = seconds / size
-                return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.3g} {unit}"
+                return f"{value:,.0f} {unit}" if abs(value) >= 999.5 else f"{value:.3g} {unit}"
     if magnitude >= 1:
         return f"{seconds:.3g} s"
     if magnitude >= 1e-3:

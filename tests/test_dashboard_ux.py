@@ -88,14 +88,6 @@ def test_llm_page_a_prompt_at_the_context_limit_says_what_it_shows():
     assert at.metric[0].label == "TTFT"
 
 
-def test_advisor_page_a_request_past_the_context_says_what_it_shows_and_still_ranks():
-    # 2,097,152 + 128 - 1 tokens exceed Llama 3.1 8B's 131,072: the prompt is cut to the context, one output token.
-    at = page("views/advisor_page.py", model="llama-3.1-8b", seq="2097152", phase="request", output="128")
-    assert not at.exception and not at.error
-    assert "showing a prompt of 131,072 tokens and an output of 1 token." in texts(at.warning)
-    assert len(at.dataframe[0].value) > 30  # the ranking is there
-
-
 def test_roofline_page_teaches_on_the_first_device_that_has_the_gemm_dtype():
     at = page("views/roofline_page.py", hw=["a100-sxm-80gb", "h100-sxm"], gemm_dtype="fp8", lesson="true")
     assert not at.exception

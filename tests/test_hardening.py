@@ -238,12 +238,13 @@ def test_negative_zero_prints_as_zero():
 def test_long_times_print_in_minutes_hours_and_days_never_in_exponents():
     from roofline.format import fmt_seconds
 
-    assert fmt_seconds(599) == "599 s" and fmt_seconds(600) == "10 min"
+    assert fmt_seconds(599) == "599 s" and fmt_seconds(600) == "10 min" and fmt_seconds(599.7) == "10 min"
     assert fmt_seconds(1000) == "16.7 min"  # 1,000 / 60
     assert fmt_seconds(7200) == "2 h" and fmt_seconds(-10_000) == "-2.78 h"  # 10,000 / 3,600
     assert fmt_seconds(259_200) == "3 days"  # 72 h
     assert fmt_seconds(4.35e5) == "5.03 days"  # the ideal bound of a million-token prompt at batch 65,536
     assert fmt_seconds(1e9) == "11,574 days"  # 1e9 / 86,400
+    assert fmt_seconds(999.6 * 86_400) == "1,000 days"  # rounds to 1,000: not "1e+03 days"
     assert fmt_seconds(float("inf")) == "inf s"
 
 

@@ -148,3 +148,20 @@ def test_the_roofline_lesson_is_built_only_while_open():
     assert any("Arithmetic intensity" in md.value for md in opened.markdown)
     bad = page("views/roofline_page.py", lesson="maybe")
     assert any("`lesson`: 'maybe' is not allowed" in w.value for w in bad.warning)
+
+
+def test_which_hardware_cuts_a_workload_past_the_context_and_still_ranks():
+    # Llama 3.1 8B holds 131,072 tokens. A request of 2,097,152 + 128 - 1: the prompt is cut to the
+    # context, with one output token.
+    at = page("views/advisor_page.py", model="llama-3.1-8b", seq="2097152", phase="request", output="128")
+    assert not at.exception and not at.error
+    assert "showing a prompt of 131,072 tokens and an output of 1 token." in " ".join(w.value for w in at.warning)
+    assert len(at.dataframe[0].value) > 30  # the ranking is there
+    # A decode step at a context of 131,072 would hold 131,073 tokens: the context is cut to 131,071.
+    at = page("views/advisor_page.py", model="llama-3.1-8b", seq="131072", phase="decode")
+    assert not at.exception and not at.error
+    assert "Context 131,072 with the token a decode step adds exceeds" in " ".join(w.value for w in at.warning)
+    assert "showing 131,071." in " ".join(w.value for w in at.warning)
+    # A prefill of exactly the context fits: no warning.
+    at = page("views/advisor_page.py", model="llama-3.1-8b", seq="131072", phase="prefill")
+    assert not at.exception and not at.error and not at.warning

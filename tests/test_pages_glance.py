@@ -116,14 +116,21 @@ def test_column_widths_follow_the_format_as_shown():
     from dashboard.share import CELL_PAD_PX, CHAR_PX, HEADER_CHAR_PX, column_widths
 
     frame = pd.DataFrame(
-        {"GFLOP": [1.5, 492_581.21], "share": [5.0, 95.0], "odd": [1.0, 2.0], "saturation requests/s": [7.86, 44.04]}
+        {
+            "GFLOP": [1.5, 492_581.21],
+            "share": [5.0, 95.0],
+            "odd": [1.0, 2.0],
+            "saturation requests/s": [7.86, 44.04],
+            "cost": [0.212, 0.31],
+        }
     )
-    formats = {"GFLOP": "%,.2f", "share": "%.1f%%", "odd": "compact", "saturation requests/s": "$%.3f"}
+    formats = {"GFLOP": "%,.2f", "share": "%.1f%%", "odd": "compact", "saturation requests/s": "%.2f", "cost": "$%.3f"}
     widths = column_widths(frame, formats)
     assert (CHAR_PX, HEADER_CHAR_PX, CELL_PAD_PX) == (8, 6.5, 26)
     assert widths["GFLOP"] == 8 * len("492,581.21") + 26  # 106: the value is wider than the header
     assert widths["share"] == 8 * len("95.0%") + 26  # 66: "95.0%" against 6.5 x 5 for "share"
-    assert widths["saturation requests/s"] == 137 + 26  # 6.5 x 21 = 136.5 for the header; "$44.040" is 56
+    assert widths["saturation requests/s"] == 137 + 26  # 6.5 x 21 = 136.5 for the header; "44.04" is 40
+    assert widths["cost"] == 8 * len("$0.310") + 26  # the format's "$" is drawn too
     assert "odd" not in widths
     assert "absent" not in column_widths(frame, {"absent": "%d"})
 

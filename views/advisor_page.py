@@ -162,7 +162,7 @@ report = Report()
 
 
 out_len = int(output) if phase == "request" else 1
-seq, out_len, cut = fit_to_context(model, int(seq), out_len)
+seq, out_len, cut = fit_to_context(model, int(seq), out_len, phase)
 if cut:
     st.warning(cut)
 try:

@@ -83,8 +83,8 @@ class Table2:
     def at(self, x: float, y: float) -> float:
         """One value, in plain Python: the simulation calls this several times a step."""
         lx, ly, t = self._lx, self._ly, self._lt
-        i, fx = _place(lx, math.log(x) if x > 1.0 else 0.0)
-        j, fy = _place(ly, math.log(y) if y > 1.0 else 0.0)
+        i, fx = _place(lx, 0.0 if x <= 1.0 else math.log(x))  # NaN stays NaN, as log(max(x, 1)) kept it
+        j, fy = _place(ly, 0.0 if y <= 1.0 else math.log(y))
         i1 = i + 1 if i + 1 < len(lx) else i
         j1 = j + 1 if j + 1 < len(ly) else j
         low = t[i][j] * (1 - fx) + t[i1][j] * fx
