@@ -17,6 +17,7 @@ def targets_frame(best: list, roofs: dict[str, str]):
                 "device": b.hardware,
                 "$ per M output (all-in)": b.point["usd_per_million_output_all_in"] if b.meets else None,
                 "meets": b.meets,
+                "what binds": f"{b.binding}-bound" if b.meets else b.binding,
                 "TP": b.point["tp"] if b.meets else None,
                 "batch": b.point["batch"] if b.meets else None,
                 "weights / KV": f"{b.weight_dtype} / {b.kv_dtype}" if b.meets else "",
@@ -26,7 +27,6 @@ def targets_frame(best: list, roofs: dict[str, str]):
                 "$ per M input (prefill share)": b.point["usd_per_million_input"] if b.meets else None,
                 "$ per M output (decode share)": b.point["usd_per_million_output"] if b.meets else None,
                 "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
-                "what binds": f"{b.binding}-bound" if b.meets else b.binding,
                 "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
             }
             for b in best

@@ -221,6 +221,9 @@ def test_serving_page():
     assert not at.exception
     table = next(d.value for d in at.dataframe if "meets" in d.value.columns)  # beside the prices editor
     assert set(table.columns) >= {"device", "meets", "$ per M output (all-in)", "what binds"}
+    assert not at.warning  # some device meets TPOT <= 10 ms
+    at.number_input(key="tpot_ms").set_value(0.1).run()  # no device decodes a token in 0.1 ms
+    assert "No device meets" in at.warning[0].value and list(table.columns[:4])[-1] == "what binds"
 
 
 def test_a_fractional_prefill_chunk_is_a_token_count_not_a_batch():

@@ -264,6 +264,11 @@ if is_open(targets_tab):
             st.error(str(exc))
             best = []
         ranking = targets_frame(best, roofs)
+        if best and not any(b.meets for b in best):
+            st.warning(
+                f"No device meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms with any setup searched; "
+                "'what binds' says how close each came and what stops it."
+            )
         report.table(
             ranking,
             "Targets",
