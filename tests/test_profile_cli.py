@@ -93,3 +93,20 @@ def test_a_model_this_machine_cannot_hold_is_refused_before_it_is_built(capsys):
     assert main(["profile", "--model", "llama-3.1-405b", "--train"]) == 2
     err = capsys.readouterr().err
     assert "needs about" in err and "GB is free" in err and "not even one layer fits" in err
+
+
+def test_a_device_that_is_not_one_is_a_clear_error(capsys):
+    from roofline.cli import main
+
+    assert main(["profile", "--json", "--model", "deepseek-v3", "--device", "h100-sxm=nan"]) == 2
+    assert "--device: expected cpu, cuda or cuda:N (profiling here), got 'h100-sxm=nan'" in capsys.readouterr().err
+
+
+def test_cuda_on_a_machine_without_it_is_a_clear_error(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    from roofline.cli import main
+
+    assert main(["profile", "--json", "--model", "smollm2-135m", "--device", "cuda"]) == 2
+    assert "--device cuda: PyTorch sees 0 CUDA device(s) here" in capsys.readouterr().err

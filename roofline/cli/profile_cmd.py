@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from roofline.cli.args import CliError, add_common, add_model_dir, positive_int
 from roofline.format import dumps_strict, fmt_bytes, fmt_flops, fmt_seconds, table
@@ -13,6 +14,7 @@ LEVELS = ("aten", "kernel", "module")
 
 
 MAX_TRACE_MIB = 1024
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:[0-9]{1,2})?")  # where a model is profiled here
 
 
 def add_profile_parser(sub) -> None:
@@ -52,9 +54,17 @@ def add_profile_parser(sub) -> None:
 
 def _profile_here(args: argparse.Namespace):
     try:
-        import torch  # noqa: F401  (checked before the model is built)
+        import torch  # checked before the model is built
     except ImportError as exc:
         raise CliError(f"profiling needs PyTorch ({exc}); install it with: pip install 'roofline[measure]'") from None
+    if args.device.startswith("cuda"):
+        index = int(args.device.partition(":")[2] or 0)
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if index >= count:
+            raise CliError(
+                f"--device {args.device}: PyTorch sees {count} CUDA device(s) here; profile on --device cpu, "
+                "or import a trace from a GPU machine with --trace"
+            )
     from roofline.profile.capture import profile
 
     use_transformers = False
@@ -98,6 +108,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
     for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--save-trace", args.save_trace)):
         if value == "":
             raise CliError(f"{option}: expected a value, got an empty one")
+    if not args.trace and not DEVICE_PATTERN.fullmatch(args.device):
+        raise CliError(f"--device: expected cpu, cuda or cuda:N (profiling here), got {args.device!r}")
     if args.trace and any(not path for path in args.trace):
         raise CliError("--trace: expected trace files, got an empty path")
     if args.max_trace_mib > MAX_TRACE_MIB:
