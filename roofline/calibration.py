@@ -206,7 +206,8 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
         full = best.copy()
         full[active] = x
         if fit_latency:
-            full[0] = t_min / (1 + np.exp(-x[0]))
+            with np.errstate(over="ignore"):  # far out, exp overflows to inf and the share to 0, its limit
+                full[0] = t_min / (1 + np.exp(-x[0]))
         return full
 
     floor, ceiling = np.array([spans[n][0] for n in names]), np.array([spans[n][1] for n in names])
