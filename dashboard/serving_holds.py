@@ -28,25 +28,23 @@ def held_back(settings: Settings) -> Settings:
             help="SGLang's --scheduler-recv-interval: arrived requests are taken in every N decode steps.",
         )
         return replace(settings, recv_interval=int(n))
-    if settings.engine == "trtllm":
-        n = c1.number_input(
-            "Batch wait (steps)",
-            0,
-            1000,
-            0,
-            key="load_wait",
-            bind="query-params",
-            help="TensorRT-LLM's batch_wait_timeout_iters: prompts beside decodes wait up to N steps ...",
-        )
-        r = c2.number_input(
-            "Batch wait (share of budget)",
-            0.0,
-            1.0,
-            0.0,
-            0.05,
-            key="load_wait_ratio",
-            bind="query-params",
-            help="... until the step's tokens reach this share of the budget.",
-        )
-        return replace(settings, batch_wait_iters=int(n), batch_wait_ratio=float(r))
-    return settings
+    n = c1.number_input(
+        "Batch wait (steps)",
+        0,
+        1000,
+        0,
+        key="load_wait",
+        bind="query-params",
+        help="TensorRT-LLM's batch_wait_timeout_iters: prompts beside decodes wait up to N steps ...",
+    )
+    r = c2.number_input(
+        "Batch wait (share of budget)",
+        0.0,
+        1.0,
+        0.0,
+        0.05,
+        key="load_wait_ratio",
+        bind="query-params",
+        help="... until the step's tokens reach this share of the budget.",
+    )
+    return replace(settings, batch_wait_iters=int(n), batch_wait_ratio=float(r))

@@ -234,19 +234,21 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
         pool.free_blocks -= needed
         budget -= int(take.sum())
         if preempted or not pool.waiting or budget <= 0:  # nobody is admitted: the arrays are the step
-            return _batch_wait(pool, knobs, run, take, run.size) if knobs.batch_waits else (run, take)
+            return _batch_wait(pool, knobs, run, take, run.size)
         chosen, taken = run.tolist(), take.tolist()
     # A step that had to preempt admits nobody: the cache is short already (vLLM V1 does the same).
     running_before = len(chosen)
     if not preempted:
         _admit(pool, knobs, budget, cap, chosen, taken)
     chosen_a, taken_a = np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
-    return _batch_wait(pool, knobs, chosen_a, taken_a, running_before) if knobs.batch_waits else (chosen_a, taken_a)
+    return _batch_wait(pool, knobs, chosen_a, taken_a, running_before)
 
 
 def _batch_wait(pool: Pool, knobs: EngineKnobs, chosen: np.ndarray, taken: np.ndarray, running_before: int):
     """TensorRT-LLM's batch waiting (module notes): the step's prompts are held back, new ones
-    returned to the head of the queue with their blocks, while the wait lasts."""
+    returned to the head of the queue with their blocks, while the wait lasts (off: the step as chosen)."""
+    if not knobs.batch_waits:
+        return chosen, taken
     new = np.arange(chosen.size) >= running_before
     prompt = new | (pool.tokens[chosen] - pool.computed[chosen] > 1)
     if not prompt.any() or prompt.all():
