@@ -165,3 +165,11 @@ def test_which_hardware_cuts_a_workload_past_the_context_and_still_ranks():
     # A prefill of exactly the context fits: no warning.
     at = page("views/advisor_page.py", model="llama-3.1-8b", seq="131072", phase="prefill")
     assert not at.exception and not at.error and not at.warning
+
+
+def test_kv_page_counts_read_as_counts_at_a_huge_batch():
+    at = page("views/kv_page.py", batch="1048576")
+    assert not at.exception and not at.error
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles["Max context at batch 1,048,576"] == "0 tokens"  # no context fits a million sequences
+    assert tiles["KV overtakes weights"] == "1 token"  # a million one-token caches outweigh the weights at once

@@ -161,8 +161,8 @@ metrics = [
     ),
     Metric(
         "KV overtakes weights",
-        f"{result.crossover_context:,} tokens" if result.crossover_context else "never",
-        help=f"the context at which a decode step at batch {batch} reads more KV cache than weights",
+        count_of(result.crossover_context, "token") if result.crossover_context else "never",
+        help=f"the context at which a decode step at batch {batch:,} reads more KV cache than weights",
     ),
 ]
 report.metrics(*metrics[:3])
