@@ -8,9 +8,12 @@ and NCCL tables and writes one ``<device>/<engine>-<version>.npz`` per (device, 
 plus ``manifest.json`` with the source, its version and licence. Reading the parquet files needs
 pyarrow (a dependency of streamlit); reading the converted files needs only numpy.
 
-Where several kernels were measured for one shape (e.g. CUTLASS and DeepGEMM for block-scaled FP8,
-FlashAttention 3 and 4, eager and graph all-reduce) the converted file keeps the fastest: the
-kernel an engine's auto-tuning would pick. Latencies are stored in milliseconds as in the source, as float16.
+Where several kernels were measured for one shape (e.g. FlashAttention 3 and 4, eager and graph
+all-reduce) the converted file keeps the fastest: the kernel an engine's auto-tuning would pick.
+MoE layers are the exception: which kernel runs them is a server setting (TensorRT-LLM's
+``moe_config.backend``, SGLang's ``--moe-runner-backend``, vLLM's ``--moe-backend``), not a tuning
+choice, so the MoE table keeps the fastest of each kernel family (``MOE_KERNELS``) in its own
+``kernel`` column. Latencies are stored in milliseconds as in the source, as float16.
 """
 
 from __future__ import annotations
@@ -81,9 +84,49 @@ TABLES = {
     "moe": (
         "moe",
         "moe_perf.parquet",
-        ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "num_tokens"],
+        [
+            "moe_dtype",
+            "hidden_size",
+            "inter_size",
+            "topk",
+            "num_experts",
+            "moe_tp_size",
+            "moe_ep_size",
+            "num_tokens",
+            "kernel",
+        ],
     ),
 }
+# The MoE kernel families a server can be set to run, by what the database's ``kernel_source``
+# names (first match wins): TensorRT-LLM-gen's kernels (TensorRT-LLM's TRTLLM backend, its
+# min-latency mode in aiconfigurator's collector; FlashInfer's ``trtllm`` MoE in vLLM and SGLang),
+# DeepGEMM, CUTLASS (TensorRT-LLM's own and FlashInfer's port), Marlin and Triton (vLLM's and
+# SGLang's fused_moe). Anything else is the engine's "default" for that format.
+MOE_KERNELS = (
+    ("trtllm-gen", ("min_latency", "flashinfer_trtllm")),
+    ("deepgemm", ("deepgemm", "deep_gemm")),
+    ("cutlass", ("cutlass",)),
+    ("marlin", ("marlin",)),
+    ("triton", ("triton", "fused_moe")),
+)
+MXFP4_MOE = ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
+# Blackwell systems: aiconfigurator's TensorRT-LLM collector runs MXFP4 experts with the TRTLLM
+# backend there and with Triton on Hopper (collector/trtllm/collect_moe.py), under the name
+# "moe_torch_flow".
+BLACKWELL_SYSTEMS = {"b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"}
+
+
+def moe_kernel(kernel_source: str, moe_dtype: str = "", system: str = "") -> str:
+    """The kernel family a MoE table row was timed with (``MOE_KERNELS``), or "default"."""
+    source = kernel_source.lower()
+    for family, marks in MOE_KERNELS:
+        if any(mark in source for mark in marks):
+            return family
+    if source == "moe_torch_flow" and moe_dtype in MXFP4_MOE:
+        return "trtllm-gen" if system in BLACKWELL_SYSTEMS else "triton"
+    return "default"
+
+
 # Rows kept: MoE tokens routed uniformly ("balanced"), as roofline's expected-experts count assumes.
 ROW_FILTERS = {"moe": ("distribution", "balanced")}
 # The measured TTFT/TPOT of real serving runs: the test set of ``roofline.validate`` (never fitted on).
@@ -212,6 +255,11 @@ def convert(
                 if table in ROW_FILTERS and ROW_FILTERS[table][0] in df.columns:
                     column, value = ROW_FILTERS[table]
                     df = df[df[column] == value]
+                if table == "moe":
+                    sources = df["kernel_source"] if "kernel_source" in df.columns else [""] * len(df)
+                    df = df.assign(
+                        kernel=[moe_kernel(str(k), str(d), system) for k, d in zip(sources, df["moe_dtype"])]
+                    )
                 reduced = _reduce(df, keys)
                 for c, a in reduced.items():
                     arrays[f"{table}/{c}"] = a
@@ -263,7 +311,7 @@ def convert(
         "source_url": SOURCE_URL,
         "licence": LICENCE,
         "units": {"latency_ms": "milliseconds per kernel call", "message_size": "elements"},
-        "note": "fastest measured kernel per shape; converted by roofline.tables.convert",
+        "note": "fastest measured kernel per shape (per kernel family for MoE); converted by roofline.tables.convert",
         "files": files,
         "silicon_sample": SILICON_SAMPLE if sample.exists() else None,
     }
