@@ -190,6 +190,28 @@ def engine_picker(key: str = "engine") -> str:
     return st.selectbox("Engine", ENGINES, key=key, bind="query-params", help=ENGINE_HELP)
 
 
+MOE_KERNEL_HELP = (
+    "Which kernels run a MoE model's routed experts, as the server's MoE backend names them (TensorRT-LLM's "
+    "moe_config.backend TRTLLM: trtllm-gen; SGLang's --moe-runner-backend; vLLM's --moe-backend). auto: the "
+    "fastest the engine's tables timed. A kernel the engine did not time is read from another engine's tables "
+    "on the device, and the op says so. Ignored for dense models and on the datasheet."
+)
+
+
+def moe_kernel_picker(key: str = "moekernel") -> str:
+    """The MoE kernel family the engine runs (``roofline.roofs.MOE_KERNELS``), bound to the URL; its
+    check belongs in the page's ``warn_bad_params`` as ``moe_kernel_param``."""
+    from roofline.roofs import MOE_KERNELS
+
+    return st.selectbox("MoE kernels", MOE_KERNELS, key=key, bind="query-params", help=MOE_KERNEL_HELP)
+
+
+def moe_kernel_param() -> Validator:
+    from roofline.roofs import MOE_KERNELS
+
+    return one_of(MOE_KERNELS)
+
+
 def engine_param() -> Validator:
     from roofline.roofs import ENGINES
 

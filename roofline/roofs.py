@@ -28,6 +28,41 @@ from functools import lru_cache
 ENGINES: tuple[str, ...] = ("auto", "vllm", "sglang", "trtllm", "ideal")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "ideal": "ideal (datasheet)"}
 AUTO_ENGINE = "vllm"  # what "auto" reads where the device has tables
+# The MoE kernel families the tables tell apart (roofline.tables.convert.MOE_KERNELS); "auto" is the
+# fastest each engine's table timed for a shape.
+MOE_KERNELS: tuple[str, ...] = ("auto", "trtllm-gen", "deepgemm", "cutlass", "marlin", "triton")
+MOE_KERNEL_WORDS = {
+    "trtllm-gen": "TensorRT-LLM-gen",
+    "deepgemm": "DeepGEMM",
+    "cutlass": "CUTLASS",
+    "marlin": "Marlin",
+    "triton": "Triton",
+}
+# What the engines call them: TensorRT-LLM's moe_config.backend, SGLang's --moe-runner-backend,
+# vLLM's --moe-backend (lower case). Names not here (WIDEEP, CUTEDSL, aiter, mega-MoE, ...) have
+# no table: the fastest timed kernel stands.
+MOE_BACKENDS = {
+    "trtllm": "trtllm-gen",
+    "flashinfer_trtllm": "trtllm-gen",
+    "flashinfer_mxfp4": "trtllm-gen",
+    "deepgemm": "deepgemm",
+    "deep_gemm": "deepgemm",
+    "cutlass": "cutlass",
+    "flashinfer_cutlass": "cutlass",
+    "marlin": "marlin",
+    "triton": "triton",
+}
+
+
+def check_moe_kernel(kernel: str) -> str:
+    if kernel not in MOE_KERNELS:
+        raise ValueError(f"moe_kernel must be one of {', '.join(MOE_KERNELS)}, got {kernel!r}")
+    return kernel
+
+
+def moe_kernel_of_backend(backend: str | None) -> str | None:
+    """The kernel family an engine's MoE backend setting names, or None (not one the tables have)."""
+    return MOE_BACKENDS.get(backend.strip().lower()) if isinstance(backend, str) else None
 
 
 def check_engine(engine: str) -> str:

@@ -22,7 +22,7 @@ from roofline.defaults import (
 )
 from roofline.engine import Ceilings
 from roofline.hardware import Hardware
-from roofline.roofs import check_engine, kernel_tables, resolved_engine
+from roofline.roofs import check_engine, check_moe_kernel, kernel_tables, resolved_engine
 
 # (field, lowest allowed, highest allowed, whether the lowest is allowed itself)
 _RANGES = {
@@ -85,6 +85,9 @@ class Settings:
     # (the user's own measurement) comes before the engine's tables there.
     engine: str = "ideal"
     engine_version: str | None = None
+    # Which MoE kernels the engine runs (roofline.roofs.MOE_KERNELS): "auto" the fastest its tables
+    # timed; a family as the server's MoE backend setting names it (TensorRT-LLM's TRTLLM: trtllm-gen).
+    moe_kernel: str = "auto"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -101,6 +104,7 @@ class Settings:
                 if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                     raise ValueError(f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
         check_engine(self.engine)
+        check_moe_kernel(self.moe_kernel)
         if self.engine_version is not None and not (
             isinstance(self.engine_version, str) and 0 < len(self.engine_version) <= 40
         ):
@@ -136,6 +140,8 @@ class Settings:
             if cal.kernel_floor_s is not None:
                 ceilings = replace(ceilings, kernel_floor_s=cal.kernel_floor_s)
         elif tables is not None:
+            if self.moe_kernel != "auto":
+                tables = replace(tables, moe_kernel=self.moe_kernel)
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
         from roofline.engines import engine_profile  # pydantic models built on first use, not at --help
 

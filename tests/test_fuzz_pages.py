@@ -90,6 +90,7 @@ PAGES = {
         "graphs",
         "cdevice",
         "engine",
+        "moekernel",
         "view",
     ],
     "views/advisor_page.py": [
@@ -102,6 +103,7 @@ PAGES = {
         "device",
         "phase",
         "engine",
+        "moekernel",
         "view",
     ],
     "views/accuracy_page.py": ["metric", "runs", "engines", "within"],
@@ -119,6 +121,7 @@ PAGES = {
         "spec_k",
         "spec_alpha",
         "engine",
+        "moekernel",
         "view",
         "price_h100-sxm",
         "price_l40s",

@@ -34,6 +34,7 @@ NON_DEFAULT = {
         "attn": "naive",
         "launch_us": "2.5",
         "engine": "sglang",
+        "moekernel": "trtllm-gen",
     },
     "views/kv_page.py": {
         "model": "mistral-7b-v0.1",
@@ -55,6 +56,7 @@ NON_DEFAULT = {
         "device": "mi300x",
         "x_compute": "2.0",
         "engine": "trtllm",
+        "moekernel": "deepgemm",
     },
     "views/hardware_page.py": {"vendor": ["AMD"], "compare": ["mi300x", "mi325x"]},
     "views/measure_page.py": {"mode": "full", "mdevice": "cpu", "mmodel": "llama-2-7b"},
@@ -71,6 +73,7 @@ NON_DEFAULT = {
         "chunked": "false",
         "xaxis": "tokens per dollar",
         "engine": "sglang",
+        "moekernel": "cutlass",
         "price_mi300x": "3.25",
     },
     # A page with several views opens the one its URL names (after the "#" here), with that view's widgets.

@@ -20,7 +20,17 @@ from dashboard.cache import cached
 from dashboard.llm_view import fit_to_context
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
-from dashboard.state import boolean, engine_param, engine_picker, float_in, int_in, one_of, warn_bad_params
+from dashboard.state import (
+    boolean,
+    engine_param,
+    engine_picker,
+    float_in,
+    int_in,
+    moe_kernel_param,
+    moe_kernel_picker,
+    one_of,
+    warn_bad_params,
+)
 from dashboard.tabs import VIEW_PARAM, is_open, open_view, view_param, view_tabs
 from roofline.advisor import diagnose, ops_on, rank, sensitivity, workload_time
 from roofline.defaults import (
@@ -71,6 +81,7 @@ warn_bad_params(
         "mem_util": float_in(0.05, 1.0),
         "graphs": boolean,
         "engine": engine_param(),
+        "moekernel": moe_kernel_param(),
         VIEW_PARAM: view_param(VIEWS),
     }
 )
@@ -112,6 +123,7 @@ with st.sidebar:
     )
     mem_util = st.slider("Usable memory fraction", 0.05, 1.0, 0.9, 0.01, key="mem_util", bind="query-params")
     engine = engine_picker()
+    moe_kernel = moe_kernel_picker()
     objective = st.radio(
         "Rank by",
         OBJECTIVES,
@@ -153,6 +165,7 @@ measured = measured_panel()
 settings = Settings(
     memory_utilization=mem_util,
     engine=engine,
+    moe_kernel=moe_kernel,
     **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(devices))

@@ -27,6 +27,8 @@ from dashboard.state import (
     engine_picker,
     float_in,
     int_in,
+    moe_kernel_param,
+    moe_kernel_picker,
     one_of,
     warn_bad_params,
 )
@@ -78,6 +80,7 @@ warn_bad_params(
         "launch_us": float_in(0.0, 1000.0),
         "mem_util": float_in(0.05, 1.0),
         "engine": engine_param(),
+        "moekernel": moe_kernel_param(),
         VIEW_PARAM: view_param(VIEWS),
     }
 )
@@ -93,6 +96,7 @@ with st.sidebar:
     prompt = c2.number_input("Prompt", 1, MAX_TOKENS, 1024, key="prompt", bind="query-params")
     output = c3.number_input("Output", 1, MAX_TOKENS, 256, key="output", bind="query-params")
     engine = engine_picker()
+    moe_kernel = moe_kernel_picker()
     st.header("Precision and parallelism")
     wdtype = st.selectbox(
         "Weight dtype",
@@ -177,6 +181,7 @@ settings = Settings(
     launch_overhead_s=launch_us * 1e-6,
     memory_utilization=mem_util,
     engine=engine,
+    moe_kernel=moe_kernel,
     **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(selected))

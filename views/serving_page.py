@@ -25,6 +25,8 @@ from dashboard.state import (
     engine_picker,
     float_in,
     int_in,
+    moe_kernel_param,
+    moe_kernel_picker,
     one_of,
     warn_bad_params,
 )
@@ -80,6 +82,7 @@ warn_bad_params(
         "spec_k": int_in(1, 16),
         "spec_alpha": float_in(0.0, 1.0),
         "engine": engine_param(),
+        "moekernel": moe_kernel_param(),
         VIEW_PARAM: view_param(VIEWS),
         **{f"{PRICE_PARAM}{hid}": float_in(0.0, 1e6) for hid in device_ids},
     }
@@ -90,6 +93,7 @@ with st.sidebar:
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
     selected = device_picker(device_ids, ["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"])
     engine = engine_picker()
+    moe_kernel = moe_kernel_picker()
     st.header("Traffic")
     prompt = st.number_input("Prompt tokens (mean)", 1, 1 << 20, 1024, key="prompt", bind="query-params")
     output = st.number_input("Output tokens (mean)", 1, 1 << 20, 256, key="output", bind="query-params")
@@ -120,7 +124,7 @@ if not selected:
 
 model = models[model_id]
 hws = [devices[h] for h in selected]
-settings = Settings(calibration=measured.calibration, engine=engine)
+settings = Settings(calibration=measured.calibration, engine=engine, moe_kernel=moe_kernel)
 note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)

@@ -23,7 +23,7 @@ from roofline.defaults import (
     WEIGHT_DTYPES,
 )
 from roofline.measured_roofs import MeasuredRoofs
-from roofline.roofs import ENGINES
+from roofline.roofs import ENGINES, MOE_KERNELS
 from roofline.settings import Settings
 from roofline.workload import Precision
 
@@ -107,7 +107,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_engine(parser: argparse.ArgumentParser) -> None:
+def add_engine(parser: argparse.ArgumentParser, moe: bool = True) -> None:
     parser.add_argument(
         "--engine",
         default="auto",
@@ -121,6 +121,17 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
         default=None,
         type=engine_version,
         help="the engine's version whose tables to read (default the newest installed; `tables list` shows them)",
+    )
+    if not moe:  # one GEMM: no experts to run
+        return
+    parser.add_argument(
+        "--moe-kernel",
+        default="auto",
+        choices=MOE_KERNELS,
+        help="which kernels run a MoE model's routed experts, as the server's MoE backend names them (TensorRT-LLM's "
+        "moe_config.backend TRTLLM: trtllm-gen; SGLang's --moe-runner-backend; vLLM's --moe-backend): auto is the "
+        "fastest the engine's tables timed; a kernel the engine did not time is read from another engine's tables "
+        "on the device, and labelled so",
     )
 
 
@@ -333,5 +344,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         cuda_graph_bytes=args.cuda_graph_gb * 1e9,
         engine=getattr(args, "engine", "ideal"),
         engine_version=getattr(args, "engine_version", None),
+        moe_kernel=getattr(args, "moe_kernel", "auto"),
         **measured,
     )

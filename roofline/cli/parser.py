@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_GRAPH_LAUNCH_OVERHEAD_S * 1e6,
         help="least device time of one kernel, microseconds (default %(default)g)",
     )
-    add_engine(p)
+    add_engine(p, moe=False)
     add_common(p)
     p.set_defaults(func=commands.cmd_matmul)
 

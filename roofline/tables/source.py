@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from roofline.roofs import MOE_KERNEL_WORDS
 from roofline.tables.predict import (
     EAGER_TIMED_GEMM,
     ENGINE_NAMES,
@@ -35,6 +36,15 @@ from roofline.tables.predict import (
     SAME_WEIGHTS,
     TablePredictor,
 )
+
+
+def _other_tables(predictor: TablePredictor) -> list[KernelTables]:
+    """The newest tables of every other engine on the same device."""
+    from roofline.roofs import kernel_tables
+
+    found = [kernel_tables(e, predictor.device) for e in ENGINE_NAMES if e not in (predictor.engine, "nccl")]
+    return [t for t in found if t is not None]
+
 
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
 TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "nvfp4": 0.5625}
@@ -58,13 +68,15 @@ class KernelTables:
     ``gemm_dtype`` names the table of the linear layers' fp8 math where it is not the plain one
     (``fp8_block``: DeepSeek-style block scales); ``moe_parallel`` the (TP, EP) split of the
     experts (default: TP over the experts); ``moe_dtype`` the experts' table where it is not their
-    weight format's. ``speed`` is a what-if: (compute, memory) multipliers applied to each op's
-    measured time by the term that binds it on the datasheet."""
+    weight format's; ``moe_kernel`` the MoE kernel family the server runs (``roofline.roofs.
+    MOE_KERNELS``; None: the fastest this engine timed). ``speed`` is a what-if: (compute, memory)
+    multipliers applied to each op's measured time by the term that binds it on the datasheet."""
 
     predictor: TablePredictor
     gemm_dtype: str | None = None
     moe_parallel: tuple[int, int] | None = None
     moe_dtype: str | None = None
+    moe_kernel: str | None = None
     speed: tuple[float, float] = (1.0, 1.0)
     kind: str = field(default="engine-measured", init=False)
 
@@ -216,7 +228,7 @@ class KernelTables:
         tokens = np.maximum(np.asarray(meta["moe_tokens"], float), 1.0)
         answers = []
         for table_dtype in MOE_DTYPES.get(weight_dtype, (weight_dtype,)):
-            answer = self._read("moe", {"moe_dtype": table_dtype, **shape}, (tokens,), what)
+            answer = self._moe_read({"moe_dtype": table_dtype, **shape}, tokens, what)
             if answer.seconds is not None:
                 answers.append(answer)
                 if weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
@@ -226,6 +238,34 @@ class KernelTables:
         # Several kernels for the same weights: the fastest measured at each point.
         seconds = np.fmin.reduce([a.seconds for a in answers]) if len(answers) > 1 else answers[0].seconds
         return OpAnswer(seconds, answers[0].label, any(a.extrapolated for a in answers))
+
+    def _moe_read(self, keys: dict, tokens: np.ndarray, what: str) -> OpAnswer:
+        """One MoE table's answer: the kernel family the server runs (``moe_kernel``) where this
+        engine timed it; else the same kernel as another engine timed it on this device (FlashInfer
+        runs TensorRT-LLM-gen's MoE kernels in vLLM and SGLang); else the fastest timed here, and
+        the label says which."""
+        kernel = self.moe_kernel
+        table = self.predictor.tables.get("moe", {})
+        if kernel in (None, "auto") or "kernel" not in table:
+            answer = self._read("moe", keys, (tokens,), what)
+            if kernel not in (None, "auto") and answer.seconds is not None:
+                return replace(answer, label=answer.label + "; this file does not record MoE kernels")
+            return answer
+        words = MOE_KERNEL_WORDS.get(kernel, kernel)
+        own = self._read("moe", {**keys, "kernel": kernel}, (tokens,), what)
+        if own.seconds is not None:
+            return replace(own, label=f"{words} MoE kernel, {own.label}")
+        for other in _other_tables(self.predictor):
+            if "kernel" not in other.predictor.tables.get("moe", {}):
+                continue
+            borrowed = other._read("moe", {**keys, "kernel": kernel}, (tokens,), what)
+            if borrowed.seconds is not None:
+                label = f"{words} MoE kernel as timed in {borrowed.label}; {self.short_label} did not time it"
+                return replace(borrowed, label=label)
+        answer = self._read("moe", keys, (tokens,), what)
+        if answer.seconds is None:
+            return answer
+        return replace(answer, label=f"{answer.label}; no {words} MoE timing of this shape: the fastest timed kernel")
 
     def _attention(self, op) -> OpAnswer:
         meta = op.meta
