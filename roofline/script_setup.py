@@ -29,6 +29,12 @@ KNOBS = {
     "max_num_tokens": ("max_num_tokens",),  # TensorRT-LLM
     "batch_wait_timeout_iters": ("batch_wait_timeout_iters",),  # TensorRT-LLM
     "batch_wait_max_tokens_ratio": ("batch_wait_max_tokens_ratio",),  # TensorRT-LLM
+    # The MoE kernels: TensorRT-LLM's moe_config.backend (kept by ``digest`` as moe_backend; older
+    # configs' top-level moe_backend), SGLang's --moe-runner-backend, vLLM's --moe-backend.
+    "moe_backend": ("moe_backend", "moe-runner-backend", "moe-backend"),
+    # Expert parallelism: TensorRT-LLM's --ep_size (and moe_expert_parallel_size), SGLang's --ep-size.
+    "ep_size": ("ep_size", "ep-size", "expert-parallel-size", "moe_expert_parallel_size"),
+    "enable_attention_dp": ("enable_attention_dp",),  # TensorRT-LLM: attention data parallel
 }
 _NAMES = {name: knob for knob, names in KNOBS.items() for name in names}
 _KNOB = re.compile(
@@ -48,11 +54,23 @@ _GUARDED = re.compile(r"^(\[\[?.*?\]?\])\s*(&&|\|\|)\s*(.+)$")
 
 def digest(text: str) -> list[str]:
     """The lines of a script that decide a setting, in order (comments dropped); a body line that
-    closes its ``if`` (``X=1; fi``) is kept as the body and a ``fi``."""
+    closes its ``if`` (``X=1; fi``) is kept as the body and a ``fi``; the ``backend:`` of a YAML
+    ``moe_config:`` block is kept as ``moe_backend:`` (other blocks name other backends)."""
     kept = []
+    moe_block: int | None = None  # the indent of an open ``moe_config:`` block
     for line in text.split("\n"):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if moe_block is not None and indent <= moe_block:
+            moe_block = None
+        if stripped == "moe_config:":
+            moe_block = indent
+            continue
+        backend = re.fullmatch(r"backend:\s*(\S+)", stripped) if moe_block is not None else None
+        if backend:
+            kept.append(f"moe_backend: {backend[1]}")
             continue
         closing = re.fullmatch(r"(.*?);\s*fi", stripped)
         if closing and not _BRANCH.match(stripped):

@@ -33,7 +33,14 @@ Mapping of names and precisions (documented choices, not fitted):
   ``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``. A setting counts where every
   version in effect that day gives it the same value; elsewhere the engine's default stands.
 - Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
-  weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep).
+  weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep),
+  for the MoE kernels the script set (TensorRT-LLM's ``moe_config.backend``, SGLang's
+  ``--moe-runner-backend``, vLLM's ``--moe-backend``; ``roofline.roofs.MOE_BACKENDS``) where it
+  set one the tables tell apart, else the fastest the engine's table timed. Where the script set
+  the experts' parallel degree itself (``--ep_size=$TP``, or an ``EP_SIZE`` it assigns by the
+  run's lengths and concurrency) that split is read instead of the row's; where it turned on
+  attention data parallelism (TensorRT-LLM's ``enable_attention_dp``) the run is left out, as rows
+  that say so are.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from functools import cache
 from pathlib import Path
 
 from roofline.models import ModelConfig
+from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
 from roofline.tables import TablePredictor, store
 from roofline.tables.convert import SYSTEM_TO_HARDWARE
 from roofline.tables.source import KernelTables
@@ -194,6 +202,9 @@ class ScriptSetup:
     recv_interval: int | None = None  # SGLang's --scheduler-recv-interval
     batch_wait_iters: int | None = None  # TensorRT-LLM's batch_wait_timeout_iters ...
     batch_wait_ratio: float | None = None  # ... and batch_wait_max_tokens_ratio
+    moe_kernel: str | None = None  # the MoE kernel family its MoE backend setting names (roofline.roofs)
+    ep_size: int | None = None  # the experts' parallel degree it set (TensorRT-LLM's --ep_size, SGLang's --ep-size)
+    attention_dp: bool | None = None  # TensorRT-LLM's enable_attention_dp
     where: str = ""
 
     def words(self) -> str:
@@ -205,6 +216,12 @@ class ScriptSetup:
         if self.batch_wait_iters:
             ratio = self.batch_wait_ratio or 0.0
             parts.append(f"prompts held up to {self.batch_wait_iters} steps for {ratio:.0%} of the budget")
+        if self.moe_kernel is not None:
+            parts.append(f"{MOE_KERNEL_WORDS[self.moe_kernel]} MoE kernels")
+        if self.ep_size is not None:
+            parts.append(f"experts over {self.ep_size} GPUs by expert parallelism")
+        if self.attention_dp:
+            parts.append("attention data parallel")
         return ", ".join(parts) or "the engine's defaults"
 
 
@@ -260,6 +277,10 @@ def documented_setup(row: dict[str, str]) -> ScriptSetup | None:
         return number if low <= number <= high else None
 
     engine = row.get("backend")
+    backends = {s.get("moe_backend", "default") for s in settings}
+    moe_kernel = moe_kernel_of_backend(backends.pop()) if len(backends) == 1 else None
+    attention_dp = {str(s.get("enable_attention_dp", "default")).lower() for s in settings}
+    attention_dp = {"true": True, "false": False}.get(attention_dp.pop()) if len(attention_dp) == 1 else None
     # TensorRT-LLM skips batch waiting under attention data parallelism.
     waits = engine == "trtllm" and env["DP_ATTENTION"] == "false"
     return ScriptSetup(
@@ -267,6 +288,9 @@ def documented_setup(row: dict[str, str]) -> ScriptSetup | None:
         recv_interval=agreed("scheduler_recv_interval", int, 1, 1000) if engine == "sglang" else None,
         batch_wait_iters=agreed("batch_wait_timeout_iters", int, 0, 1 << 20) if waits else None,
         batch_wait_ratio=agreed("batch_wait_max_tokens_ratio", float, 0.0, 1.0) if waits else None,
+        moe_kernel=moe_kernel,
+        ep_size=agreed("ep_size", int, 1, 1024),
+        attention_dp=attention_dp,
         where=_where(date, found),
     )
 
@@ -338,7 +362,17 @@ def run_tables(row: dict[str, str], predictors: dict | None = None) -> KernelTab
     gemm_dtype, moe_dtype = fp8_tables(row)
     moe_tp, moe_ep = int(_number(row, "moe_tp_size", 0)), int(_number(row, "moe_ep_size", 0))
     moe_parallel = (moe_tp, moe_ep) if moe_tp >= 1 and moe_ep >= 1 else None
-    return KernelTables(predictor, gemm_dtype=gemm_dtype, moe_parallel=moe_parallel, moe_dtype=moe_dtype)
+    setup = documented_setup(row)  # the MoE kernels and expert parallelism its script set, where it did
+    tp = int(_number(row, "tp_size", 1))
+    if setup is not None and setup.ep_size is not None and tp % setup.ep_size == 0:
+        moe_parallel = (tp // setup.ep_size, setup.ep_size)  # the script's, where the row says otherwise
+    return KernelTables(
+        predictor,
+        gemm_dtype=gemm_dtype,
+        moe_parallel=moe_parallel,
+        moe_dtype=moe_dtype,
+        moe_kernel=None if setup is None else setup.moe_kernel,
+    )
 
 
 def why_not_scored(row: dict[str, str]) -> str | None:
@@ -354,4 +388,7 @@ def why_not_scored(row: dict[str, str]) -> str | None:
         return "pipeline parallel"
     if _number(row, "attention_dp_size", 1) > 1:
         return "attention data parallel"
+    setup = documented_setup(row)
+    if setup is not None and setup.attention_dp:
+        return "attention data parallel (its script sets it; the row does not say)"
     return None

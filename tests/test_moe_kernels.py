@@ -1,0 +1,272 @@
+"""Which kernels run a MoE model's experts: the converter keeps each kernel family apart, a server's
+MoE backend setting picks one, and a kernel the engine did not time is read from another engine's
+tables on the same device, labelled so."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import roofline.tables.store as store
+from roofline.roofs import kernel_tables, moe_kernel_of_backend
+from roofline.script_setup import digest, evaluate
+from roofline.settings import Settings
+from roofline.tables.convert import moe_kernel
+from roofline.tables.grid import LogGrid
+
+
+@pytest.mark.parametrize(
+    ("source", "dtype", "system", "family"),
+    [
+        ("moe_torch_flow_min_latency", "nvfp4", "b200_sxm", "trtllm-gen"),  # the collector's "trtllm gen"
+        ("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic", "fp8_block", "b200_sxm", "trtllm-gen"),
+        ("sglang_flashinfer_trtllm_moe", "fp8_block", "b200_sxm", "trtllm-gen"),
+        ("deepgemm", "fp8_block", "b200_sxm", "deepgemm"),
+        ("moe_torch_flow_cutlass", "nvfp4", "b200_sxm", "cutlass"),
+        ("vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts", "fp8", "h100_sxm", "cutlass"),
+        ("vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "int4_wo", "h100_sxm", "marlin"),
+        ("sglang_fused_moe_triton", "bfloat16", "h200_sxm", "triton"),
+        ("vllm_fused_moe", "bfloat16", "b200_sxm", "triton"),
+        # TensorRT-LLM's default MXFP4 experts: TRTLLM-gen on Blackwell, Triton on Hopper.
+        ("moe_torch_flow", "w4a16_mxfp4", "b200_sxm", "trtllm-gen"),
+        ("moe_torch_flow", "w4a16_mxfp4", "h200_sxm", "triton"),
+        ("moe_torch_flow", "bfloat16", "b200_sxm", "default"),
+        ("moe_torch_flow_nongated", "bfloat16", "b200_sxm", "default"),
+    ],
+)
+def test_kernel_families_of_the_database_names(source, dtype, system, family):
+    assert moe_kernel(source, dtype, system) == family
+
+
+@pytest.mark.parametrize(
+    ("backend", "family"),
+    [
+        ("TRTLLM", "trtllm-gen"),
+        ("flashinfer_trtllm", "trtllm-gen"),
+        ("DEEPGEMM", "deepgemm"),
+        ("deep_gemm", "deepgemm"),
+        ("CUTLASS", "cutlass"),
+        ("triton", "triton"),
+        ("WIDEEP", None),
+        ("flashinfer_cutedsl", None),
+        (None, None),
+    ],
+)
+def test_server_backend_names(backend, family):
+    assert moe_kernel_of_backend(backend) == family
+
+
+def test_duplicate_rows_read_as_the_fastest():
+    # Two kernels at m = 4 (10 and 20 ns), one at m = 16 (40 ns): the grid holds 10 and 40.
+    grid = LogGrid.from_rows([np.array([4, 4, 16])], np.array([20e-9, 10e-9, 40e-9]))
+    assert np.exp(grid.log_latency) == pytest.approx([10e-9, 40e-9])
+    # m = 8 halfway in log: sqrt(10 x 40) = 20 ns.
+    assert math.exp(grid((8.0,))[0]) == pytest.approx(20e-9)
+
+
+def test_script_moe_backend_is_read_from_the_moe_config_block_only():
+    script = "\n".join(
+        [
+            'MOE_BACKEND="TRTLLM"',
+            'if [[ "$ISL" == "1024" && "$OSL" == "8192" ]]; then',
+            "    if [[ $CONC -ge 256 ]]; then",
+            '        MOE_BACKEND="DEEPGEMM"',
+            "    fi",
+            "fi",
+            "cat > cfg.yml << EOF",
+            "cache_transceiver_config:",
+            "    backend: UCX",
+            "moe_config:",
+            "    backend: $MOE_BACKEND",
+            "kv_cache_config:",
+            "    dtype: fp8",
+            "EOF",
+            "trtllm-serve $MODEL --backend=pytorch --extra_llm_api_options=cfg.yml &",
+            "run_benchmark_serving --backend openai",
+        ]
+    )
+    lines = digest(script)
+    assert "moe_backend: $MOE_BACKEND" in lines and not any("UCX" in line for line in lines)
+    assert evaluate(lines, {"ISL": "1024", "OSL": "8192", "CONC": "32"}) == {"moe_backend": "TRTLLM"}
+    assert evaluate(lines, {"ISL": "1024", "OSL": "8192", "CONC": "256"}) == {"moe_backend": "DEEPGEMM"}
+    assert evaluate(lines, {"ISL": "8192", "OSL": "1024", "CONC": "256"}) == {"moe_backend": "TRTLLM"}
+    sglang = digest("python3 -m sglang.launch_server --tp 8 --moe-runner-backend flashinfer_trtllm --port 8888")
+    assert evaluate(sglang, {}) == {"moe_backend": "flashinfer_trtllm"}
+
+
+def test_settings_name_the_field_and_choices():
+    with pytest.raises(ValueError, match="moe_kernel must be one of auto, trtllm-gen"):
+        Settings(engine="trtllm", moe_kernel="TRTLLM")
+
+
+def _moe_rows(kernel_source: str, ms_per_token: float) -> list[dict]:
+    return [
+        {
+            "kernel_source": kernel_source,
+            "moe_dtype": "fp8_block",
+            "num_tokens": t,
+            "hidden_size": 1024,
+            "inter_size": 512,
+            "topk": 2,
+            "num_experts": 8,
+            "moe_tp_size": 1,
+            "moe_ep_size": 1,
+            "distribution": "balanced",
+            "latency": 0.010 + ms_per_token * t,
+        }
+        for t in (1, 16, 256)
+    ]
+
+
+@pytest.fixture
+def two_engines(tmp_path, monkeypatch):
+    """One device, two engines: TensorRT-LLM timed DeepGEMM and CUTLASS, vLLM timed TRTLLM-gen."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from roofline.tables.convert import convert, find_systems_dir
+
+    base = tmp_path / "pkg" / "systems" / "data" / "b200_sxm"
+    gemm = [{"gemm_dtype": "bfloat16", "m": 1, "n": 1024, "k": 1024, "latency": 0.01}]
+    for engine, rows in [
+        ("trtllm", _moe_rows("deepgemm", 0.004) + _moe_rows("moe_torch_flow_cutlass", 0.002)),
+        ("vllm", _moe_rows("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic", 0.001)),
+    ]:
+        for family, fname, data in [("gemm", "gemm_perf.parquet", gemm), ("moe", "moe_perf.parquet", rows)]:
+            folder = base / family / engine / "9.9.9"
+            folder.mkdir(parents=True)
+            pd.DataFrame(data).to_parquet(folder / fname)
+    out = tmp_path / "db"
+    convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
+    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
+    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
+    kernel_tables.cache_clear()
+    yield out
+    kernel_tables.cache_clear()
+
+
+def test_a_set_kernel_is_read_where_it_was_timed(two_engines):
+    trt = kernel_tables("trtllm", "b200")
+    keys = {
+        "moe_dtype": "fp8_block",
+        "hidden_size": 1024,
+        "inter_size": 512,
+        "topk": 2,
+        "num_experts": 8,
+        "moe_tp_size": 1,
+        "moe_ep_size": 1,
+    }
+    tokens = np.array([16.0])
+    from dataclasses import replace
+
+    # Unset: the fastest TensorRT-LLM timed, CUTLASS: 0.010 + 0.002 x 16 = 0.042 ms.
+    assert trt._moe_read(keys, tokens, "MoE").seconds[0] == pytest.approx(42e-6, rel=1e-3)
+    deepgemm = replace(trt, moe_kernel="deepgemm")._moe_read(keys, tokens, "MoE")  # 0.010 + 0.004 x 16
+    assert deepgemm.seconds[0] == pytest.approx(74e-6, rel=1e-3) and deepgemm.label.startswith("DeepGEMM MoE kernel")
+    # TRTLLM-gen: TensorRT-LLM timed none, vLLM did (0.010 + 0.001 x 16 = 0.026 ms), and the label says whose.
+    gen = replace(trt, moe_kernel="trtllm-gen")._moe_read(keys, tokens, "MoE")
+    assert gen.seconds[0] == pytest.approx(26e-6, rel=1e-3)
+    assert "as timed in vLLM 9.9.9 kernels" in gen.label and "TensorRT-LLM 9.9.9 kernels did not time it" in gen.label
+    # Marlin: nobody timed it: the fastest TensorRT-LLM timed, and why.
+    marlin = replace(trt, moe_kernel="marlin")._moe_read(keys, tokens, "MoE")
+    assert marlin.seconds[0] == pytest.approx(42e-6, rel=1e-3) and "no Marlin MoE timing" in marlin.label
+    manifest = json.loads((two_engines / "manifest.json").read_text())
+    assert {f["file"]: f["rows"]["moe"] for f in manifest["files"]} == {
+        "b200/trtllm-9.9.9.npz": 6,
+        "b200/vllm-9.9.9.npz": 3,
+    }
+
+
+def test_the_setting_reaches_a_step_through_settings(two_engines):
+    from roofline.hardware import get_hardware
+
+    hw = get_hardware("b200")
+    source = Settings(engine="trtllm", moe_kernel="trtllm-gen").ceilings(hw).roof_source
+    assert source.moe_kernel == "trtllm-gen"
+    assert Settings(engine="trtllm").ceilings(hw).roof_source.moe_kernel is None
+    assert source.scaled(2.0, 1.0).moe_kernel == "trtllm-gen"  # what-ifs keep it
+
+
+shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
+DSR1_TRT = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x8192_c32_tp8_0_ep1_0_1188"
+
+
+@shipped
+def test_a_sample_run_reads_the_kernel_its_script_set():
+    """InferenceX's DeepSeek-R1 FP8 TensorRT-LLM script sets moe_config.backend TRTLLM at 32 clients."""
+    from roofline.silicon_sample import documented_setup, load_silicon_sample, run_tables
+
+    row = next(r for r in load_silicon_sample() if r["id"] == DSR1_TRT)
+    assert documented_setup(row).moe_kernel == "trtllm-gen"
+    assert "TensorRT-LLM-gen MoE kernels" in documented_setup(row).words()
+    assert run_tables(row).moe_kernel == "trtllm-gen"
+
+
+@shipped
+def test_cli_takes_the_kernel_and_says_where_it_was_timed(capsys):
+    from roofline.cli import main
+
+    common = ["analyze", "--model", "deepseek-r1", "--hardware", "b200", "--tp", "8", "--engine", "trtllm"]
+    common += ["--weight-dtype", "fp8", "--act-dtype", "fp8", "--phase", "decode", "--batch", "32"]
+    common += ["--seq-len", "2048", "--json"]
+    times = {}
+    for kernel in ("auto", "trtllm-gen"):
+        assert main([*common, "--moe-kernel", kernel]) == 0
+        ops = json.loads(capsys.readouterr().out)["ops"]
+        (experts,) = [o for o in ops if o["name"] == "MoE experts gate+up"]
+        times[kernel] = experts["time_s"]
+        if kernel == "trtllm-gen":
+            assert "TensorRT-LLM-gen MoE kernel as timed in" in experts["rests_on"]
+    assert times["trtllm-gen"] != times["auto"]
+    with pytest.raises(SystemExit):
+        main([*common, "--moe-kernel", "TRTLLM"])
+    assert "invalid choice: 'TRTLLM'" in capsys.readouterr().err
+
+
+def test_script_expert_and_attention_parallelism():
+    """A script that decides them itself (InferenceX's DeepSeek-R1 FP4 TensorRT-LLM script of 2025-10)."""
+    script = "\n".join(
+        [
+            'EP_SIZE="1"',
+            'MOE_BACKEND="TRTLLM"',
+            "DP_ATTENTION=false",
+            'if [[ "$TP" == "4" ]]; then',
+            "    if [[ $CONC -gt 32 ]]; then",
+            '        EP_SIZE="$TP"',
+            "    fi",
+            "    if [[ $CONC -ge 256 ]]; then",
+            "        DP_ATTENTION=true",
+            '        MOE_BACKEND="CUTLASS"',
+            "    fi",
+            "fi",
+            "cat > cfg.yml << EOF",
+            "enable_attention_dp: $DP_ATTENTION",
+            "moe_config:",
+            "  backend: $MOE_BACKEND",
+            "EOF",
+            "trtllm-serve $MODEL --tp_size=$TP --ep_size=$EP_SIZE --extra_llm_api_options=cfg.yml",
+        ]
+    )
+    lines = digest(script)
+    low = evaluate(lines, {"TP": "4", "CONC": "16", "DP_ATTENTION": "false", "EP_SIZE": "1"})
+    assert low == {"enable_attention_dp": "false", "moe_backend": "TRTLLM", "ep_size": "1"}
+    high = evaluate(lines, {"TP": "4", "CONC": "256", "DP_ATTENTION": "false", "EP_SIZE": "1"})
+    assert high == {"enable_attention_dp": "true", "moe_backend": "CUTLASS", "ep_size": "4"}
+
+
+@shipped
+def test_sample_rows_read_as_their_scripts_ran_them():
+    from roofline.silicon_sample import load_silicon_sample, run_tables, why_not_scored
+
+    rows = {r["id"]: r for r in load_silicon_sample()}
+    # 256 clients at TP 4: the script turned attention data parallelism on; the row does not say.
+    dp = rows["2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp4_ep1_10"]
+    assert dp["attention_dp_size"] in ("", "1", "1.0")
+    assert why_not_scored(dp) == "attention data parallel (its script sets it; the row does not say)"
+    # gpt-oss on H200 in 2025-11: the script ran the experts with --ep_size=$TP, the row says EP 1.
+    ep = rows["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x8192_c64_tp4_ep1_231"]
+    tables = run_tables(ep)
+    assert tables.moe_parallel == (1, 4) and tables.moe_kernel == "triton"
