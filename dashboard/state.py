@@ -218,8 +218,8 @@ def engine_param() -> Validator:
     return one_of(ENGINES)
 
 
-def engine_notes(engine: str, devices: Mapping, device_ids: Sequence[str]) -> str:
+def engine_notes(engine: str, devices: Mapping, device_ids: Sequence[str], moe_kernel: str = "auto") -> str:
     """One caption line per device: which roofs the engine gives it."""
     from roofline.roofs import engine_note
 
-    return "  \n".join(md_escape(engine_note(engine, h, devices[h].name)) for h in device_ids)
+    return "  \n".join(md_escape(engine_note(engine, h, devices[h].name, None, moe_kernel)) for h in device_ids)

@@ -94,8 +94,10 @@ def kernel_tables(engine: str, hardware_id: str, version: str | None = None):
     return None if predictor is None else KernelTables(predictor)
 
 
-def engine_note(engine: str, hardware_id: str, hardware_name: str, version: str | None = None) -> str:
-    """One sentence: which roofs ``engine`` gives this device, and why."""
+def engine_note(
+    engine: str, hardware_id: str, hardware_name: str, version: str | None = None, moe_kernel: str = "auto"
+) -> str:
+    """One sentence: which roofs ``engine`` gives this device, and why (and which MoE kernels, where set)."""
     named = resolved_engine(engine, hardware_id)
     if named == "ideal":
         if engine == "auto":
@@ -107,4 +109,5 @@ def engine_note(engine: str, hardware_id: str, hardware_name: str, version: str 
             f"{hardware_name}: ideal roofs (datasheet); no {ENGINE_NAMES[named]} kernel tables for it "
             "(`python -m roofline tables import` brings more)"
         )
-    return f"{hardware_name}: engine-measured roofs, {source.label}"
+    moe = f"; MoE experts on {MOE_KERNEL_WORDS[moe_kernel]} kernels" if moe_kernel in MOE_KERNEL_WORDS else ""
+    return f"{hardware_name}: engine-measured roofs, {source.label}{moe}"

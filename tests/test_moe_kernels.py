@@ -169,7 +169,7 @@ def test_a_set_kernel_is_read_where_it_was_timed(two_engines):
     # TRTLLM-gen: TensorRT-LLM timed none, vLLM did (0.010 + 0.001 x 16 = 0.026 ms), and the label says whose.
     gen = replace(trt, moe_kernel="trtllm-gen")._moe_read(keys, tokens, "MoE")
     assert gen.seconds[0] == pytest.approx(26e-6, rel=1e-3)
-    assert "as timed in vLLM 9.9.9 kernels" in gen.label and "TensorRT-LLM 9.9.9 kernels did not time it" in gen.label
+    assert "as timed in vLLM 9.9.9 kernels" in gen.label and "TensorRT-LLM 9.9.9 did not time it" in gen.label
     # Marlin: nobody timed it: the fastest TensorRT-LLM timed, and why.
     marlin = replace(trt, moe_kernel="marlin")._moe_read(keys, tokens, "MoE")
     assert marlin.seconds[0] == pytest.approx(42e-6, rel=1e-3) and "no Marlin MoE timing" in marlin.label
@@ -188,6 +188,7 @@ def test_the_setting_reaches_a_step_through_settings(two_engines):
     assert source.moe_kernel == "trtllm-gen"
     assert Settings(engine="trtllm").ceilings(hw).roof_source.moe_kernel is None
     assert source.scaled(2.0, 1.0).moe_kernel == "trtllm-gen"  # what-ifs keep it
+    assert source.short_label == "TensorRT-LLM 9.9.9 kernels, TensorRT-LLM-gen MoE kernels"
 
 
 shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")

@@ -187,7 +187,7 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
-st.caption(engine_notes(engine, devices, selected))
+st.caption(engine_notes(engine, devices, selected, moe_kernel))
 prompt, output, cut = fit_to_context(model, prompt, output)
 if cut:
     st.warning(cut)

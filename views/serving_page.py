@@ -128,7 +128,7 @@ settings = Settings(calibration=measured.calibration, engine=engine, moe_kernel=
 note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)
-st.caption(engine_notes(engine, devices, selected))
+st.caption(engine_notes(engine, devices, selected, moe_kernel))
 if prompt + output - 1 > model.max_context:
     asked = (
         f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "

@@ -342,7 +342,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "precision": {"weights": precision.weight_dtype, "math": precision.act_dtype, "kv": precision.kv_dtype},
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
-        "roofs": {hw.id: engine_note(settings.engine, hw.id, hw.name, settings.engine_version) for hw in devices},
+        "roofs": {
+            hw.id: engine_note(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel)
+            for hw in devices
+        },
         "best": [b.to_json() for b in best],
         "frontier": frontier,
         "levers": levers,

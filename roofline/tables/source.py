@@ -91,7 +91,10 @@ class KernelTables:
     @property
     def short_label(self) -> str:
         """The few words a chart title has room for: "vLLM 0.24.0 kernels"."""
-        return f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version} kernels"
+        kernels = f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version} kernels"
+        if self.moe_kernel not in (None, "auto"):
+            kernels += f", {MOE_KERNEL_WORDS.get(self.moe_kernel, self.moe_kernel)} MoE kernels"
+        return kernels
 
     @property
     def engine(self) -> str:
@@ -260,7 +263,8 @@ class KernelTables:
                 continue
             borrowed = other._read("moe", {**keys, "kernel": kernel}, (tokens,), what)
             if borrowed.seconds is not None:
-                label = f"{words} MoE kernel as timed in {borrowed.label}; {self.short_label} did not time it"
+                own = f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version}"
+                label = f"{words} MoE kernel as timed in {borrowed.label}; {own} did not time it"
                 return replace(borrowed, label=label)
         answer = self._read("moe", keys, (tokens,), what)
         if answer.seconds is None:
