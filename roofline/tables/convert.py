@@ -12,7 +12,7 @@ Where several kernels were measured for one shape (e.g. FlashAttention 3 and 4, 
 all-reduce) the converted file keeps the fastest: the kernel an engine's auto-tuning would pick.
 MoE layers are the exception: which kernel runs them is a server setting (TensorRT-LLM's
 ``moe_config.backend``, SGLang's ``--moe-runner-backend``, vLLM's ``--moe-backend``), not a tuning
-choice, so the MoE table keeps the fastest of each kernel family (``MOE_KERNELS``) in its own
+choice, so the MoE table keeps the fastest of each kernel family (``MOE_KERNEL_MARKS``) in its own
 ``kernel`` column. Latencies are stored in milliseconds as in the source, as float16.
 """
 
@@ -97,33 +97,33 @@ TABLES = {
         ],
     ),
 }
-# The MoE kernel families a server can be set to run, by what the database's ``kernel_source``
-# names (first match wins): TensorRT-LLM-gen's kernels (TensorRT-LLM's TRTLLM backend, its
-# min-latency mode in aiconfigurator's collector; FlashInfer's ``trtllm`` MoE in vLLM and SGLang),
-# DeepGEMM, CUTLASS (TensorRT-LLM's own and FlashInfer's port), Marlin and Triton (vLLM's and
-# SGLang's fused_moe). Anything else is the engine's "default" for that format.
-MOE_KERNELS = (
+# The MoE kernel families a server can be set to run (roofline.roofs.MOE_KERNELS), by what the
+# database's ``kernel_source`` names (first match wins): TensorRT-LLM-gen's kernels (TensorRT-LLM's
+# TRTLLM backend, its min-latency mode in aiconfigurator's collector; FlashInfer's ``trtllm`` MoE in
+# vLLM and SGLang), DeepGEMM, CUTLASS (TensorRT-LLM's own, its non-gated MoE among them, and
+# FlashInfer's port), Marlin and Triton (vLLM's and SGLang's fused_moe).
+MOE_KERNEL_MARKS = (
     ("trtllm-gen", ("min_latency", "flashinfer_trtllm")),
     ("deepgemm", ("deepgemm", "deep_gemm")),
-    ("cutlass", ("cutlass",)),
+    ("cutlass", ("cutlass", "nongated")),
     ("marlin", ("marlin",)),
     ("triton", ("triton", "fused_moe")),
 )
-MXFP4_MOE = ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")
-# Blackwell systems: aiconfigurator's TensorRT-LLM collector runs MXFP4 experts with the TRTLLM
-# backend there and with Triton on Hopper (collector/trtllm/collect_moe.py), under the name
-# "moe_torch_flow".
+# aiconfigurator's TensorRT-LLM collector (collector/trtllm/collect_moe.py) names a layer plain
+# "moe_torch_flow" where it ran neither CUTLASS nor DeepGEMM nor the min-latency kernels: gpt-oss's
+# experts (and MXFP4 ones), with the TRTLLM backend on Blackwell and Triton on Hopper.
 BLACKWELL_SYSTEMS = {"b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"}
+HOPPER_SYSTEMS = {"h100_sxm", "h200_sxm"}
 
 
-def moe_kernel(kernel_source: str, moe_dtype: str = "", system: str = "") -> str:
-    """The kernel family a MoE table row was timed with (``MOE_KERNELS``), or "default"."""
+def moe_kernel(kernel_source: str, system: str = "") -> str:
+    """The kernel family a MoE table row was timed with (``MOE_KERNEL_MARKS``), or "default"."""
     source = kernel_source.lower()
-    for family, marks in MOE_KERNELS:
+    for family, marks in MOE_KERNEL_MARKS:
         if any(mark in source for mark in marks):
             return family
-    if source == "moe_torch_flow" and moe_dtype in MXFP4_MOE:
-        return "trtllm-gen" if system in BLACKWELL_SYSTEMS else "triton"
+    if source == "moe_torch_flow":
+        return "trtllm-gen" if system in BLACKWELL_SYSTEMS else "triton" if system in HOPPER_SYSTEMS else "default"
     return "default"
 
 
@@ -257,9 +257,7 @@ def convert(
                     df = df[df[column] == value]
                 if table == "moe":
                     sources = df["kernel_source"] if "kernel_source" in df.columns else [""] * len(df)
-                    df = df.assign(
-                        kernel=[moe_kernel(str(k), str(d), system) for k, d in zip(sources, df["moe_dtype"])]
-                    )
+                    df = df.assign(kernel=[moe_kernel(str(k), system) for k in sources])
                 reduced = _reduce(df, keys)
                 for c, a in reduced.items():
                     arrays[f"{table}/{c}"] = a
