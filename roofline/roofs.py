@@ -51,6 +51,9 @@ MOE_BACKENDS = {
     "flashinfer_cutlass": "cutlass",
     "marlin": "marlin",
     "triton": "triton",
+    "triton_kernel": "triton",  # SGLang: OpenAI's triton_kernels (gpt-oss)
+    "batched_deepgemm": "deepgemm",
+    "batched_triton": "triton",
 }
 
 
@@ -109,5 +112,9 @@ def engine_note(
             f"{hardware_name}: ideal roofs (datasheet); no {ENGINE_NAMES[named]} kernel tables for it "
             "(`python -m roofline tables import` brings more)"
         )
-    moe = f"; MoE experts on {MOE_KERNEL_WORDS[moe_kernel]} kernels" if moe_kernel in MOE_KERNEL_WORDS else ""
+    moe = (
+        f"; MoE kernels set to {MOE_KERNEL_WORDS[moe_kernel]} (each MoE op says where its time is read)"
+        if moe_kernel in MOE_KERNEL_WORDS
+        else ""
+    )
     return f"{hardware_name}: engine-measured roofs, {source.label}{moe}"

@@ -57,20 +57,24 @@ def digest(text: str) -> list[str]:
     closes its ``if`` (``X=1; fi``) is kept as the body and a ``fi``; the ``backend:`` of a YAML
     ``moe_config:`` block is kept as ``moe_backend:`` (other blocks name other backends)."""
     kept = []
-    moe_block: int | None = None  # the indent of an open ``moe_config:`` block
+    moe_block: list[int | None] | None = None  # an open ``moe_config:`` block: [its indent, its keys' indent]
     for line in text.split("\n"):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
         indent = len(line) - len(line.lstrip())
-        if moe_block is not None and indent <= moe_block:
+        yaml = re.sub(r"\s+#.*$", "", stripped)  # a YAML line less its comment
+        if moe_block is not None and indent <= moe_block[0]:
             moe_block = None
-        if stripped == "moe_config:":
-            moe_block = indent
+        if yaml == "moe_config:":
+            moe_block = [indent, None]
             continue
-        backend = re.fullmatch(r"backend:\s*(\S+)", stripped) if moe_block is not None else None
-        if backend:
-            kept.append(f"moe_backend: {backend[1]}")
+        if moe_block is not None:  # a key of the block, or deeper: not a top-level setting
+            if moe_block[1] is None:
+                moe_block[1] = indent
+            backend = re.fullmatch(r"backend:\s*(\S+)", yaml)
+            if backend and indent == moe_block[1]:
+                kept.append(f"moe_backend: {backend[1]}")
             continue
         closing = re.fullmatch(r"(.*?);\s*fi", stripped)
         if closing and not _BRANCH.match(stripped):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,26 +21,43 @@ from roofline.tables.grid import LogGrid
 
 
 @pytest.mark.parametrize(
-    ("source", "dtype", "system", "family"),
+    ("source", "system", "family"),
     [
-        ("moe_torch_flow_min_latency", "nvfp4", "b200_sxm", "trtllm-gen"),  # the collector's "trtllm gen"
-        ("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic", "fp8_block", "b200_sxm", "trtllm-gen"),
-        ("sglang_flashinfer_trtllm_moe", "fp8_block", "b200_sxm", "trtllm-gen"),
-        ("deepgemm", "fp8_block", "b200_sxm", "deepgemm"),
-        ("moe_torch_flow_cutlass", "nvfp4", "b200_sxm", "cutlass"),
-        ("vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts", "fp8", "h100_sxm", "cutlass"),
-        ("vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "int4_wo", "h100_sxm", "marlin"),
-        ("sglang_fused_moe_triton", "bfloat16", "h200_sxm", "triton"),
-        ("vllm_fused_moe", "bfloat16", "b200_sxm", "triton"),
-        # TensorRT-LLM's default MXFP4 experts: TRTLLM-gen on Blackwell, Triton on Hopper.
-        ("moe_torch_flow", "w4a16_mxfp4", "b200_sxm", "trtllm-gen"),
-        ("moe_torch_flow", "w4a16_mxfp4", "h200_sxm", "triton"),
-        ("moe_torch_flow", "bfloat16", "b200_sxm", "default"),
-        ("moe_torch_flow_nongated", "bfloat16", "b200_sxm", "default"),
+        ("moe_torch_flow_min_latency", "b200_sxm", "trtllm-gen"),  # the collector's "trtllm gen"
+        ("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic", "b200_sxm", "trtllm-gen"),
+        ("sglang_flashinfer_trtllm_moe", "b200_sxm", "trtllm-gen"),
+        ("deepgemm", "b200_sxm", "deepgemm"),
+        ("moe_torch_flow_cutlass", "b200_sxm", "cutlass"),
+        ("moe_torch_flow_nongated", "b200_sxm", "cutlass"),  # non-gated experts on TensorRT-LLM's CUTLASS
+        ("vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts", "h100_sxm", "cutlass"),
+        ("vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "h100_sxm", "marlin"),
+        ("sglang_fused_moe_triton", "h200_sxm", "triton"),
+        ("vllm_fused_moe", "b200_sxm", "triton"),
+        # TensorRT-LLM's plain torch flow (gpt-oss's experts): TRTLLM-gen on Blackwell, Triton on Hopper.
+        ("moe_torch_flow", "b200_sxm", "trtllm-gen"),
+        ("moe_torch_flow", "h200_sxm", "triton"),
+        ("moe_torch_flow", "a100_sxm", "default"),
+        ("vllm_xpu_moe", "b60", "default"),
     ],
 )
-def test_kernel_families_of_the_database_names(source, dtype, system, family):
-    assert moe_kernel(source, dtype, system) == family
+def test_kernel_families_of_the_database_names(source, system, family):
+    assert moe_kernel(source, system) == family
+
+
+def test_the_converter_and_the_setting_name_the_same_families():
+    from roofline.roofs import MOE_KERNEL_WORDS, MOE_KERNELS
+    from roofline.tables.convert import MOE_KERNEL_MARKS
+
+    assert [f for f, _ in MOE_KERNEL_MARKS] == list(MOE_KERNELS[1:]) == list(MOE_KERNEL_WORDS)
+
+
+def test_the_engine_note_says_the_kernels_were_set_not_that_they_ran():
+    from roofline.roofs import engine_note
+
+    note = engine_note("trtllm", "b200", "NVIDIA B200", moe_kernel="marlin")
+    assert note.endswith("; MoE kernels set to Marlin (each MoE op says where its time is read)")
+    assert "MoE" not in engine_note("trtllm", "b200", "NVIDIA B200")
+    assert "MoE" not in engine_note("ideal", "b200", "NVIDIA B200", moe_kernel="marlin")  # the datasheet has none
 
 
 @pytest.mark.parametrize(
@@ -50,6 +69,7 @@ def test_kernel_families_of_the_database_names(source, dtype, system, family):
         ("deep_gemm", "deepgemm"),
         ("CUTLASS", "cutlass"),
         ("triton", "triton"),
+        ("triton_kernel", "triton"),
         ("WIDEEP", None),
         ("flashinfer_cutedsl", None),
         (None, None),
@@ -90,6 +110,12 @@ def test_script_moe_backend_is_read_from_the_moe_config_block_only():
     )
     lines = digest(script)
     assert "moe_backend: $MOE_BACKEND" in lines and not any("UCX" in line for line in lines)
+    # Other keys of the block (its own max_num_tokens, a nested backend) are not top-level settings,
+    # and a comment after a key is not its value.
+    nested = (
+        "moe_config:  # experts\n  max_num_tokens: 4096\n  load_balancer:\n    backend: X\n  backend: CUTLASS  # x\n"
+    )
+    assert evaluate(digest(nested), {}) == {"moe_backend": "CUTLASS"}
     assert evaluate(lines, {"ISL": "1024", "OSL": "8192", "CONC": "32"}) == {"moe_backend": "TRTLLM"}
     assert evaluate(lines, {"ISL": "1024", "OSL": "8192", "CONC": "256"}) == {"moe_backend": "DEEPGEMM"}
     assert evaluate(lines, {"ISL": "8192", "OSL": "1024", "CONC": "256"}) == {"moe_backend": "TRTLLM"}
@@ -102,11 +128,11 @@ def test_settings_name_the_field_and_choices():
         Settings(engine="trtllm", moe_kernel="TRTLLM")
 
 
-def _moe_rows(kernel_source: str, ms_per_token: float) -> list[dict]:
+def _moe_rows(kernel_source: str, ms_per_token: float, dtype: str = "fp8_block", ms: float = 0.010) -> list[dict]:
     return [
         {
             "kernel_source": kernel_source,
-            "moe_dtype": "fp8_block",
+            "moe_dtype": dtype,
             "num_tokens": t,
             "hidden_size": 1024,
             "inter_size": 512,
@@ -115,24 +141,33 @@ def _moe_rows(kernel_source: str, ms_per_token: float) -> list[dict]:
             "moe_tp_size": 1,
             "moe_ep_size": 1,
             "distribution": "balanced",
-            "latency": 0.010 + ms_per_token * t,
+            "latency": ms + ms_per_token * t,
         }
         for t in (1, 16, 256)
     ]
 
 
 @pytest.fixture
-def two_engines(tmp_path, monkeypatch):
-    """One device, two engines: TensorRT-LLM timed DeepGEMM and CUTLASS, vLLM timed TRTLLM-gen."""
+def engines(tmp_path, monkeypatch):
+    """One device, three engines: TensorRT-LLM timed DeepGEMM and CUTLASS (block-FP8) and CUTLASS
+    (MXFP4 with bf16 activations), vLLM TRTLLM-gen (block-FP8; MXFP4 with bf16 activations), SGLang
+    TRTLLM-gen (MXFP4 with MXFP8 activations, the fastest from 16 tokens)."""
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     from roofline.tables.convert import convert, find_systems_dir
 
     base = tmp_path / "pkg" / "systems" / "data" / "b200_sxm"
     gemm = [{"gemm_dtype": "bfloat16", "m": 1, "n": 1024, "k": 1024, "latency": 0.01}]
+    gen = "flashinfer_trtllm_moe"
     for engine, rows in [
-        ("trtllm", _moe_rows("deepgemm", 0.004) + _moe_rows("moe_torch_flow_cutlass", 0.002)),
-        ("vllm", _moe_rows("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic", 0.001)),
+        (
+            "trtllm",
+            _moe_rows("deepgemm", 0.004)
+            + _moe_rows("moe_torch_flow_cutlass", 0.002)
+            + _moe_rows("moe_torch_flow_cutlass", 0.003, "w4a16_mxfp4"),
+        ),
+        ("vllm", _moe_rows(gen, 0.001) + _moe_rows(gen, 0.0015, "w4a16_mxfp4")),
+        ("sglang", _moe_rows(gen, 0.0005, "w4a8_mxfp4_mxfp8", ms=0.020)),
     ]:
         for family, fname, data in [("gemm", "gemm_perf.parquet", gemm), ("moe", "moe_perf.parquet", rows)]:
             folder = base / family / engine / "9.9.9"
@@ -148,39 +183,67 @@ def two_engines(tmp_path, monkeypatch):
     kernel_tables.cache_clear()
 
 
-def test_a_set_kernel_is_read_where_it_was_timed(two_engines):
-    trt = kernel_tables("trtllm", "b200")
-    keys = {
-        "moe_dtype": "fp8_block",
-        "hidden_size": 1024,
-        "inter_size": 512,
-        "topk": 2,
-        "num_experts": 8,
-        "moe_tp_size": 1,
-        "moe_ep_size": 1,
-    }
-    tokens = np.array([16.0])
-    from dataclasses import replace
+def _experts(expert_dtype: str, tokens=16.0):
+    """A fused MoE op as roofline.ops.mlp writes it, at the fixture's expert shape."""
+    meta = {"tp": 1, "hidden": 1024, "expert_inter": 512, "topk": 2, "experts": 8}
+    return SimpleNamespace(meta={**meta, "expert_dtype": expert_dtype, "moe_tokens": np.atleast_1d(tokens)})
 
+
+def test_a_set_kernel_is_read_where_it_was_timed(engines):
+    trt = kernel_tables("trtllm", "b200")
+    op = _experts("fp8_block")
     # Unset: the fastest TensorRT-LLM timed, CUTLASS: 0.010 + 0.002 x 16 = 0.042 ms.
-    assert trt._moe_read(keys, tokens, "MoE").seconds[0] == pytest.approx(42e-6, rel=1e-3)
-    deepgemm = replace(trt, moe_kernel="deepgemm")._moe_read(keys, tokens, "MoE")  # 0.010 + 0.004 x 16
+    assert trt._moe(op).seconds[0] == pytest.approx(42e-6, rel=1e-3)
+    deepgemm = replace(trt, moe_kernel="deepgemm")._moe(op)  # 0.010 + 0.004 x 16
     assert deepgemm.seconds[0] == pytest.approx(74e-6, rel=1e-3) and deepgemm.label.startswith("DeepGEMM MoE kernel")
     # TRTLLM-gen: TensorRT-LLM timed none, vLLM did (0.010 + 0.001 x 16 = 0.026 ms), and the label says whose.
-    gen = replace(trt, moe_kernel="trtllm-gen")._moe_read(keys, tokens, "MoE")
+    gen = replace(trt, moe_kernel="trtllm-gen")._moe(op)
     assert gen.seconds[0] == pytest.approx(26e-6, rel=1e-3)
     assert "as timed in vLLM 9.9.9 kernels" in gen.label and "TensorRT-LLM 9.9.9 did not time it" in gen.label
     # Marlin: nobody timed it: the fastest TensorRT-LLM timed, and why.
-    marlin = replace(trt, moe_kernel="marlin")._moe_read(keys, tokens, "MoE")
+    marlin = replace(trt, moe_kernel="marlin")._moe(op)
     assert marlin.seconds[0] == pytest.approx(42e-6, rel=1e-3) and "no Marlin MoE timing" in marlin.label
-    manifest = json.loads((two_engines / "manifest.json").read_text())
+    manifest = json.loads((engines / "manifest.json").read_text())
     assert {f["file"]: f["rows"]["moe"] for f in manifest["files"]} == {
-        "b200/trtllm-9.9.9.npz": 6,
-        "b200/vllm-9.9.9.npz": 3,
+        "b200/trtllm-9.9.9.npz": 9,
+        "b200/vllm-9.9.9.npz": 6,
+        "b200/sglang-9.9.9.npz": 3,
     }
 
 
-def test_the_setting_reaches_a_step_through_settings(two_engines):
+def test_each_activation_format_from_its_first_source_then_the_faster(engines):
+    """MXFP4 experts have two tables (bf16 or MXFP8 activations), the faster of which runs. With a
+    kernel set, each is read from the first table that timed that kernel for it (bf16: vLLM's,
+    0.010 + 0.0015 t ms; MXFP8: SGLang's, 0.020 + 0.0005 t), then the faster at each size, labelled
+    with whose it is: vLLM's at 1 token (0.0115 against 0.0205 ms), SGLang's at 16 (0.028 against
+    0.034) and 256."""
+    trt = replace(kernel_tables("trtllm", "b200"), moe_kernel="trtllm-gen")
+    at16 = trt._moe(_experts("mxfp4"))
+    assert at16.seconds[0] == pytest.approx(28e-6, rel=1e-3)
+    assert "as timed in SGLang 9.9.9" in at16.label and "vLLM" not in at16.label
+    at1 = trt._moe(_experts("mxfp4", 1.0))
+    assert at1.seconds[0] == pytest.approx(11.5e-6, rel=1e-3) and "as timed in vLLM 9.9.9" in at1.label
+    sweep = trt._moe(_experts("mxfp4", np.array([1.0, 256.0])))
+    assert sweep.seconds == pytest.approx([11.5e-6, 148e-6], rel=1e-3)
+    assert "vLLM 9.9.9" in sweep.label and "SGLang 9.9.9" in sweep.label and "the faster at each size" in sweep.label
+    # Unset: TensorRT-LLM's own CUTLASS (0.010 + 0.003 x 16), SGLang's table timed nothing else.
+    assert kernel_tables("trtllm", "b200")._moe(_experts("mxfp4")).seconds[0] == pytest.approx(58e-6, rel=1e-3)
+
+
+def test_a_file_without_kernels_still_borrows(engines, monkeypatch):
+    """A file converted before kernels were told apart (no kernel column) reads the named kernel where
+    another engine's file records it, and says its own does not."""
+    trt = kernel_tables("trtllm", "b200")
+    tables = {name: dict(columns) for name, columns in trt.predictor.tables.items()}
+    del tables["moe"]["kernel"]
+    monkeypatch.setitem(trt.predictor.__dict__, "tables", tables)  # this engine's file only
+    gen = replace(trt, moe_kernel="trtllm-gen")._moe(_experts("fp8_block"))
+    assert "as timed in" in gen.label
+    cutlass = replace(trt, moe_kernel="cutlass")._moe(_experts("fp8_block"))
+    assert "this file does not record MoE kernels" in cutlass.label
+
+
+def test_the_setting_reaches_a_step_through_settings(engines):
     from roofline.hardware import get_hardware
 
     hw = get_hardware("b200")

@@ -229,47 +229,59 @@ class KernelTables:
             f"(TP {moe_tp}, EP {moe_ep})"
         )
         tokens = np.maximum(np.asarray(meta["moe_tokens"], float), 1.0)
-        answers = []
-        for table_dtype in MOE_DTYPES.get(weight_dtype, (weight_dtype,)):
-            answer = self._moe_read({"moe_dtype": table_dtype, **shape}, tokens, what)
-            if answer.seconds is not None:
-                answers.append(answer)
-                if weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
+        dtypes = MOE_DTYPES.get(weight_dtype, (weight_dtype,))
+        sources = self._moe_sources()
+        answers: list[tuple[int, OpAnswer]] = []  # per table dtype: the first source that timed it
+        for table_dtype in dtypes:
+            for rank, (tables, keys, relabel) in enumerate(sources):
+                answer = tables._read("moe", {"moe_dtype": table_dtype, **shape, **keys}, (tokens,), what)
+                if answer.seconds is not None:
+                    answers.append((rank, replace(answer, label=relabel(answer.label))))
                     break
+            if answers and weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
+                break
         if not answers:
             return OpAnswer(None, f"no {what} in {self.label}")
-        # Several kernels for the same weights: the fastest measured at each point.
-        seconds = np.fmin.reduce([a.seconds for a in answers]) if len(answers) > 1 else answers[0].seconds
-        return OpAnswer(seconds, answers[0].label, any(a.extrapolated for a in answers))
+        named = [a for rank, a in answers if rank < len(sources) - 1 or len(sources) == 1]
+        chosen = named or [a for _, a in answers]  # the kernel set where any table timed it, else the fallback
+        if len(chosen) == 1:
+            return chosen[0]
+        # Several kernels for the same weights (MXFP4 experts with bf16 or MXFP8 activations): the
+        # fastest measured at each point, and whose it is.
+        stack = np.array([np.broadcast_to(a.seconds, np.shape(chosen[0].seconds)) for a in chosen])
+        seconds = np.fmin.reduce(stack)
+        winners = sorted({int(i) for i in np.nanargmin(np.where(np.isnan(stack), np.inf, stack), axis=0).ravel()})
+        labels = list(dict.fromkeys(chosen[i].label for i in winners))
+        label = labels[0] if len(labels) == 1 else " or ".join(labels) + " (the faster at each size)"
+        return OpAnswer(seconds, label, any(a.extrapolated for a in chosen))
 
-    def _moe_read(self, keys: dict, tokens: np.ndarray, what: str) -> OpAnswer:
-        """One MoE table's answer: the kernel family the server runs (``moe_kernel``) where this
-        engine timed it; else the same kernel as another engine timed it on this device (FlashInfer
-        runs TensorRT-LLM-gen's MoE kernels in vLLM and SGLang); else the fastest timed here, and
-        the label says which."""
+    def _moe_sources(self) -> list[tuple[KernelTables, dict, object]]:
+        """Where a MoE layer's time is read, in order (the first that answers wins), each with the
+        keys it is read at and how its label is worded: the kernel family the server runs
+        (``moe_kernel``) in this engine's table; else the same kernel as another engine timed it
+        on this device (FlashInfer runs TensorRT-LLM-gen's MoE kernels in vLLM and SGLang); else
+        the fastest timed here, and the label says so."""
         kernel = self.moe_kernel
-        table = self.predictor.tables.get("moe", {})
-        if kernel in (None, "auto") or "kernel" not in table:
-            answer = self._read("moe", keys, (tokens,), what)
-            if kernel not in (None, "auto") and answer.seconds is not None:
-                return replace(answer, label=answer.label + "; this file does not record MoE kernels")
-            return answer
+        if kernel in (None, "auto"):
+            return [(self, {}, lambda label: label)]
         words = MOE_KERNEL_WORDS.get(kernel, kernel)
-        own = self._read("moe", {**keys, "kernel": kernel}, (tokens,), what)
-        if own.seconds is not None:
-            return replace(own, label=f"{words} MoE kernel, {own.label}")
+        own = f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version}"
+        sources: list[tuple[KernelTables, dict, object]] = []
+        recorded = "kernel" in self.predictor.tables.get("moe", {})
+        if recorded:
+            sources.append((self, {"kernel": kernel}, lambda label: f"{words} MoE kernel, {label}"))
         for other in _other_tables(self.predictor):
-            if "kernel" not in other.predictor.tables.get("moe", {}):
-                continue
-            borrowed = other._read("moe", {**keys, "kernel": kernel}, (tokens,), what)
-            if borrowed.seconds is not None:
-                own = f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version}"
-                label = f"{words} MoE kernel as timed in {borrowed.label}; {own} did not time it"
-                return replace(borrowed, label=label)
-        answer = self._read("moe", keys, (tokens,), what)
-        if answer.seconds is None:
-            return answer
-        return replace(answer, label=f"{answer.label}; no {words} MoE timing of this shape: the fastest timed kernel")
+            if "kernel" in other.predictor.tables.get("moe", {}):
+                sources.append(
+                    (
+                        other,
+                        {"kernel": kernel},
+                        lambda label: f"{words} MoE kernel as timed in {label}; {own} did not time it",
+                    )
+                )
+        why = f"no {words} MoE timing of this shape" if recorded else "this file does not record MoE kernels"
+        sources.append((self, {}, lambda label: f"{label}; {why}: the fastest timed kernel"))
+        return sources
 
     def _attention(self, op) -> OpAnswer:
         meta = op.meta
