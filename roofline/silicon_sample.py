@@ -34,13 +34,10 @@ Mapping of names and precisions (documented choices, not fitted):
   version in effect that day gives it the same value; elsewhere the engine's default stands.
 - Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
   weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep),
-  for the MoE kernels the script set (TensorRT-LLM's ``moe_config.backend``, SGLang's
-  ``--moe-runner-backend``, vLLM's ``--moe-backend``; ``roofline.roofs.MOE_BACKENDS``) where it
-  set one the tables tell apart, else the fastest the engine's table timed. Where the script set
-  the experts' parallel degree itself (``--ep_size=$TP``, or an ``EP_SIZE`` it assigns by the
-  run's lengths and concurrency) that split is read instead of the row's; where it turned on
-  attention data parallelism (TensorRT-LLM's ``enable_attention_dp``) the run is left out, as rows
-  that say so are.
+  for the MoE kernels the script set (``roofline.roofs.MOE_BACKENDS``) where the tables tell them
+  apart, else the fastest the engine timed; at the experts' split the script set where it decided
+  it itself (``--ep_size=$TP``, an ``EP_SIZE`` it assigns); a run whose script turned attention data
+  parallelism on (``enable_attention_dp``) is left out, as rows that say so are.
 """
 
 from __future__ import annotations
@@ -252,7 +249,14 @@ def documented_setup(row: dict[str, str]) -> ScriptSetup | None:
     """The scheduler settings the scripts that ran an InferenceX run gave its server on its
     measured date, each run for the row's variables (``roofline.script_setup``): a setting counts
     where every script version in effect gives it the same value; None for another source."""
+    return _documented_setup(tuple(row.items()))
+
+
+@cache
+def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
     from roofline.script_setup import evaluate
+
+    row = dict(items)
 
     scripts, digests = _inferencex_digests()
     effect = _scripts_in_effect(row, scripts)

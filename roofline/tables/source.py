@@ -38,12 +38,17 @@ from roofline.tables.predict import (
 )
 
 
-def _other_tables(predictor: TablePredictor) -> list[KernelTables]:
-    """The newest tables of every other engine on the same device."""
+def _other_engines(predictor: TablePredictor) -> list[str]:
+    """Every other serving engine, in the order their tables are searched."""
+    return [e for e in ENGINE_NAMES if e not in (predictor.engine, "nccl")]
+
+
+def _recording_tables(engine: str, device: str) -> KernelTables | None:
+    """The newest tables of ``engine`` on ``device`` where their MoE table records its kernels."""
     from roofline.roofs import kernel_tables
 
-    found = [kernel_tables(e, predictor.device) for e in ENGINE_NAMES if e not in (predictor.engine, "nccl")]
-    return [t for t in found if t is not None]
+    tables = kernel_tables(engine, device)
+    return tables if tables is not None and "kernel" in tables.predictor.tables.get("moe", {}) else None
 
 
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
@@ -233,7 +238,10 @@ class KernelTables:
         sources = self._moe_sources()
         answers: list[tuple[int, OpAnswer]] = []  # per table dtype: the first source that timed it
         for table_dtype in dtypes:
-            for rank, (tables, keys, relabel) in enumerate(sources):
+            for rank, (get_tables, keys, relabel) in enumerate(sources):
+                tables = get_tables()  # another engine's file is loaded only when reached
+                if tables is None:
+                    continue
                 answer = tables._read("moe", {"moe_dtype": table_dtype, **shape, **keys}, (tokens,), what)
                 if answer.seconds is not None:
                     answers.append((rank, replace(answer, label=relabel(answer.label))))
@@ -255,32 +263,31 @@ class KernelTables:
         label = labels[0] if len(labels) == 1 else " or ".join(labels) + " (the faster at each size)"
         return OpAnswer(seconds, label, any(a.extrapolated for a in chosen))
 
-    def _moe_sources(self) -> list[tuple[KernelTables, dict, object]]:
-        """Where a MoE layer's time is read, in order (the first that answers wins), each with the
-        keys it is read at and how its label is worded: the kernel family the server runs
-        (``moe_kernel``) in this engine's table; else the same kernel as another engine timed it
-        on this device (FlashInfer runs TensorRT-LLM-gen's MoE kernels in vLLM and SGLang); else
-        the fastest timed here, and the label says so."""
+    def _moe_sources(self) -> list[tuple[object, dict, object]]:
+        """Where a MoE layer's time is read, in order (the first that answers wins), each as a
+        function giving its tables (None: none to read), the keys it is read at and how its label is
+        worded: the kernel family the server runs (``moe_kernel``) in this engine's table; else the
+        same kernel as another engine timed it on this device (FlashInfer runs TensorRT-LLM-gen's
+        MoE kernels in vLLM and SGLang); else the fastest timed here, and the label says so."""
         kernel = self.moe_kernel
         if kernel in (None, "auto"):
-            return [(self, {}, lambda label: label)]
+            return [(lambda: self, {}, lambda label: label)]
         words = MOE_KERNEL_WORDS.get(kernel, kernel)
         own = f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version}"
-        sources: list[tuple[KernelTables, dict, object]] = []
         recorded = "kernel" in self.predictor.tables.get("moe", {})
+        sources: list[tuple[object, dict, object]] = []
         if recorded:
-            sources.append((self, {"kernel": kernel}, lambda label: f"{words} MoE kernel, {label}"))
-        for other in _other_tables(self.predictor):
-            if "kernel" in other.predictor.tables.get("moe", {}):
-                sources.append(
-                    (
-                        other,
-                        {"kernel": kernel},
-                        lambda label: f"{words} MoE kernel as timed in {label}; {own} did not time it",
-                    )
+            sources.append((lambda: self, {"kernel": kernel}, lambda label: f"{words} MoE kernel, {label}"))
+        for engine in _other_engines(self.predictor):
+            sources.append(
+                (
+                    lambda engine=engine: _recording_tables(engine, self.predictor.device),
+                    {"kernel": kernel},
+                    lambda label: f"{words} MoE kernel as timed in {label}; {own} did not time it",
                 )
+            )
         why = f"no {words} MoE timing of this shape" if recorded else "this file does not record MoE kernels"
-        sources.append((self, {}, lambda label: f"{label}; {why}: the fastest timed kernel"))
+        sources.append((lambda: self, {}, lambda label: f"{label}; {why}: the fastest timed kernel"))
         return sources
 
     def _attention(self, op) -> OpAnswer:
