@@ -28,7 +28,7 @@ from functools import lru_cache
 ENGINES: tuple[str, ...] = ("auto", "vllm", "sglang", "trtllm", "ideal")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "ideal": "ideal (datasheet)"}
 AUTO_ENGINE = "vllm"  # what "auto" reads where the device has tables
-# The MoE kernel families the tables tell apart (roofline.tables.convert.MOE_KERNELS); "auto" is the
+# The MoE kernel families the tables tell apart (roofline.tables.convert.MOE_KERNEL_MARKS); "auto" is the
 # fastest each engine's table timed for a shape.
 MOE_KERNELS: tuple[str, ...] = ("auto", "trtllm-gen", "deepgemm", "cutlass", "marlin", "triton")
 MOE_KERNEL_WORDS = {

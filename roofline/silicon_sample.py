@@ -216,7 +216,9 @@ class ScriptSetup:
         if self.moe_kernel is not None:
             parts.append(f"{MOE_KERNEL_WORDS[self.moe_kernel]} MoE kernels")
         if self.ep_size is not None:
-            parts.append(f"experts over {self.ep_size} GPUs by expert parallelism")
+            parts.append(
+                f"experts split over {self.ep_size} GPUs by EP" if self.ep_size > 1 else "no expert parallelism"
+            )
         if self.attention_dp:
             parts.append("attention data parallel")
         return ", ".join(parts) or "the engine's defaults"
@@ -257,7 +259,6 @@ def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
     from roofline.script_setup import evaluate
 
     row = dict(items)
-
     scripts, digests = _inferencex_digests()
     effect = _scripts_in_effect(row, scripts)
     if effect is None or not effect[1]:
