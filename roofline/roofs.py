@@ -28,9 +28,8 @@ from functools import lru_cache
 ENGINES: tuple[str, ...] = ("auto", "vllm", "sglang", "trtllm", "ideal")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "ideal": "ideal (datasheet)"}
 AUTO_ENGINE = "vllm"  # what "auto" reads where the device has tables
-# The MoE kernel families the tables tell apart (roofline.tables.convert.MOE_KERNEL_MARKS); "auto" is the
-# fastest each engine's table timed for a shape.
-MOE_KERNELS: tuple[str, ...] = ("auto", "trtllm-gen", "deepgemm", "cutlass", "marlin", "triton")
+# The MoE kernel families the tables tell apart (roofline.tables.convert.MOE_KERNEL_MARKS), in words;
+# "auto" is the fastest each engine's table timed for a shape.
 MOE_KERNEL_WORDS = {
     "trtllm-gen": "TensorRT-LLM-gen",
     "deepgemm": "DeepGEMM",
@@ -38,6 +37,7 @@ MOE_KERNEL_WORDS = {
     "marlin": "Marlin",
     "triton": "Triton",
 }
+MOE_KERNELS: tuple[str, ...] = ("auto", *MOE_KERNEL_WORDS)
 # What the engines call them: TensorRT-LLM's moe_config.backend, SGLang's --moe-runner-backend,
 # vLLM's --moe-backend (lower case). Names not here (WIDEEP, CUTEDSL, aiter, mega-MoE, ...) have
 # no table: the fastest timed kernel stands.

@@ -236,22 +236,22 @@ class KernelTables:
         tokens = np.maximum(np.asarray(meta["moe_tokens"], float), 1.0)
         dtypes = MOE_DTYPES.get(weight_dtype, (weight_dtype,))
         sources = self._moe_sources()
-        answers: list[tuple[int, OpAnswer]] = []  # per table dtype: the first source that timed it
+        answers: list[tuple[dict, OpAnswer]] = []  # per table dtype: the first source that timed it
         for table_dtype in dtypes:
-            for rank, (get_tables, keys, relabel) in enumerate(sources):
+            for get_tables, keys, relabel in sources:
                 tables = get_tables()  # another engine's file is loaded only when reached
                 if tables is None:
                     continue
                 answer = tables._read("moe", {"moe_dtype": table_dtype, **shape, **keys}, (tokens,), what)
                 if answer.seconds is not None:
-                    answers.append((rank, replace(answer, label=relabel(answer.label))))
+                    answers.append((keys, replace(answer, label=relabel(answer.label))))
                     break
             if answers and weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
                 break
         if not answers:
             return OpAnswer(None, f"no {what} in {self.label}")
-        named = [a for rank, a in answers if rank < len(sources) - 1 or len(sources) == 1]
-        chosen = named or [a for _, a in answers]  # the kernel set where any table timed it, else the fallback
+        # The kernel set where any table timed it; else (or with none set) what the engine timed.
+        chosen = [a for keys, a in answers if "kernel" in keys] or [a for _, a in answers]
         if len(chosen) == 1:
             return chosen[0]
         # Several kernels for the same weights (MXFP4 experts with bf16 or MXFP8 activations): the
