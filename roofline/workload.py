@@ -34,6 +34,8 @@ def check_choice(value: str, allowed: tuple[str, ...], field_name: str) -> None:
 
 def check_positive_int(value, field_name: str, limit: float = 2**53) -> None:
     """Positive, whole and finite (arrays: every element)."""
+    if type(value) is int and 1 <= value <= limit:  # the common case, without numpy's overhead
+        return
     arr = np.asarray(value)
     if arr.dtype.kind not in "iuf" or arr.dtype == bool:
         raise ValueError(f"{field_name} must be a positive integer, got {value!r}")

@@ -55,6 +55,14 @@ def test_sweeps_cover_every_class_and_the_calibration_fits_them(cpu_results):
     assert all(p.time_s > 0 and p.bytes > 0 for p in cpu_results.sweeps)
 
 
+def test_a_cpu_run_keeps_the_modelled_launches_and_no_kernel_count(cpu_results):
+    """The CPU profiler sees no kernels: each op keeps the launches the model counts, and no count
+    of kernels (tests/test_measure_chains.py has the GPU side)."""
+    for step in cpu_results.steps:
+        assert step.ops and all(op.kernels is None for op in step.ops)
+        assert all(op.modelled_launches and op.modelled_launches >= op.count for op in step.ops)
+
+
 def test_every_op_of_a_step_is_measured_and_attributed(cpu_results):
     assert {(s.phase, s.batch, s.seq_len) for s in cpu_results.steps} == {("decode", 2, 256), ("prefill", 1, 128)}
     for step in cpu_results.steps:

@@ -12,7 +12,7 @@ from tests.training_real import check_training_peak
 @pytest.mark.parametrize(
     "changes",
     [
-        {"seq_len": 128, "precision": "amp"},
+        {"seq_len": 32, "precision": "amp"},  # 32 tokens: bf16 matmuls are slow on this CPU (test_training_real.py)
         {"seq_len": 128, "method": "lora", "lora_targets": ("q", "v")},
     ],
     ids=["amp", "lora"],
