@@ -32,11 +32,15 @@ def main() -> None:
 
     load = Load("poisson", 10_000, Lengths(1024), Lengths(256), rate_per_s=20.0)
     requests = make_requests(load)
-    t = time.perf_counter()
-    sim = simulate_serving(model, hw, requests, times=times)
+    runs_s = []
+    for _ in range(3):  # the same run three times: the machine is shared, so the fastest is the least disturbed
+        t = time.perf_counter()
+        sim = simulate_serving(model, hw, requests, times=times)
+        runs_s.append(time.perf_counter() - t)
     s = summary(sim.run)
     print(
-        f"10,000 requests at 20/s: {time.perf_counter() - t:.2f} s ({sim.run.steps:,} steps; "
+        f"10,000 requests at 20/s: {min(runs_s):.2f} s, fastest of 3 ({', '.join(f'{r:.2f}' for r in runs_s)}; "
+        f"{sim.run.steps:,} steps; "
         f"p50 TTFT {s['ttft_s']['p50'] * 1e3:.1f} ms, p50 TPOT {s['tpot_s']['p50'] * 1e3:.2f} ms)"
     )
 

@@ -4,6 +4,7 @@ from the tabulated roofline step model, tokens are sampled, finished requests le
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
@@ -12,6 +13,8 @@ import numpy as np
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.scheduler import EngineKnobs, Pool, release, schedule
 from roofline.serving.simulation.steptime import StepTimes
+
+_sum = np.add.reduce  # an array's sum without ndarray.sum's Python wrapper (called several times a step)
 
 MAX_STEPS = 20_000_000
 
@@ -119,14 +122,14 @@ class Replica:
         # The decodes' mean context (their cached tokens and the one they add; sums of integers, exact).
         if all_decode:
             samples, sampled_count = None, decodes  # every decode samples
-            mean_context = (int(before.sum()) + decodes) / decodes
+            mean_context = (int(_sum(before)) + decodes) / decodes
             chunks, prefixes = (), ()
         else:
             samples = after >= tokens
             sampled_count = int(np.count_nonzero(samples))
-            mean_context = (int(before[decoding].sum()) + decodes) / decodes if decodes else 1.0
+            mean_context = (int(_sum(before[decoding])) + decodes) / decodes if decodes else 1.0
             chunks, prefixes = take[~decoding].tolist(), before[~decoding].tolist()
-        take_total = int(take.sum())
+        take_total = int(_sum(take))
         step_s = times.step_s(float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes)
         steps, first_step_s = 1, step_s
         if all_decode and not pool.waiting and len(pool.running) == chosen.size:
@@ -317,25 +320,34 @@ def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_ar
     slope = times.decode_attention_s(d, mean_context + 1) - times.decode_attention_s(d, mean_context)
     if times.overhead_overlaps and first_s <= times.host_s(d):
         slope = 0.0  # the host's work sets these steps, not the growing cache read
-    k = np.arange(1, left + 1)
-    elapsed = k * first_s + slope * k * (k - 1) / 2
+
+    def elapsed(k: int) -> float:  # the first k steps' time
+        return k * first_s + slope * k * (k - 1) / 2
 
     # Each request needs blocks for the tokens the stretch adds: halved until they fit, before the
     # arrival shortens it, so where a stretch ends does not depend on when an arrival is known.
     cached, held = tokens - 1, pool.blocks[chosen]
 
     def need_for(steps: int) -> np.ndarray:
-        return -(-(cached + steps) // block_size) - held
+        return np.maximum(-(-(cached + steps) // block_size) - held, 0)
 
-    while left > 1 and int(np.maximum(need_for(left), 0).sum()) > pool.free_blocks:
+    need = need_for(left)
+    needed = int(_sum(need))
+    while left > 1 and needed > pool.free_blocks:
         left = max(1, left // 2)
-    if np.isfinite(until_arrival_s):
-        k_arrival = int(np.searchsorted(elapsed, until_arrival_s, side="left")) + 1
-        left = max(1, min(left, k_arrival))
-    need = np.maximum(need_for(left), 0)
-    pool.blocks[chosen] += need
-    pool.free_blocks -= int(need.sum())
-    return left, float(elapsed[left - 1])
+        need = need_for(left)
+        needed = int(_sum(need))
+    if math.isfinite(until_arrival_s):
+        # The first step whose end reaches the arrival (a binary search over the steps' ends).
+        k_arrival = bisect_left(range(1, left + 1), until_arrival_s, key=elapsed) + 1
+        if k_arrival < left:
+            left = max(1, k_arrival)
+            need = need_for(left)
+            needed = int(_sum(need))
+    if needed:
+        pool.blocks[chosen] += need
+        pool.free_blocks -= needed
+    return left, float(elapsed(left))
 
 
 def kv_blocks(model, hw, precision, tp: int, settings) -> int:

@@ -43,6 +43,7 @@ import numpy as np
 from roofline.defaults import RECV_OTHER_WEIGHT  # what a step other than a decode adds to SGLang's intake counter
 
 POLICIES = ("vllm", "sglang", "trtllm")
+_sum = np.add.reduce  # an array's sum without ndarray.sum's Python wrapper (called several times a step)
 
 
 @dataclass(frozen=True)
@@ -215,24 +216,27 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     if run.size:
         computed = pool.computed[run]
         take = np.minimum(pool.tokens[run] - computed, cap)  # every running request has a token to compute
-        if int(take.sum()) > budget:  # the budget runs out: requests further down get what is left, or nothing
+        take_sum = int(_sum(take))
+        if take_sum > budget:  # the budget runs out: requests further down get what is left, or nothing
             before = np.cumsum(take) - take
             take = np.minimum(np.maximum(budget - before, 0), take)
             served = take > 0
             run, take, computed = run[served], take[served], computed[served]
+            take_sum = int(_sum(take))
         bs = knobs.block_size
         need = np.maximum(-(-(computed + take) // bs) - pool.blocks[run], 0)
-        needed = int(need.sum())
+        needed = int(_sum(need))
         while needed > pool.free_blocks and run.size:
             victim = pool.running.pop()  # the request admitted last
             _preempt(pool, victim)
             preempted = True
             keep = run != victim
             run, take, need = run[keep], take[keep], need[keep]
-            needed = int(need.sum())
-        pool.blocks[run] += need
-        pool.free_blocks -= needed
-        budget -= int(take.sum())
+            needed, take_sum = int(_sum(need)), int(_sum(take))
+        if needed:
+            pool.blocks[run] += need
+            pool.free_blocks -= needed
+        budget -= take_sum
         if preempted or not pool.waiting or budget <= 0:  # nobody is admitted: the arrays are the step
             return _batch_wait(pool, knobs, run, take, run.size)
         chosen, taken = run.tolist(), take.tolist()
@@ -278,7 +282,7 @@ def release(pool: Pool, done: np.ndarray) -> None:
     """Finished requests leave the batch and give their blocks back."""
     if not done.size:
         return
-    pool.free_blocks += int(pool.blocks[done].sum())
+    pool.free_blocks += int(_sum(pool.blocks[done]))
     pool.blocks[done] = 0
     gone = set(done.tolist())
     pool.running[:] = [i for i in pool.running if i not in gone]
