@@ -4,7 +4,7 @@ A shell script that launches a serving engine often sets its scheduler by the ru
 TensorRT-LLM script for Llama 3.1 70B, for example, writes ``batch_wait_timeout_iters: 20`` into
 the server's config only ``if [[ "$ISL" == "1024" && "$OSL" == "1024" && ${TP} -lt 8 ]]``. So a
 script is kept as its *digest*, the lines that decide a setting (``if``/``elif``/``else``/``fi``,
-plain assignments, and the lines that name one of ``KNOBS``), and ``evaluate`` runs that digest
+plain assignments, and the lines that name one of ``KNOBS`` or ``FLAGS``), and ``evaluate`` runs that digest
 for a run's variables (``ISL``, ``OSL``, ``TP``, ``CONC``, ...) as the shell would: the branches
 its tests take, the variables its assignments and ``$(( ))`` arithmetic give, and the settings
 the taken branches name.
@@ -36,6 +36,13 @@ KNOBS = {
     "ep_size": ("ep_size", "ep-size", "expert-parallel-size", "moe_expert_parallel_size"),
     "enable_attention_dp": ("enable_attention_dp",),  # TensorRT-LLM: attention data parallel
 }
+# Flags that set a knob by being there (SGLang's before its 0.5.5 names), with the value they set.
+FLAGS = {
+    "enable-ep-moe": ("ep_size", "$TP"),  # SGLang: the experts split over the TP group by EP
+    "enable-flashinfer-trtllm-moe": ("moe_backend", "flashinfer_trtllm"),  # SGLang
+    "enable-flashinfer-cutlass-moe": ("moe_backend", "flashinfer_cutlass"),  # SGLang
+}
+_FLAG = re.compile(r"--(" + "|".join(map(re.escape, FLAGS)) + r")(?=[\s\\\"';]|$)")
 _NAMES = {name: knob for knob, names in KNOBS.items() for name in names}
 _KNOB = re.compile(
     r"(?:--|^\s*)("
@@ -81,7 +88,7 @@ def digest(text: str) -> list[str]:
             kept += [closing[1].strip(), "fi"]
         elif _BRANCH.match(stripped) or _LOOP.match(stripped) or _GUARDED.match(stripped):
             kept.append(stripped)
-        elif _ASSIGN.match(stripped) or _KNOB.search(line):
+        elif _ASSIGN.match(stripped) or _KNOB.search(line) or _FLAG.search(line):
             kept.append(stripped)
     return kept
 
@@ -271,7 +278,7 @@ def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
 
     def knob(name: str, value: str | None) -> None:
-        key = _NAMES[name]
+        key = _NAMES[name] if name in _NAMES else FLAGS[name][0]
         found[key] = UNKNOWN if key in found and found[key] != value else value
 
     def statement(line: str, on: bool | None) -> None:
@@ -286,11 +293,14 @@ def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
         assign = _ASSIGN.match(line)
         if assign:
             env[assign[1]] = _value(assign[2], env) if on else UNKNOWN
-            for name, _ in _KNOB.findall(line):  # a flag kept in a variable: where it goes is not followed
+            # A setting kept in a variable: where it goes is not followed.
+            for name in [n for n, _ in _KNOB.findall(line)] + _FLAG.findall(line):
                 knob(name, UNKNOWN)
             return
         for name, word in _KNOB.findall(line):
             knob(name, _value(word, env) if on else UNKNOWN)
+        for name in _FLAG.findall(line):
+            knob(name, _value(FLAGS[name][1], env) if on else UNKNOWN)
 
     for line in lines:
         loop = _LOOP.match(line)

@@ -50,6 +50,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from roofline.inferencex_scripts import (
+    INFERENCEX_MODELS,
+    INFERENCEX_SETUP,
+    _inferencex_scripts,
+    _where,
+    scripts_in_effect,
+)
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
 from roofline.tables import TablePredictor, store
@@ -109,6 +116,7 @@ RECORDED_CLIENT = BenchmarkClient(
     10,
     "the sample's row: fixed isl and osl, batch_size clients starting together; the source records no client",
 )
+_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 _INFERENCEX_SOURCE = re.compile(r"^(source_file=20\d\d-\d\d-\d\d\.csv|db-dump/)")
 
 
@@ -117,59 +125,17 @@ def benchmark_client(row: dict[str, str]) -> BenchmarkClient:
     return INFERENCEX_CLIENT if _INFERENCEX_SOURCE.match(row.get("silicon_data_source") or "") else RECORDED_CLIENT
 
 
-INFERENCEX_KV = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_kv.toml"
-# The sample's names -> InferenceX's script names (its DeepSeek runs are DeepSeek-R1-0528, which
-# some exports name DeepSeek-V3: the same architecture).
-INFERENCEX_MODELS = {
-    "meta-llama/Llama-3.1-70B": "70b",
-    "deepseek-ai/DeepSeek-R1": "dsr1",
-    "deepseek-ai/DeepSeek-V3": "dsr1",
-    "openai/gpt-oss-120b": "gptoss",
-    "moonshotai/Kimi-K2.5": "kimik2.5",
-}
-_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
-REMOVED = ("removed", "")  # a commit that removed a script (inferencex_kv.toml, inferencex_setup.toml)
-
-
-@cache
-def _inferencex_scripts() -> tuple[dict, ...]:
-    with open(INFERENCEX_KV, "rb") as f:
-        return tuple(tomllib.load(f).get("script", ()))
-
-
 def _scripts_in_effect(row: dict[str, str], scripts: tuple[dict, ...]) -> tuple[str, dict[str, list]] | None:
-    """The measured date of an InferenceX run and, for every script of its model, precision, GPU
-    and engine, the versions of the latest day on or before that date (two on one day must agree);
-    None for another source, no date or no model known to InferenceX."""
+    """The measured date of an InferenceX run and the versions of its scripts in effect that day
+    (``roofline.inferencex_scripts``); None for another source, no date or no model known to InferenceX."""
     if benchmark_client(row) is not INFERENCEX_CLIENT:
         return None
     date = _MEASURED.search(row.get("silicon_data_source") or "")
     model = INFERENCEX_MODELS.get(row.get("model_path", ""))
-    gpu = (row.get("system") or "").removesuffix("_sxm")
     if date is None or model is None:
         return None
-    found = {}
-    for script in scripts:
-        key = (script["model"], script["precision"], script["gpu"], script["engine"])
-        if key != (model, row.get("precision"), gpu, row.get("backend")):
-            continue
-        # Removals: a commit's date does not tell when a change reached the main branch of a history
-        # with branches (InferenceX's 70B scripts are "removed" and back a day later), so only a
-        # removal after every version (a script moved or retired) ends a script, from its date.
-        versions = [v for v in script["versions"] if v[2] not in REMOVED]
-        last_day = max(d for d, _, _ in script["versions"])
-        gone = all(v[2] in REMOVED for v in script["versions"] if v[0] == last_day)
-        if gone and last_day <= date[1]:
-            continue
-        before = [v for v in versions if v[0] <= date[1]]
-        if before:
-            found[script["path"]] = [v for v in before if v[0] == max(d for d, _, _ in before)]
-    return date[1], found
-
-
-def _where(date: str, found: dict[str, list]) -> str:
-    listed = "; ".join(f"{path} at {vs[-1][1][:9]} ({vs[-1][0]})" for path, vs in sorted(found.items()))
-    return f"InferenceX's script on {date}: {listed}"
+    gpu = (row.get("system") or "").removesuffix("_sxm")
+    return date[1], scripts_in_effect(scripts, (model, row.get("precision"), gpu, row.get("backend")), date[1])
 
 
 def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
@@ -186,7 +152,6 @@ def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
     return formats.pop(), _where(date, found)
 
 
-INFERENCEX_SETUP = INFERENCEX_KV.with_name("inferencex_setup.toml")
 # Each engine's name for its token budget per step (roofline's max_num_batched_tokens).
 TOKEN_BUDGET_KNOB = {"vllm": "max_num_batched_tokens", "sglang": "chunked_prefill_size", "trtllm": "max_num_tokens"}
 

@@ -263,9 +263,11 @@ def test_serve_says_the_held_back_settings_need_a_simulation(capsys):
     assert code == 2 and "act in the simulation: add --rate" in err
 
 
-def test_only_a_scripts_last_removal_ends_it():
+def test_a_removal_ends_a_script_unless_it_is_back_within_a_week():
     """A commit date does not tell when a change reached the main branch: a script "removed" and
-    back a day later (a branch) still counts; one removed after every version (moved) does not."""
+    back a day later (a branch) still counts; one removed for months (InferenceX's B200 Slurm
+    scripts, 2025-10-01 to 2025-12-31) is gone in between, and one removed after every version
+    (moved) is gone from then on."""
     from roofline.silicon_sample import _scripts_in_effect
 
     def script(path, *versions):
@@ -274,6 +276,7 @@ def test_only_a_scripts_last_removal_ends_it():
     scripts = (
         script("a.sh", ("2025-09-01", "1", "fp8"), ("2025-10-29", "2", "removed"), ("2025-10-30", "3", "fp8")),
         script("b.sh", ("2025-09-01", "4", "bf16"), ("2026-02-19", "5", "removed")),
+        script("c.sh", ("2025-09-28", "6", "fp8"), ("2025-10-01", "7", "removed"), ("2025-12-31", "8", "fp8")),
     )
     row = {
         "model_path": "meta-llama/Llama-3.1-70B",
@@ -282,7 +285,15 @@ def test_only_a_scripts_last_removal_ends_it():
         "precision": "fp8",
         "silicon_data_source": "source_file=2026-04-06.csv; measured=2025-10-29T00:00:00Z",
     }
-    date, found = _scripts_in_effect(row, scripts)
-    assert found == {"a.sh": [("2025-09-01", "1", "fp8")], "b.sh": [("2025-09-01", "4", "bf16")]}
-    row["silicon_data_source"] = row["silicon_data_source"].replace("2025-10-29", "2026-03-01")
-    assert _scripts_in_effect(row, scripts)[1] == {"a.sh": [("2025-10-30", "3", "fp8")]}
+
+    def on(day: str) -> dict:
+        return _scripts_in_effect(dict(row, silicon_data_source=f"source_file=2026-04-06.csv; measured={day}"), scripts)[1]
+
+    # 2025-10-29: a.sh's removal is undone the next day, so its September version stands; c.sh has
+    # been gone four weeks (back only after 91 days).
+    assert on("2025-10-29") == {"a.sh": [("2025-09-01", "1", "fp8")], "b.sh": [("2025-09-01", "4", "bf16")]}
+    assert on("2025-09-30")["c.sh"] == [("2025-09-28", "6", "fp8")]  # before its removal
+    assert "c.sh" not in on("2025-12-30")
+    assert on("2026-01-05")["c.sh"] == [("2025-12-31", "8", "fp8")]  # back
+    # b.sh removed after its last version: gone from that day on.
+    assert on("2026-03-01") == {"a.sh": [("2025-10-30", "3", "fp8")], "c.sh": [("2025-12-31", "8", "fp8")]}

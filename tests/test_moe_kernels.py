@@ -123,6 +123,27 @@ def test_script_moe_backend_is_read_from_the_moe_config_block_only():
     assert evaluate(sglang, {}) == {"moe_backend": "flashinfer_trtllm"}
 
 
+def test_sglangs_older_flags_set_the_experts_by_being_there():
+    """InferenceX's DeepSeek-R1 FP4 B200 script of September 2025 (``benchmarks/dsr1_fp4_b200_docker.sh``
+    at 27f29acbe): ``--enable-ep-moe`` splits the experts over the TP group, and
+    ``--enable-flashinfer-trtllm-moe`` is the flag form of ``--moe-runner-backend flashinfer_trtllm``."""
+    script = (
+        "python3 -m sglang.launch_server --model-path $MODEL --tensor-parallel-size=$TP \\\n"
+        "--enable-ep-moe --quantization modelopt_fp4 --enable-flashinfer-allreduce-fusion \\\n"
+        "--enable-symm-mem --disable-radix-cache --attention-backend trtllm_mla --enable-flashinfer-trtllm-moe "
+        "--stream-interval 10\n"
+    )
+    assert evaluate(digest(script), {"TP": "4"}) == {"ep_size": "4", "moe_backend": "flashinfer_trtllm"}
+    assert evaluate(digest(script), {}) == {"ep_size": None, "moe_backend": "flashinfer_trtllm"}  # TP unknown
+    # A flag kept in a variable is not followed; a longer flag that starts the same is another flag.
+    assert evaluate(digest('EXTRA="--enable-ep-moe"\nsglang $EXTRA'), {"TP": "8"}) == {"ep_size": None}
+    assert evaluate(digest("sglang --enable-ep-moe-x --enable-flashinfer-cutlass-moe"), {"TP": "8"}) == {
+        "moe_backend": "flashinfer_cutlass"
+    }
+    # The flag and a value that disagree: not known.
+    assert evaluate(digest("sglang --enable-ep-moe --ep-size 2"), {"TP": "8"}) == {"ep_size": None}
+
+
 def test_settings_name_the_field_and_choices():
     with pytest.raises(ValueError, match="moe_kernel must be one of auto, trtllm-gen"):
         Settings(engine="trtllm", moe_kernel="TRTLLM")
