@@ -289,25 +289,9 @@ def test_measure_cli_json(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     out = tmp_path / "m.json"
+    command = ["measure", "--device", "cpu", "--quick", "--model", str(path), "--json", "--out", str(out)]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "roofline",
-            "measure",
-            "--device",
-            "cpu",
-            "--quick",
-            "--model",
-            str(path),
-            "--json",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-m", "roofline", *command], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
