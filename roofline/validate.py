@@ -252,7 +252,14 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"
     setup = documented_setup(rows[0])
     scheduler = f"{setup.words()} ({setup.where})" if setup else "the engine's defaults (the source records none)"
-    return results[0] | {"kv_cache": kv, "scheduler": scheduler}
+    extra = {"kv_cache": kv, "scheduler": scheduler}
+    if rows[0].get("recorded_parallelism"):
+        extra["parallelism"] = (
+            f"TP {_number(rows[0], 'tp_size'):g}, experts split {_number(rows[0], 'moe_tp_size'):g} x "
+            f"{_number(rows[0], 'moe_ep_size'):g} (TP x EP) "
+            f"as its config ran it; the row records {rows[0]['recorded_parallelism']} (TP x EP as TP)"
+        )
+    return results[0] | extra
 
 
 def render_explain(result: dict[str, object]) -> str:
@@ -264,6 +271,7 @@ def render_explain(result: dict[str, object]) -> str:
         f"tables {result['tables_tpot_ms']:.2f} ms",
         f"KV cache: {result.get('kv_cache', 'bf16')}",
         f"Scheduler (validate --load): {result.get('scheduler', 'the engine defaults')}",
+        *([f"Parallelism: {result['parallelism']}"] if result.get("parallelism") else []),
         f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
     ]
     for op in result["ops"]:
