@@ -33,8 +33,9 @@ Mapping of names and precisions (documented choices, not fitted):
   ``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``. A setting counts where every
   version in effect that day gives it the same value; elsewhere the engine's default stands.
 - TP and the experts' split as aiconfigurator's convention has them (``moe_tp_size x moe_ep_size =
-  tp_size``, the GPUs of one TP group); the ``db-dump/`` rows of runs with expert parallelism that
-  record TP x EP as ``tp_size`` are read as their InferenceX config ran them (``_config_parallelism``).
+  tp_size``, the GPUs of one TP group); InferenceX's rows of runs with expert parallelism that
+  record TP x EP as ``tp_size`` (TP 16 or 64 on an 8-GPU board) are read as their config ran them
+  (``_config_parallelism``).
 - Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
   weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep),
   for the MoE kernels the script set (``roofline.roofs.MOE_BACKENDS``) where the tables tell them
@@ -53,6 +54,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from roofline.hardware import get_hardware
 from roofline.inferencex_scripts import (
     INFERENCEX_MODELS,
     INFERENCEX_SETUP,
@@ -283,24 +285,24 @@ def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
 
 
 def _config_parallelism(row: dict[str, str]) -> dict[str, str]:
-    """The row with its TP and expert split as the run's config set them (module notes): the
-    sample's ``db-dump/`` rows of runs with expert parallelism and no attention DP record TP x EP
-    as ``tp_size`` and the config's TP as ``moe_tp_size`` (InferenceX's ``{ tp: 4, ep: 4 }`` on
-    B200 and B300 is ``tp_size`` 16, ``moe_tp_size`` 4, ``moe_ep_size`` 4), where the sample's other
-    rows follow aiconfigurator's convention, ``moe_tp_size x moe_ep_size = tp_size`` over the TP
-    group (``tp_size`` 4, ``moe_tp_size`` 1, ``moe_ep_size`` 4). The row's own figures are kept
-    as ``recorded_parallelism``."""
-    if not (row.get("silicon_data_source") or "").startswith("db-dump/") or _number(row, "attention_dp_size", 1) > 1:
+    """The row with its TP and expert split as the run's config set them (module notes). The
+    sample's other rows follow aiconfigurator's convention, ``moe_tp_size x moe_ep_size = tp_size``
+    over the GPUs of one TP group (InferenceX's ``{ tp: 4, ep: 4 }`` as ``tp_size`` 4,
+    ``moe_tp_size`` 1, ``moe_ep_size`` 4, its 2026-03-25 export), but some of InferenceX's runs with
+    expert parallelism record TP x EP as ``tp_size`` and the config's TP as ``moe_tp_size`` (the same
+    config as 16, 4, 4): read so where that TP exceeds the scale-up domain of the device (an
+    8-GPU HGX board running TP 16 or 64), which no single-node run can. The row's own figures are
+    kept as ``recorded_parallelism``."""
+    if benchmark_client(row) is not INFERENCEX_CLIENT or _number(row, "attention_dp_size", 1) > 1:
         return row
     tp, moe_tp, ep = (_number(row, k, 0) for k in ("tp_size", "moe_tp_size", "moe_ep_size"))
-    if not (ep > 1 and moe_tp >= ep and tp == moe_tp * ep and moe_tp % ep == 0):
+    if not (ep > 1 and moe_tp >= ep and tp == moe_tp * ep and moe_tp % ep == 0) or row.get("system") not in DEVICE_IDS:
+        return row
+    link = get_hardware(DEVICE_IDS[row["system"]]).interconnect
+    if link is None or link.domain_size is None or tp <= link.domain_size:
         return row
     recorded = f"tp_size {tp:g}, moe_tp_size {moe_tp:g}, moe_ep_size {ep:g}"
-    return row | {
-        "tp_size": f"{moe_tp:g}",
-        "moe_tp_size": f"{moe_tp / ep:g}",
-        "recorded_parallelism": recorded,
-    }
+    return row | {"tp_size": f"{moe_tp:g}", "moe_tp_size": f"{moe_tp / ep:g}", "recorded_parallelism": recorded}
 
 
 def _number(row: dict[str, str], key: str, default: float = float("nan")) -> float:

@@ -287,7 +287,8 @@ def test_a_removal_ends_a_script_unless_it_is_back_within_a_week():
     }
 
     def on(day: str) -> dict:
-        return _scripts_in_effect(dict(row, silicon_data_source=f"source_file=2026-04-06.csv; measured={day}"), scripts)[1]
+        source = f"source_file=2026-04-06.csv; measured={day}"
+        return _scripts_in_effect(dict(row, silicon_data_source=source), scripts)[1]
 
     # 2025-10-29: a.sh's removal is undone the next day, so its September version stands; c.sh has
     # been gone four weeks (back only after 91 days).

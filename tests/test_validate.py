@@ -328,27 +328,31 @@ def test_a_runs_kv_cache_does_not_depend_on_the_runs_simulated_before_it():
     assert set(blocks) == {8192, 16384} and blocks[8192] > blocks[16384]
 
 
-def test_a_db_dump_row_that_records_tp_times_ep_is_read_as_its_config_ran_it():
-    """InferenceX's config ``dsr1-fp4-b300-sglang: { tp: 4, ep: 4 }`` is a db-dump row with tp_size 16,
-    moe_tp_size 4, moe_ep_size 4; the sample's csv exports write the same setup as 4, 1, 4."""
+def test_a_row_that_records_tp_times_ep_is_read_as_its_config_ran_it():
+    """InferenceX's config ``dsr1-fp4-b300-sglang: { tp: 4, ep: 4 }`` is a row with tp_size 16,
+    moe_tp_size 4, moe_ep_size 4 in some exports, where its 2026-03-25 export writes 4, 1, 4: TP 16
+    on an 8-GPU board is TP x EP."""
     from roofline.silicon_sample import _config_parallelism
 
-    def row(source, tp, moe_tp, ep, adp="1.0"):
+    def row(source, tp, moe_tp, ep, adp="1.0", system="b300_sxm"):
         keys = ("tp_size", "moe_tp_size", "moe_ep_size", "attention_dp_size")
-        return {"silicon_data_source": source, **dict(zip(keys, (tp, moe_tp, ep, adp)))}
+        return {"silicon_data_source": source, "system": system, **dict(zip(keys, (tp, moe_tp, ep, adp)))}
 
     dump = "db-dump/2026-04-27; config_id=717; measured=2026-04-17T00:00:00.000Z"
+    export = "source_file=2026-04-06.csv; measured=2025-11-10T00:00:00.000Z"
     read = _config_parallelism(row(dump, "16.0", "4.0", "4.0"))
     assert (read["tp_size"], read["moe_tp_size"], read["moe_ep_size"]) == ("4", "1", "4.0")
     assert read["recorded_parallelism"] == "tp_size 16, moe_tp_size 4, moe_ep_size 4"
-    assert _config_parallelism(row(dump, "64.0", "8.0", "8.0"))["tp_size"] == "8"
-    # Left as recorded: another source, no EP, attention data parallel, or figures that do not multiply.
-    export = "source_file=2026-03-25.csv; measured=2026-03-25T16:34:14Z"
+    assert _config_parallelism(row(export, "64.0", "8.0", "8.0", system="h200_sxm"))["tp_size"] == "8"
+    # Left as recorded: the convention's own rows, no EP, attention data parallel, figures that do
+    # not multiply, a TP one NVLink domain holds (GB200's 72), another source.
     for untouched in (
         row(export, "4.0", "1.0", "4.0"),
-        row(export, "16.0", "4.0", "4.0"),
+        row(dump, "4.0", "2.0", "2.0"),
         row(dump, "8.0", "8.0", "1.0"),
         row(dump, "1.0", "8.0", "8.0", adp="64.0"),
         row(dump, "12.0", "4.0", "4.0"),
+        row(export, "16.0", "4.0", "4.0", system="gb200"),
+        row("aiconfigurator sweep", "16.0", "4.0", "4.0"),
     ):
         assert _config_parallelism(untouched) == untouched
