@@ -197,7 +197,15 @@ if is_open(frontier_tab):
             "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
             "above "
             "the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not fit "
-            "in memory are left out. " + rests_on_sentence(roofs.values())
+            "in memory are left out. "
+            + rests_on_sentence(roofs.values())
+            + (
+                " Lines on engine-measured kernels keep the timings' own steps: where the engine picks another GEMM "
+                "kernel or tile at one batch, or a timing's noise, a larger batch can take a few percent less, or "
+                "more, than its neighbour."
+                if "engine-measured" in roofs.values()
+                else ""
+            )
         )
 
 if is_open(point_tab):
