@@ -22,6 +22,11 @@ TRAIN_MEMORY_COLORS = {
 }
 
 
+def _translucent(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 def training_memory_figure(
     x: Sequence[float],
     terms: dict[str, np.ndarray],
@@ -45,7 +50,9 @@ def training_memory_figure(
                 x=labels,
                 y=values,
                 name=term,
-                marker_color=color,
+                # Lighter than the devices' capacity lines, so a line keeps its colour across a bar
+                # of a similar hue (H200's orange over the activations); the legend shows the same.
+                marker_color=_translucent(color, 0.6),
                 hovertemplate=f"{x_title} %{{x}}<br>{term}: %{{y:,.2f}} GB<extra></extra>",
             )
         )
@@ -56,7 +63,7 @@ def training_memory_figure(
                 y=[capacity / 1e9] * len(labels),
                 mode="lines",
                 name=f"{name}: {capacity / 1e9:,.1f} GB usable",
-                line=dict(color=DEVICE_COLORS[i % len(DEVICE_COLORS)], dash="dash", width=2),
+                line=dict(color=DEVICE_COLORS[i % len(DEVICE_COLORS)], dash="dash", width=2.5),
                 hovertemplate=f"{name}: %{{y:,.1f}} GB usable<extra></extra>",
             )
         )
