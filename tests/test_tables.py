@@ -39,6 +39,34 @@ def test_extrapolation_continues_the_edge_slope():
     assert math.exp(falling((1.0,))[0]) == pytest.approx(8e-6)
 
 
+def test_past_the_largest_size_time_grows_at_most_as_the_work_does():
+    # A last segment that climbs steeply (t = 140 then 218 us from n = 51,200 to 65,536: slope 1.79
+    # in log-log) carries on at slope 1 where the work grows in proportion: at n = 131,072, twice
+    # the widest, 2 x 218 = 436 us; uncapped it would be 218 x 2^1.79 = 754 us.
+    n = np.array([16384, 51200, 65536])
+    t = np.array([46e-6, 140e-6, 218e-6])
+    slope = math.log(218 / 140) / math.log(65536 / 51200)
+    uncapped = LogGrid.from_rows([n], t)
+    assert math.exp(uncapped((131072.0,))[0]) == pytest.approx(218e-6 * 2**slope)
+    capped = LogGrid.from_rows([n], t, max_slopes=(1.0,))
+    assert math.exp(capped((131072.0,))[0]) == pytest.approx(436e-6)
+    # Inside the range nothing changes; a prompt's attention (work as length squared) keeps slope 2.
+    assert capped((40000.0,))[0] == pytest.approx(uncapped((40000.0,))[0])
+    square = LogGrid.from_rows([np.array([1024, 2048])], np.array([1e-3, 4e-3]), max_slopes=(2.0,))
+    assert math.exp(square((4096.0,))[0]) == pytest.approx(16e-3)
+
+
+def test_the_shipped_lm_head_of_llama_3_is_not_read_past_twice_the_widest_gemm():
+    """vLLM's H100 table measures GEMMs up to 65,536 columns; Llama 3's LM head has 128,256."""
+    p = TablePredictor.open("h100-sxm", "vllm", None)
+    if p is None:
+        pytest.skip("no vLLM H100 tables")
+    grid = p.grid("gemm", {"gemm_dtype": "bfloat16"})
+    widest = math.exp(grid((1.0, 65536.0, 4096.0))[0])
+    head = math.exp(grid((1.0, 128256.0, 4096.0))[0])
+    assert widest < head <= 128256 / 65536 * widest * (1 + 1e-9)
+
+
 def test_two_axes_and_a_missing_corner():
     # t = m x n ns on a 2 x 2 grid: at (2, 2) bilinear in log space is exact, 4 ns.
     m = np.array([1, 1, 4, 4])

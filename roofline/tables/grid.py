@@ -3,8 +3,13 @@
 Kernel latency is close to a power law between neighbouring measured sizes: flat where a launch
 or a wave of tiles sets it, proportional to the work where compute or bandwidth does. So the
 table is read as log(latency) multilinear in log(size) on every interpolated axis, and outside
-the measured range the last two points' log-log slope carries on (clamped to [0, 2]: latency never
-falls with size, and nothing here grows faster than quadratically).
+the measured range the last two points' log-log slope carries on, clamped to [0, the power of that
+size the work grows with]: latency never falls with size, and past the largest measured size a
+kernel is not slower than its work grows (a GEMM twice as wide is at most two of the measured
+width; a prompt's attention grows with its length squared). Without that cap a last segment that
+climbs steeply carries on: vLLM's H100 table times a 4,096 x 65,536 bf16 GEMM of one row at 218 us
+and of 51,200 columns at 140 us, a slope of 1.79 that read Llama 3's 128,256-column LM head at 725
+us, where one twice as wide as the widest measured is 2 x 218 = 436 us at most.
 """
 
 from __future__ import annotations
@@ -27,16 +32,21 @@ class LogGrid:
     # Every corner around a point must be measured: NaN there marks a point known to be no answer
     # (a host-bound call), not one the table skipped, so the corners left are not read in its place.
     strict: bool = False
+    # Per axis, the largest log-log slope read past the measured range: the power of that size the
+    # work grows with (None: MAX_SLOPE on every axis).
+    max_slopes: tuple[float, ...] | None = None
 
     @classmethod
-    def from_rows(cls, columns: Sequence[np.ndarray], latency: np.ndarray) -> LogGrid:
+    def from_rows(
+        cls, columns: Sequence[np.ndarray], latency: np.ndarray, max_slopes: tuple[float, ...] | None = None
+    ) -> LogGrid:
         values = [np.unique(np.asarray(c, float)) for c in columns]
         index = tuple(np.searchsorted(v, np.asarray(c, float)) for v, c in zip(values, columns))
         # Several rows at one point (kernels of different families, read together): the fastest.
         grid = np.full(tuple(len(v) for v in values), np.inf)
         np.minimum.at(grid, index, np.log(np.asarray(latency, float)))
         grid[np.isposinf(grid)] = np.nan
-        return cls(tuple(np.log(v) for v in values), grid)
+        return cls(tuple(np.log(v) for v in values), grid, max_slopes=max_slopes)
 
     def many(self, points: Sequence[np.ndarray | float]) -> tuple[np.ndarray, np.ndarray]:
         """``__call__`` at every point of broadcast arrays (one per axis) in one pass: log(latency)
@@ -76,7 +86,8 @@ class LogGrid:
             hi = self._combine_many(lows, [w if j != a else (np.zeros(n), np.ones(n)) for j, w in enumerate(weights)])
             span = self.axes[a][lows[a] + 1] - self.axes[a][lows[a]]
             slope = np.where(np.isfinite(hi - lo), (hi - lo) / span, 1.0)
-            value = value + np.where(dx != 0, np.clip(slope, 0.0, MAX_SLOPE) * dx, 0.0)
+            top = MAX_SLOPE if self.max_slopes is None else self.max_slopes[a]
+            value = value + np.where(dx != 0, np.clip(slope, 0.0, top) * dx, 0.0)
         value = np.where(missing | np.isnan(base), np.nan, value)
         return value.reshape(shape), extrapolated.reshape(shape)
 

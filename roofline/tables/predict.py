@@ -44,6 +44,18 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("num_tokens",),
     ),
 }
+# The power of each read-off size that a table's work grows with: the most its time may grow with
+# that size past the largest measured (roofline.tables.grid). A prompt's attention grows with its
+# length squared (causal, every token against those before it); everything else in proportion.
+WORK_POWERS: dict[str, tuple[float, ...]] = {
+    "gemm": (1.0, 1.0, 1.0),
+    "context_attention": (1.0, 2.0, 1.0, 1.0),
+    "generation_attention": (1.0, 1.0, 1.0, 1.0),
+    "custom_allreduce": (1.0,),
+    "compute_scale": (1.0, 1.0),
+    "generation_mla": (1.0, 1.0),
+    "moe": (1.0,),
+}
 # Per-tensor FP8 GEMMs were timed with a dynamic activation scale: each timed call also reduced its
 # activation to an amax and derived the scale. aiconfigurator's collectors build TensorRT-LLM's FP8
 # linear layer without an input scale (collector/trtllm/collect_gemm.py; TensorRT-LLM's
@@ -141,7 +153,8 @@ class TablePredictor:
                     mask &= t[column] == value
                 if mask.any():
                     columns = [t[a][mask] if a != "seq" else _seq(t, table)[mask] for a in axes]
-                    grid = LogGrid.from_rows(columns, t["latency_ms"][mask].astype(float) * 1e-3)
+                    latency = t["latency_ms"][mask].astype(float) * 1e-3
+                    grid = LogGrid.from_rows(columns, latency, max_slopes=WORK_POWERS.get(table))
             self._grids[cache_key] = grid
         return self._grids[cache_key]
 
@@ -154,13 +167,13 @@ class TablePredictor:
             return None
         reference = self.grid("gemm", {"gemm_dtype": graphed})
         if reference is None:
-            return LogGrid(grid.axes, np.full(grid.log_latency.shape, np.nan), strict=True)
+            return LogGrid(grid.axes, np.full(grid.log_latency.shape, np.nan), strict=True, max_slopes=grid.max_slopes)
         mesh = np.meshgrid(*(np.exp(axis) for axis in grid.axes), indexing="ij")
         log_reference, _ = reference.many(tuple(mesh))
         kernel = grid.log_latency <= log_reference + np.log(HOST_BOUND_FACTOR)  # NaN either side: left out
         # Strict: a point beside a host-bound one is no answer either, rather than the far corner's
         # time read flat across the gap.
-        return LogGrid(grid.axes, np.where(kernel, grid.log_latency, np.nan), strict=True)
+        return LogGrid(grid.axes, np.where(kernel, grid.log_latency, np.nan), strict=True, max_slopes=grid.max_slopes)
 
     def host_bound_note(self, table_dtype: str) -> str:
         """Why a GEMM of an eager-timed table has no answer where its measured points were host-bound."""
