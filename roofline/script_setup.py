@@ -36,7 +36,8 @@ KNOBS = {
     "ep_size": ("ep_size", "ep-size", "expert-parallel-size", "moe_expert_parallel_size"),
     "enable_attention_dp": ("enable_attention_dp",),  # TensorRT-LLM: attention data parallel
 }
-# Flags that set a knob by being there (SGLang's before its 0.5.5 names), with the value they set.
+# Flags that set a knob by being there, with the value they set: SGLang's older names, which its
+# --moe-runner-backend and --ep-size later took over (InferenceX's scripts switched on 2025-11-10).
 FLAGS = {
     "enable-ep-moe": ("ep_size", "$TP"),  # SGLang: the experts split over the TP group by EP
     "enable-flashinfer-trtllm-moe": ("moe_backend", "flashinfer_trtllm"),  # SGLang
