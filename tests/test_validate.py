@@ -151,6 +151,14 @@ def test_explain_gives_every_op_its_source(tmp_path):
         explain("missing", path)
 
 
+@pytest.mark.parametrize("run_id", ["", "   "])
+def test_an_empty_run_id_to_explain_is_refused_not_read_as_no_option(run_id, capsys):
+    from roofline.cli import main
+
+    assert main(["validate", "--explain", run_id]) == 2
+    assert "--explain: expected a run id" in capsys.readouterr().err
+
+
 def test_validate_load_simulates_runs_at_their_concurrency(tmp_path, capsys):
     """A few runs of the sample through the closed-loop simulation: both metrics scored, a
     simulated TTFT above an empty server's one prefill (the clients' prompts queue together)."""

@@ -106,6 +106,10 @@ def cmd_validate(args: argparse.Namespace) -> None:
             f"{assumed[0]}: only with --load, not with --memory, --report or --explain (the published report "
             "reads each run's own KV format and client)"
         )
+    if args.explain is not None and not args.explain.strip():
+        raise ValueError(
+            f"--explain: expected a run id (validate --csv FILE lists every scored run's id), got {args.explain!r}"
+        )
     if args.range_ratio is not None and not 0.0 < args.range_ratio <= 1.0:
         raise ValueError(f"--range-ratio: expected a number in (0, 1], got {args.range_ratio}")
     if args.memory:
