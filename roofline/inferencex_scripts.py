@@ -31,7 +31,7 @@ RESTORED_WITHIN_DAYS = 7  # a script removed and back within this many days was 
 
 
 @cache
-def _inferencex_scripts() -> tuple[dict, ...]:
+def inferencex_kv_scripts() -> tuple[dict, ...]:
     with open(INFERENCEX_KV, "rb") as f:
         return tuple(tomllib.load(f).get("script", ()))
 
@@ -69,6 +69,6 @@ def scripts_in_effect(scripts: tuple[dict, ...], key: tuple, date: str) -> dict[
     return found
 
 
-def _where(date: str, found: dict[str, list]) -> str:
+def where_read(date: str, found: dict[str, list]) -> str:
     listed = "; ".join(f"{path} at {vs[-1][1][:9]} ({vs[-1][0]})" for path, vs in sorted(found.items()))
     return f"InferenceX's script on {date}: {listed}"

@@ -58,9 +58,9 @@ from roofline.hardware import get_hardware
 from roofline.inferencex_scripts import (
     INFERENCEX_MODELS,
     INFERENCEX_SETUP,
-    _inferencex_scripts,
-    _where,
+    inferencex_kv_scripts,
     scripts_in_effect,
+    where_read,
 )
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
@@ -147,14 +147,14 @@ def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
     """The KV-cache format the script that ran an InferenceX run set on its measured date, and which
     script versions say so; None where that cannot be told (another source, no date, no script of
     the run's model, precision, GPU and engine, or its scripts disagreeing on that date)."""
-    effect = _scripts_in_effect(row, _inferencex_scripts())
+    effect = _scripts_in_effect(row, inferencex_kv_scripts())
     if effect is None:
         return None
     date, found = effect
     formats = {kv for versions in found.values() for _, _, kv in versions}
     if len(formats) != 1 or not formats <= {"fp8", "bf16"}:  # disagreeing, "mixed" or unknown to roofline
         return None
-    return formats.pop(), _where(date, found)
+    return formats.pop(), where_read(date, found)
 
 
 # Each engine's name for its token budget per step (roofline's max_num_batched_tokens).
@@ -266,7 +266,7 @@ def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
         moe_kernel=moe_kernel,
         ep_size=agreed("ep_size", int, 1, 1024),
         attention_dp=attention_dp,
-        where=_where(date, found),
+        where=where_read(date, found),
     )
 
 

@@ -11,18 +11,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from roofline.format import fmt_seconds
-from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, log_axes, style_figure
+from roofline.plots.style import DEVICE_COLORS, MEMORY_COLORS, log_axes, style_figure, translucent
 
 TTFT_COLOR = DEVICE_COLORS[1]
 TPOT_COLOR = DEVICE_COLORS[2]
 REFERENCE_COLOR = "#555555"
 MEASURED_COLOR = "#111111"  # measured benchmark points: black diamonds, the outline in the metric's colour
 TARGET_COLOR = "#D62728"
-
-
-def _fill(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r}, {g}, {b}, {alpha})"
 
 
 def _vline(fig: go.Figure, x: float, text: str, color: str, dash: str, y: float, side: str = "left") -> None:
@@ -107,7 +102,7 @@ def latency_rate_figure(
                 mode="lines",
                 line=dict(width=0.5, color=color),
                 fill="tonexty",
-                fillcolor=_fill(color, 0.22),
+                fillcolor=translucent(color, 0.22),
                 name=f"{label} p90–p99",
                 legendgroup=metric,
                 hoverinfo="skip",

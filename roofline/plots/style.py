@@ -47,6 +47,12 @@ DTYPE_DASHES: dict[str, str] = {
 }
 
 
+def translucent(hex_color: str, alpha: float) -> str:
+    """A ``#RRGGBB`` colour as ``rgba(...)`` with opacity ``alpha``."""
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
 SHADE_MEMORY = "rgba(31, 119, 180, 0.07)"
 
 

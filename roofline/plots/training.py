@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from roofline.plots.style import DEVICE_COLORS, style_figure
+from roofline.plots.style import DEVICE_COLORS, style_figure, translucent
 
 TRAIN_MEMORY_COLORS = {
     "weights": "#7F7F7F",
@@ -20,11 +20,6 @@ TRAIN_MEMORY_COLORS = {
     "logits and loss": "#E377C2",
     "transient": "#17BECF",
 }
-
-
-def _translucent(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
 
 
 def training_memory_figure(
@@ -52,7 +47,7 @@ def training_memory_figure(
                 name=term,
                 # Lighter than the devices' capacity lines, so a line keeps its colour across a bar
                 # of a similar hue (H200's orange over the activations); the legend shows the same.
-                marker_color=_translucent(color, 0.6),
+                marker_color=translucent(color, 0.6),
                 hovertemplate=f"{x_title} %{{x}}<br>{term}: %{{y:,.2f}} GB<extra></extra>",
             )
         )

@@ -11,10 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.serving.simulation.load import Requests
-from roofline.serving.simulation.scheduler import EngineKnobs, Pool, release, schedule
+from roofline.serving.simulation.scheduler import EngineKnobs, Pool, array_sum, release, schedule
 from roofline.serving.simulation.steptime import StepTimes
-
-_sum = np.add.reduce  # an array's sum without ndarray.sum's Python wrapper (called several times a step)
 
 MAX_STEPS = 20_000_000
 
@@ -122,14 +120,14 @@ class Replica:
         # The decodes' mean context (their cached tokens and the one they add; sums of integers, exact).
         if all_decode:
             samples, sampled_count = None, decodes  # every decode samples
-            mean_context = (int(_sum(before)) + decodes) / decodes
+            mean_context = (int(array_sum(before)) + decodes) / decodes
             chunks, prefixes = (), ()
         else:
             samples = after >= tokens
             sampled_count = int(np.count_nonzero(samples))
-            mean_context = (int(_sum(before[decoding])) + decodes) / decodes if decodes else 1.0
+            mean_context = (int(array_sum(before[decoding])) + decodes) / decodes if decodes else 1.0
             chunks, prefixes = take[~decoding].tolist(), before[~decoding].tolist()
-        take_total = int(_sum(take))
+        take_total = int(array_sum(take))
         step_s = times.step_s(float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes)
         steps, first_step_s = 1, step_s
         if all_decode and not pool.waiting and len(pool.running) == chosen.size:
@@ -332,18 +330,18 @@ def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_ar
         return np.maximum(-(-(cached + steps) // block_size) - held, 0)
 
     need = need_for(left)
-    needed = int(_sum(need))
+    needed = int(array_sum(need))
     while left > 1 and needed > pool.free_blocks:
         left = max(1, left // 2)
         need = need_for(left)
-        needed = int(_sum(need))
+        needed = int(array_sum(need))
     if math.isfinite(until_arrival_s):
         # The first step whose end reaches the arrival (a binary search over the steps' ends).
         k_arrival = bisect_left(range(1, left + 1), until_arrival_s, key=elapsed) + 1
         if k_arrival < left:
             left = max(1, k_arrival)
             need = need_for(left)
-            needed = int(_sum(need))
+            needed = int(array_sum(need))
     if needed:
         pool.blocks[chosen] += need
         pool.free_blocks -= needed

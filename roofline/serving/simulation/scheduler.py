@@ -43,7 +43,7 @@ import numpy as np
 from roofline.defaults import RECV_OTHER_WEIGHT  # what a step other than a decode adds to SGLang's intake counter
 
 POLICIES = ("vllm", "sglang", "trtllm")
-_sum = np.add.reduce  # an array's sum without ndarray.sum's Python wrapper (called several times a step)
+array_sum = np.add.reduce  # an array's sum without ndarray.sum's Python wrapper (called several times a step)
 
 
 @dataclass(frozen=True)
@@ -216,23 +216,23 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     if run.size:
         computed = pool.computed[run]
         take = np.minimum(pool.tokens[run] - computed, cap)  # every running request has a token to compute
-        take_sum = int(_sum(take))
+        take_sum = int(array_sum(take))
         if take_sum > budget:  # the budget runs out: requests further down get what is left, or nothing
             before = np.cumsum(take) - take
             take = np.minimum(np.maximum(budget - before, 0), take)
             served = take > 0
             run, take, computed = run[served], take[served], computed[served]
-            take_sum = int(_sum(take))
+            take_sum = int(array_sum(take))
         bs = knobs.block_size
         need = np.maximum(-(-(computed + take) // bs) - pool.blocks[run], 0)
-        needed = int(_sum(need))
+        needed = int(array_sum(need))
         while needed > pool.free_blocks and run.size:
             victim = pool.running.pop()  # the request admitted last
             _preempt(pool, victim)
             preempted = True
             keep = run != victim
             run, take, need = run[keep], take[keep], need[keep]
-            needed, take_sum = int(_sum(need)), int(_sum(take))
+            needed, take_sum = int(array_sum(need)), int(array_sum(take))
         if needed:
             pool.blocks[run] += need
             pool.free_blocks -= needed
@@ -282,7 +282,7 @@ def release(pool: Pool, done: np.ndarray) -> None:
     """Finished requests leave the batch and give their blocks back."""
     if not done.size:
         return
-    pool.free_blocks += int(_sum(pool.blocks[done]))
+    pool.free_blocks += int(array_sum(pool.blocks[done]))
     pool.blocks[done] = 0
     gone = set(done.tolist())
     pool.running[:] = [i for i in pool.running if i not in gone]
