@@ -228,9 +228,15 @@ def _one_device(
                 key=f"load_{label.lower()}_chart",
             )
     report.caption(
-        f"{done}. The share of requests at or below each latency; TTFT counts the time queued. Dotted: the "
-        f"steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the Frontier view predicts "
-        "for a server that never queues."
+        f"{done}. The share of requests at or below each latency; TTFT counts the time queued"
+        + (
+            ", and the step this engine had already composed when the request arrived (it composes each step "
+            "while the one before runs, so a request arriving during a step starts in the step after next)"
+            if run["engine"].get("schedules_ahead")
+            else ""
+        )
+        + f". Dotted: the steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the Frontier "
+        "view predicts for a server that never queues."
     )
 
     # ---- the run over time -----------------------------------------------------------------------

@@ -102,6 +102,7 @@ def simulate_row(
         recv_interval=setup.recv_interval or 1,
         batch_wait_iters=setup.batch_wait_iters or 0,
         batch_wait_ratio=setup.batch_wait_ratio or 0.0,
+        schedules_ahead=profile.overlaps(row.get("backend_version") or None),
     )
     # The KV budget depends on the settings too (the token budget sizes the activation workspace).
     kv_key = ("kv", model.id, hw.id, precision, tp, settings)

@@ -268,6 +268,10 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         f"{d['peak_kv_used']:.0%} of {d['engine']['kv_tokens']:,} tokens, {d['preemptions']:,} preemptions, "
         f"{d['rejected']:,} rejected (larger than the cache)"
     )
+    lines.append(
+        f"  scheduler: {d['engine']['scheduler']}"
+        + ("; each step composed while the one before runs" if d["engine"].get("schedules_ahead") else "")
+    )
     return "\n".join(lines)
 
 

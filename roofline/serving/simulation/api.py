@@ -42,7 +42,8 @@ class Simulated:
 
 def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
     """The scheduler of ``settings.engine`` on the device (vLLM's where the prediction is ideal)
-    with the settings' token budget, sequence cap and block size."""
+    with the settings' token budget, sequence cap and block size; it composes each step while the
+    one before runs where the engine's version does (``EngineProfile.overlaps``)."""
     profile = engine_profile(resolved_engine(settings.engine, hardware_id)) if hardware_id else None
     return EngineKnobs(
         max_num_batched_tokens=settings.max_batched_tokens,
@@ -53,6 +54,7 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: st
         recv_interval=settings.recv_interval,
         batch_wait_iters=settings.batch_wait_iters,
         batch_wait_ratio=settings.batch_wait_ratio,
+        schedules_ahead=bool(profile and profile.overlaps(settings.engine_version)),
     )
 
 
@@ -112,6 +114,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "recv_interval": sim.knobs.recv_interval,
         "batch_wait_iters": sim.knobs.batch_wait_iters,
         "batch_wait_ratio": sim.knobs.batch_wait_ratio,
+        "schedules_ahead": sim.knobs.schedules_ahead,
         "kv_blocks": sim.kv_blocks,
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
         "replicas": sim.replicas,

@@ -180,7 +180,7 @@ def least_loaded(
         else:  # it starts at t, once every arrival at t is in
             fleet[r].now = max(fleet[r].now, t)
             ready.add(r)
-        fleet[r].receive(i)
+        fleet[r].receive(i, t)
     else:
         raise RuntimeError(f"the simulation did not finish within {MAX_STEPS * (replicas + 1):,} events")
     parts = [np.flatnonzero(owner == r) for r in range(replicas)]

@@ -92,15 +92,33 @@ class Replica:
         self.finishing = np.zeros(0, np.int64)
         self._undo: tuple | None = None  # the state before a stretch under way (``cuttable_step``)
         self._stretched = False
+        self.arriving: deque[tuple[float, int]] = deque()  # (arrival, request) not yet in the scheduler's view
+        self.last_step = (-math.inf, -math.inf)  # (start, end) of the last step run
 
     @property
     def busy(self) -> bool:
-        return bool(self.pool.running or self.pool.waiting or self.pool.inbox)
+        return bool(self.pool.running or self.pool.waiting or self.pool.inbox or self.arriving)
 
-    def receive(self, i: int) -> None:
-        """Request ``i`` arrives: it queues, or waits for the scheduler's next intake (SGLang's
-        ``recv_interval``)."""
-        (self.pool.inbox if self.knobs.recv_interval > 1 else self.pool.waiting).append(i)
+    def receive(self, i: int, t: float) -> None:
+        """Request ``i`` arrives at ``t``; the scheduler sees it at the first step composed after
+        it arrived (``_admit``)."""
+        self.arriving.append((t, i))
+
+    def _admit(self, now: float) -> None:
+        """Hand the scheduler the requests that had arrived when the step starting at ``now`` was
+        composed: at ``now`` (a request arriving then, as a closed loop's next does when another
+        ends, comes a moment too late), or where the engine schedules ahead at the start of the
+        step that ends at ``now``. An idle server takes in whatever has arrived. Each then queues,
+        or waits for the scheduler's next intake (SGLang's ``recv_interval``)."""
+        pool, arriving = self.pool, self.arriving
+        start, end = self.last_step
+        if end == now and (pool.running or pool.waiting or pool.inbox):  # a busy server
+            cutoff, inclusive = (start if self.knobs.schedules_ahead else now), False
+        else:
+            cutoff, inclusive = now, True
+        queue = pool.inbox if self.knobs.recv_interval > 1 else pool.waiting
+        while arriving and (arriving[0][0] <= cutoff if inclusive else arriving[0][0] < cutoff):
+            queue.append(arriving.popleft()[1])
 
     def step(self, upcoming_s: float) -> np.ndarray:
         """One scheduling decision at ``now`` (or a stretch of identical decode steps, up to the
@@ -108,6 +126,10 @@ class Replica:
         requests finished at its end."""
         pool, times, knobs, prompt = self.pool, self.times, self.knobs, self.prompt
         now = self.now
+        if self.arriving:
+            self._admit(now)
+            if self.arriving:  # one still unseen enters at the next step: no stretch past this one
+                upcoming_s = now
         chosen, take = schedule(pool, knobs)
         waiting_now = len(pool.waiting) + len(pool.inbox)
         if not chosen.size:  # nothing fits until something finishes: should not happen with running work
@@ -129,10 +151,10 @@ class Replica:
             chunks, prefixes = take[~decoding].tolist(), before[~decoding].tolist()
         take_total = int(array_sum(take))
         step_s = times.step_s(float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes)
-        steps, first_step_s = 1, step_s
+        steps, first_step_s, last_step_s = 1, step_s, step_s
         if all_decode and not pool.waiting and len(pool.running) == chosen.size:
             # The same decode step repeats until a request finishes or arrives: take them together.
-            steps, step_s = _decode_stretch(
+            steps, step_s, last_step_s = _decode_stretch(
                 pool,
                 chosen,
                 tokens,
@@ -166,6 +188,7 @@ class Replica:
                 self.itl_values.append(np.array([(step_s - first_step_s) / (steps - 1)]))  # the stretch's mean step
                 self.itl_weights.append(float(gaps.size * (steps - 1)))
         self.now = end
+        self.last_step = (now if steps == 1 else end - last_step_s, end)  # a single step's start exactly
         self.last_token[sampled] = end
         pool.tokens[sampled] = tokens  # a request's tokens are its prompt and what it has generated
         done = sampled[tokens >= pool.final[sampled]]
@@ -189,7 +212,7 @@ class Replica:
         held = np.asarray(pool.running, np.int64)
         state = (pool.computed, pool.blocks, pool.tokens, self.last_token, self.finish)
         undo = (self.now, list(pool.running), pool.free_blocks, held, [a[held].copy() for a in state])
-        undo += (len(self.itl_values), self.steps, pool.recv_count, pool.wait_iters)
+        undo += (len(self.itl_values), self.steps, pool.recv_count, pool.wait_iters, self.last_step)
         self.step(np.nan)
         self._undo = undo if self._stretched else None
 
@@ -199,7 +222,7 @@ class Replica:
         if self._undo is None or self.now <= t:
             return False
         pool = self.pool
-        now, running, free, held, saved, itl_count, steps, pool.recv_count, pool.wait_iters = self._undo
+        now, running, free, held, saved, itl_count, steps, pool.recv_count, pool.wait_iters, self.last_step = self._undo
         for array, values in zip((pool.computed, pool.blocks, pool.tokens, self.last_token, self.finish), saved):
             array[held] = values
         self.now, pool.free_blocks, self.steps = now, free, steps
@@ -265,7 +288,7 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
             i = sent
             sent += 1
             if not rejected[i]:
-                replica.receive(i)
+                replica.receive(i, float(arrival[i]))
             elif closed:
                 next_client_request(arrival, sent, t)
 
@@ -305,7 +328,7 @@ def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
 
 def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_arrival_s, block_size, most=None):
     """How many identical decode steps run before a request finishes or a new one arrives (the
-    step that sees the arrival included), at most ``most``, and their total time; ``tokens`` are
+    step that sees the arrival included), at most ``most``, their total time and the last one's; ``tokens`` are
     the decoding requests' tokens, all but the last in the cache. The step's cost grows with the
     context, linearly for the attention's cache read, so the steps' times are summed as an
     arithmetic series from the first step's time."""
@@ -313,7 +336,7 @@ def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_ar
     if most is not None:
         left = min(left, max(1, int(most)))
     if left <= 1:
-        return 1, first_s
+        return 1, first_s, first_s
     d = float(chosen.size)
     slope = times.decode_attention_s(d, mean_context + 1) - times.decode_attention_s(d, mean_context)
     if times.overhead_overlaps and first_s <= times.host_s(d):
@@ -345,7 +368,7 @@ def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_ar
     if needed:
         pool.blocks[chosen] += need
         pool.free_blocks -= needed
-    return left, float(elapsed(left))
+    return left, float(elapsed(left)), first_s + slope * (left - 1)
 
 
 def kv_blocks(model, hw, precision, tp: int, settings) -> int:

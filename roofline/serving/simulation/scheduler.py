@@ -31,6 +31,14 @@ Two settings that hold new requests back, each off by default as in its engine:
   ``batch_wait_max_tokens_ratio``): a step that would run prompts beside decodes runs the decodes
   alone while fewer than ``batch_wait_iters`` steps have waited so and the step's tokens (the
   prompts' whole lengths plus one per decode) stay under ``batch_wait_ratio`` x the token budget.
+
+When a request reaches the scheduler (``roofline.serving.simulation.run``): a busy server composes
+each step at the end of the one before, from the requests that reached it before then; a request
+sent as another ends (a closed loop's next) reaches it a moment later, so it misses the step
+composed at that instant. With ``schedules_ahead`` (vLLM's async scheduling, on by default since
+0.14; SGLang's and TensorRT-LLM's overlap schedulers) a step is composed while the one before it
+runs, from the requests that arrived before that one began: a request that arrives during a step
+joins the step after next. An idle server takes a request in as it arrives.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class EngineKnobs:
     recv_interval: int = 1  # SGLang: decode steps between two intakes of arrived requests
     batch_wait_iters: int = 0  # TensorRT-LLM: steps prompts may be held for more tokens ...
     batch_wait_ratio: float = 0.0  # ... until a step's tokens reach this share of the budget
+    schedules_ahead: bool = False  # each step is composed while the one before it runs (async / overlap scheduling)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -75,6 +84,8 @@ class EngineKnobs:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        if not isinstance(self.schedules_ahead, bool):
+            raise ValueError(f"schedules_ahead must be true or false, got {self.schedules_ahead!r}")
         r = self.batch_wait_ratio
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
             raise ValueError(f"batch_wait_ratio must be a number in [0, 1], got {r!r}")
