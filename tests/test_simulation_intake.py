@@ -65,3 +65,20 @@ def test_the_engines_that_overlap_their_host_work_schedule_ahead():
     assert not knobs_from(Settings(engine="vllm", engine_version="0.12.0"), hardware_id=h100).schedules_ahead
     with pytest.raises(ValueError, match="schedules_ahead must be true or false"):
         EngineKnobs(schedules_ahead="yes")
+
+
+@pytest.mark.parametrize("ahead, ttfts_ms", [(False, [2.0, 2.0]), (True, [2.0, 3.0])])
+def test_a_request_waiting_at_a_steps_end_starts_there_and_one_sent_then_waits(ahead, ttfts_ms):
+    """Two clients, steps of 1 ms, prompts of 4 tokens. Requests 0 (2 outputs) and 1 (3 outputs)
+    prefill together, [0, 1] ms; request 0 ends at 2 ms, and its client sends request 2 then;
+    request 1 ends at 3 ms, and its client sends request 3 then.
+    At 3 ms request 2 waits (it arrived during [2, 3]) and nothing else runs: the step [3, 4] is
+    its prompt alone, also where the engine schedules ahead (it had nothing to compose ahead when
+    [2, 3] began, request 1's last token in sight); request 3, a moment late, is not in it.
+    Composed at the end of the step before, [4, 5] takes request 3 in: TTFT 2 ms for both.
+    Composed ahead, [4, 5] was composed at 3 ms as [3, 4] began; [5, 6] takes request 3: 3 ms."""
+    requests = Requests(np.array([0.0, 0.0, np.nan, np.nan]), np.full(4, 4), np.array([2, 3, 2, 1]), concurrency=2)
+    knobs = EngineKnobs(max_num_batched_tokens=8, block_size=4, schedules_ahead=ahead)
+    run = simulate(requests, flat_times(), kv_blocks=100, knobs=knobs)
+    assert run.arrival_s[2:] == pytest.approx([2 * MS, 3 * MS])
+    assert per_request(run)["ttft_s"][2:] == pytest.approx(np.array(ttfts_ms) * MS)

@@ -24,7 +24,8 @@ st.caption(
     "Each run is read in the setup its source documents: InferenceX's runs with its client's lengths (uniform "
     "in 0.8–1× the nominal), the KV-cache format its script set that day and the scheduler settings it gave the "
     "server (token budget, SGLang's intake interval, TensorRT-LLM's batch waiting); other sources as recorded "
-    "(fixed lengths, bf16 KV, the engines' defaults)."
+    "(fixed lengths, bf16 KV, the engines' defaults). A request joins the first step its engine composes after it "
+    "arrives; vLLM since 0.14, SGLang and TensorRT-LLM compose each step while the one before runs."
 )
 warn_bad_params(
     {"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES), "within": boolean}

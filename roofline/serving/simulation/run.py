@@ -106,19 +106,26 @@ class Replica:
 
     def _admit(self, now: float) -> None:
         """Hand the scheduler the requests that had arrived when the step starting at ``now`` was
-        composed: at ``now`` (a request arriving then, as a closed loop's next does when another
-        ends, comes a moment too late), or where the engine schedules ahead at the start of the
-        step that ends at ``now``. An idle server takes in whatever has arrived. Each then queues,
-        or waits for the scheduler's next intake (SGLang's ``recv_interval``)."""
+        composed. Where a step ends at ``now``, that is at ``now`` (a request arriving then, as a
+        closed loop's next does when another ends, comes a moment too late), or where the engine
+        schedules ahead at the start of the step that ends at ``now``, unless it then had nothing to
+        compose. A server with nothing to run takes in a request as it arrives. Each then queues, or
+        waits for the scheduler's next intake (SGLang's ``recv_interval``)."""
         pool, arriving = self.pool, self.arriving
-        start, end = self.last_step
-        if end == now and (pool.running or pool.waiting or pool.inbox):  # a busy server
-            cutoff, inclusive = (start if self.knobs.schedules_ahead else now), False
-        else:
-            cutoff, inclusive = now, True
         queue = pool.inbox if self.knobs.recv_interval > 1 else pool.waiting
-        while arriving and (arriving[0][0] <= cutoff if inclusive else arriving[0][0] < cutoff):
-            queue.append(arriving.popleft()[1])
+
+        def take(cutoff: float, inclusive: bool) -> None:
+            while arriving and (arriving[0][0] <= cutoff if inclusive else arriving[0][0] < cutoff):
+                queue.append(arriving.popleft()[1])
+
+        start, end = self.last_step
+        if end == now:
+            if self.knobs.schedules_ahead:
+                take(start, False)
+            if not self.knobs.schedules_ahead or not (pool.running or pool.waiting or pool.inbox):
+                take(now, False)
+        if not (pool.running or pool.waiting or pool.inbox):
+            take(now, True)
 
     def step(self, upcoming_s: float) -> np.ndarray:
         """One scheduling decision at ``now`` (or a stretch of identical decode steps, up to the
