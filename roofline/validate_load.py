@@ -250,6 +250,12 @@ def score_load(
             },
         },
         "test_set_within_ideal": scores(test, within_ideal=True) if test else {"runs": 0},
+        # The test set by the client that ran it: documented (InferenceX's) or guessed (as recorded).
+        "test_set_by_client": {
+            name: scores(runs)
+            for name in (INFERENCEX_CLIENT.name, RECORDED_CLIENT.name)
+            if (runs := [r for r in test if r["client"] == name])
+        },
         "groups": [{"model": m, "device": d, "engine": e, **scores(rs)} for (m, d, e), rs in sorted(groups.items())],
         "skipped": skipped,
         "results": results,
@@ -294,6 +300,9 @@ def render_load(report: dict[str, object]) -> str:
         row(f"test set within bound ({within['ttft_runs']:,}/{within['tpot_runs']:,})", within)
         left = f"TTFT {below['ttft']['test_set_runs']:,} and TPOT {below['tpot']['test_set_runs']:,} test runs"
         lines.append(f"    left out: {left} {below['why']}")
+    for name, scores in report.get("test_set_by_client", {}).items():
+        who = "InferenceX's client" if name == INFERENCEX_CLIENT.name else "no client recorded"
+        row(f"test set, {who} ({scores['runs']:,})", scores)
     for g in report["groups"]:
         row(f"{g['model']} {g['device']} {g['engine']} ({g['runs']})", g)
     for reason, count in report["skipped"].items():

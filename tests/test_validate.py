@@ -180,6 +180,13 @@ def test_validate_load_simulates_runs_at_their_concurrency(tmp_path, capsys):
     assert report["overall"]["runs"] >= 3
     assert {"datasheet_ttft", "tables_ttft", "datasheet_tpot", "tables_tpot"} <= set(report["overall"])
     assert csv_path.read_text().startswith("id,model,device,engine")
+    # The test set again by the client that ran each run: its runs, every one once.
+    by_client = report["test_set_by_client"]
+    assert sum(s["runs"] for s in by_client.values()) == report["test_set"]["runs"]
+    assert all(
+        sum(r["client"] == name for r in report["results"] if not r["host_fit_split"]) == s["runs"]
+        for name, s in by_client.items()
+    )
 
 
 def test_validate_load_scores_under_an_fp8_kv_cache_when_asked(capsys):
