@@ -61,6 +61,7 @@ def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> Runs:
         return np.array([np.nan if v is None else v for v in values], float) if numeric else np.array(values, object)
 
     columns = {name: column(name) for name in RUN_FIELDS}
+    columns["client"] = column("client")  # who sent the requests (simulated runs only)
     columns |= {
         "measured_ms": column(measured, True),
         "expected_ms": column(expected, True),
@@ -137,3 +138,13 @@ def hovers(runs: Runs, words: str) -> list[str]:
 
 # Shares, shown as whole percentages with thousands separators ("3,569%"; step 0.01 sets no decimals).
 PERCENT = ("expected median", "expected p90", "expected bias", "ideal median", "ideal bias")
+
+
+def by_client(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
+    """The expected figure's errors again for each client that ran the runs (simulated runs only:
+    InferenceX's documented client, or none recorded), as (client, runs, errors)."""
+    out = []
+    for name in dict.fromkeys(c for c in runs["client"] if isinstance(c, str)):
+        pick = runs["client"] == name
+        out.append((name, int(pick.sum()), errors(runs["expected_ms"][pick], runs["measured_ms"][pick])))
+    return out

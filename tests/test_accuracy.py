@@ -7,6 +7,7 @@ import base64
 import csv
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +169,10 @@ def test_the_accuracy_page_draws_and_can_leave_out_runs_below_their_ideal_bound(
     # One legend entry per engine, whether or not some of its runs are hollow.
     assert len([t for t in points if t.get("showlegend", True)]) == len({t["legendgroup"] for t in points})
     assert any(c.value.startswith(f"{below:,} of these runs were measured more than 10% below") for c in at.caption)
+    # The expected figure again by the client that sent the requests, the runs of each adding up.
+    split = next(c.value for c in at.caption if c.value.startswith("By the client that sent the requests"))
+    counts = [int(n.replace(",", "")) for n in re.findall(r", ([\d,]+) runs, median", split)]
+    assert len(counts) == 2 and sum(counts) == runs
     at.toggle(key="within").set_value(True).run()
     assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) == runs - below
     # The steady state is one analytic step, not a simulated setup: nothing is flagged there.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.accuracy_view import METRICS, PERCENT, RUNS, errors, group_table, hovers, report, runs_frame
+from dashboard.accuracy_view import METRICS, PERCENT, RUNS, by_client, errors, group_table, hovers, report, runs_frame
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
 from roofline.accuracy import BELOW_IDEAL_WHY
@@ -101,6 +101,18 @@ page_report.caption(
     f"the line for almost every run: it is a bound, not a prediction. Report of {md_escape(data['generated'])} "
     f"(commit {md_escape(data['commit'])}); regenerate it with `{data['command']}`."
 )
+clients = by_client(frame) if simulated else []
+if len(clients) > 1:
+    page_report.caption(
+        "By the client that sent the requests, expected: "
+        + "; ".join(
+            f"{md_escape(name)}, {n:,} runs, median {e['median']:.0%}, p90 {e['p90']:.0%}, bias "
+            + f"{e['bias']:+.0%}".replace("-", "−")
+            for name, n, e in clients
+        )
+        + ". Where no client is recorded, every client is simulated starting at once with fixed lengths, and they "
+        "stay in step: a guess about the harness, not a fact about the engine."
+    )
 if below and simulated:
     page_report.caption(
         f"{below:,} of these runs were {BELOW_IDEAL_WHY}."
