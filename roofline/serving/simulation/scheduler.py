@@ -38,7 +38,9 @@ sent as another ends (a closed loop's next) reaches it a moment later, so it mis
 composed at that instant. With ``schedules_ahead`` (vLLM's async scheduling, on by default since
 0.14; SGLang's and TensorRT-LLM's overlap schedulers) a step is composed while the one before it
 runs, from the requests that arrived before that one began: a request that arrives during a step
-joins the step after next. An idle server takes a request in as it arrives.
+joins the step after next, unless the engine had nothing to compose ahead (its running requests all
+ending), and then the step composed as the one before ends. A server with nothing to run takes a
+request in as it arrives.
 """
 
 from __future__ import annotations
