@@ -120,8 +120,11 @@ def strict_json(text: str | bytes) -> object:
 
 
 def shown_path(path: str | Path) -> str:
-    """A path as messages show it: a 100,000-character one is not repeated in full."""
+    """A path as messages show it: one with a newline or another control character quoted with it
+    escaped (an error stays on one line), and a 100,000-character one not repeated in full."""
     text = str(path)
+    if not text.isprintable():
+        text = repr(text)
     return text if len(text) <= 160 else f"{text[:80]}…{text[-40:]} ({len(text):,} characters)"
 
 

@@ -71,6 +71,8 @@ BASE = ["analyze", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--phase
         ([*BASE, "--collectives", "/dev/zero"], "/dev/zero: not a regular file"),
         ([*BASE, "--calibration", "/dev/zero"], "/dev/zero: not a regular file"),
         ([*BASE, "--calibration", "/nonexistent.json"], "/nonexistent.json: no such file"),
+        # A name with a newline in it is shown escaped: the error stays on one line.
+        (["profile", "--json", "--trace", "h100-sxm\n"], "'h100-sxm\\n': no such file"),
     ],
 )
 def test_cli_refuses_in_one_line(args, expected):
