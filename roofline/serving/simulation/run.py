@@ -172,6 +172,8 @@ class Replica:
                 knobs.block_size,
                 # With arrivals held for the scheduler's intake, the stretch ends at the step that takes them in.
                 knobs.recv_interval - pool.recv_count if pool.inbox else None,
+                # Composed ahead, the step after the one an arrival comes in was composed without it.
+                1 if knobs.schedules_ahead else 0,
             )
         pool.count_steps(knobs, steps, other=not all_decode)
         end = now + step_s
@@ -333,9 +335,12 @@ def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
         arrival[sent + pending[0]] = t
 
 
-def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_arrival_s, block_size, most=None):
+def _decode_stretch(
+    pool, chosen, tokens, times, mean_context, first_s, until_arrival_s, block_size, most=None, after_arrival=0
+):
     """How many identical decode steps run before a request finishes or a new one arrives (the
-    step that sees the arrival included), at most ``most``, their total time and the last one's; ``tokens`` are
+    step that sees the arrival and ``after_arrival`` more included), at most ``most``, their total
+    time and the last one's; ``tokens`` are
     the decoding requests' tokens, all but the last in the cache. The step's cost grows with the
     context, linearly for the attention's cache read, so the steps' times are summed as an
     arithmetic series from the first step's time."""
@@ -368,6 +373,8 @@ def _decode_stretch(pool, chosen, tokens, times, mean_context, first_s, until_ar
     if math.isfinite(until_arrival_s):
         # The first step whose end reaches the arrival (a binary search over the steps' ends).
         k_arrival = bisect_left(range(1, left + 1), until_arrival_s, key=elapsed) + 1
+        if until_arrival_s > 0:  # still to come (one already here is taken in at the next step)
+            k_arrival += after_arrival
         if k_arrival < left:
             left = max(1, k_arrival)
             need = need_for(left)
