@@ -43,13 +43,13 @@ def removed_on(versions: list, date: str) -> bool:
     "removed" on 2025-10-29 and back the next day), while a removal that lasts is real (its B200
     SGLang and vLLM Slurm scripts were removed on 2025-10-01, "we never used slurm for b200 vllm or
     b200 sglang", and back on 2025-12-31)."""
-    past = [d[:10] for d, _, _ in versions if d[:10] <= date]
+    past = [d for d, _, _ in versions if d <= date]
     if not past:
         return False
     last = max(past)
-    if not all(digest in REMOVED for d, _, digest in versions if d[:10] == last):
+    if not all(digest in REMOVED for d, _, digest in versions if d == last):
         return False
-    back = [d[:10] for d, _, digest in versions if d[:10] > last and digest not in REMOVED]
+    back = [d for d, _, digest in versions if d > last and digest not in REMOVED]
     return not back or (_date.fromisoformat(min(back)) - _date.fromisoformat(last)).days > RESTORED_WITHIN_DAYS
 
 

@@ -96,8 +96,13 @@ class Replica:
         self.last_step = (-math.inf, -math.inf)  # (start, end) of the last step run
 
     @property
+    def has_work(self) -> bool:
+        """Requests the scheduler holds: running, waiting, or arrived and held for its intake."""
+        return bool(self.pool.running or self.pool.waiting or self.pool.inbox)
+
+    @property
     def busy(self) -> bool:
-        return bool(self.pool.running or self.pool.waiting or self.pool.inbox or self.arriving)
+        return self.has_work or bool(self.arriving)
 
     def receive(self, i: int, t: float) -> None:
         """Request ``i`` arrives at ``t``; the scheduler sees it at the first step composed after
@@ -122,9 +127,9 @@ class Replica:
         if end == now:
             if self.knobs.schedules_ahead:
                 take(start, False)
-            if not self.knobs.schedules_ahead or not (pool.running or pool.waiting or pool.inbox):
+            if not self.knobs.schedules_ahead or not self.has_work:
                 take(now, False)
-        if not (pool.running or pool.waiting or pool.inbox):
+        if not self.has_work:
             take(now, True)
 
     def step(self, upcoming_s: float) -> np.ndarray:
