@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from roofline.accuracy import RUN_FIELDS, below_ideal, load_report
+from roofline.known_error import score
 from roofline.lazy import pandas as pd
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
@@ -79,15 +80,10 @@ def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> Runs:
 
 
 def errors(predicted, measured) -> dict[str, float]:
-    ratio = np.asarray(predicted, float) / np.asarray(measured, float) - 1
-    ratio = ratio[np.isfinite(ratio)]
-    if ratio.size == 0:
+    s = score(predicted, measured)
+    if s is None:
         return {"median": np.nan, "p90": np.nan, "bias": np.nan}
-    return {
-        "median": float(np.median(np.abs(ratio))),
-        "p90": float(np.quantile(np.abs(ratio), 0.9)),
-        "bias": float(np.median(ratio)),
-    }
+    return {"median": s.median_abs_error, "p90": s.p90_abs_error, "bias": s.bias}
 
 
 def group_table(runs: Runs) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from dashboard.share import Report
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
+from roofline.known_error import for_settings
 from roofline.lazy import pandas as pd
 from roofline.models import ModelConfig
 from roofline.plots.serving_load import (
@@ -163,6 +164,8 @@ def _one_device(
         ),
         Metric("Peak KV use", f"{run['peak_kv_used']:.0%}", help=f"of {run['engine']['kv_tokens']:,} tokens"),
     )
+    known = for_settings(settings, hw).words()
+    report.caption(f"How far off to expect it: {known}. The [Accuracy page](/accuracy) shows every run.")
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])

@@ -64,6 +64,9 @@ def test_the_section_shows_its_charts_table_and_a_step_link():
     # The run rests on vLLM's kernels on the H100 (engine "auto") and on vLLM's host work per step.
     said = " ".join(m.value for m in at.markdown)
     assert "engine-measured roofs" in said and "vLLM 0.24.0 kernels" in said and "vLLM host work" in said
+    # Beside it, how far off vLLM's expected figure has been on the H100's test runs (roofline.known_error).
+    said = " ".join(c.value for c in at.caption)
+    assert "How far off to expect it: published error of vLLM's expected figure on NVIDIA H100" in said
 
     capacity = next(d.value for d in at.dataframe if "max requests/s" in d.value.columns)
     assert set(capacity["device"]) == {"h100-sxm", "a100-sxm-80gb"}

@@ -163,6 +163,7 @@ def render_capacity(d: dict, model_name: str) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
+    from roofline.known_error import for_settings
     from roofline.serving.simulation.api import simulate_serving, to_json
     from roofline.serving.simulation.load import Lengths, Load, make_requests, read_trace
     from roofline.serving.simulation.metrics import Targets
@@ -220,13 +221,14 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     tp = args.tp[0] if args.tp else 1
     if args.replicas > MAX_REPLICAS:
         raise CliError(f"--replicas: at most {MAX_REPLICAS}, got {args.replicas}")
+    settings = settings_from_args(args)
     sim = simulate_serving(
         model,
         hw,
         requests,
         precision_from_args(args),
         tp,
-        settings_from_args(args),
+        settings,
         not args.no_chunked_prefill,
         replicas=args.replicas,
         router=args.router,
@@ -234,6 +236,7 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     )
     data = {"model": model.id, "hardware": hw.id, "tp": tp, "load": load}
     data |= to_json(sim, Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3))
+    data["known_error"] = for_settings(settings, hw).to_json()
     emit(args, data, lambda: render_text(data, model.name, hw.name))
 
 
@@ -272,6 +275,8 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         f"  scheduler: {d['engine']['scheduler']}"
         + ("; each step composed while the one before runs" if d["engine"].get("schedules_ahead") else "")
     )
+    if d.get("known_error"):
+        lines.append(f"  {d['known_error']['words']}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,156 @@
+"""How far off this kind of prediction has been: the published accuracy report's test-set scores
+(``roofline.accuracy``, ``python -m roofline validate --report``) for the prediction a command or
+page is making, shown beside it.
+
+A simulated TTFT or TPOT rests on one of the roofs the report scores, or on neither:
+
+- an engine's measured kernels with its host work per step (``engine-measured``): the report's
+  expected figure, over the test runs of that engine;
+- the datasheet with no host work (the ideal engine): the report's ideal bound, over every test run;
+- anything else (a calibration of the user's own; an engine named on a device it has no kernel
+  tables for, whose datasheet roofs carry its host work): no published error, and the words say so.
+
+The scores are those of the test runs on the same device where the report has at least
+``MIN_RUNS`` of them, else on every device of the sample (and the words say which). They are the
+error of closed-loop benchmark runs at their own concurrency (the silicon sample's), not of the
+user's load: a measure of how far this kind of prediction has been off, never a correction. No
+figure is adjusted by them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from roofline.accuracy import REPORT_COMMAND, REPORT_PATH, load_report
+
+MIN_RUNS = 20
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+METRICS = ("ttft", "tpot")
+
+
+@dataclass(frozen=True)
+class Score:
+    runs: int
+    median_abs_error: float
+    p90_abs_error: float
+    bias: float  # median of predicted / measured - 1: below 0, predicted faster than measured
+
+    def words(self) -> str:
+        lean = "too fast" if self.bias < 0 else "too slow"
+        return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {abs(self.bias):.0%} {lean}"
+
+
+@dataclass(frozen=True)
+class KnownError:
+    """The test-set error of one kind of prediction, or why there is none (``why_none``)."""
+
+    whose: str  # "vLLM's expected figure", "the ideal bound"
+    where: str  # "on NVIDIA B200", or every device where the device has too few test runs
+    scores: dict[str, Score]  # per metric ("ttft", "tpot")
+    report: str  # which report: its date and commit
+    why_none: str = ""
+
+    def words(self) -> str:
+        if not self.scores:
+            return f"published error: none for this prediction ({self.why_none})"
+        parts = "; ".join(f"{m.upper()} {s.words()}" for m, s in self.scores.items())
+        runs = max(s.runs for s in self.scores.values())
+        return (
+            f"published error of {self.whose} {self.where}: {parts}; over {runs:,} test runs, closed loops at their "
+            f"own concurrency (accuracy report of {self.report})"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "whose": self.whose,
+            "where": self.where,
+            "report": self.report,
+            "why_none": self.why_none or None,
+            "words": self.words(),
+            **{
+                m: None if m not in self.scores else vars(self.scores[m]) | {"words": self.scores[m].words()}
+                for m in METRICS
+            },
+        }
+
+
+def score(predicted, measured) -> Score | None:
+    """Median and p90 |error| and bias of the finite pairs (None: none)."""
+    ratio = np.asarray(predicted, float) / np.asarray(measured, float) - 1.0
+    ratio = ratio[np.isfinite(ratio)]
+    if ratio.size == 0:
+        return None
+    return Score(
+        int(ratio.size),
+        float(np.median(np.abs(ratio))),
+        float(np.percentile(np.abs(ratio), 90)),
+        float(np.median(ratio)),
+    )
+
+
+@lru_cache(maxsize=4)
+def _test_runs(path: str, mtime_ns: int, size: int) -> tuple[tuple[dict, ...], str]:
+    """The report's test runs simulated under load (never the host-work split), and its stamp."""
+    data = load_report(Path(path))
+    keep = ("device", "engine", "measured_ttft_ms", "measured_tpot_ms")
+    keep += tuple(f"{c}_{m}_ms" for c in ("tables", "datasheet") for m in METRICS)
+    results = [r for r in data["load"]["results"] if isinstance(r, dict) and not r.get("host_fit_split")]
+    rows = tuple({k: r.get(k) for k in keep} for r in results)
+    return rows, f"{str(data.get('generated', ''))[:10]}, commit {data.get('commit', 'unknown')}"
+
+
+def _column(engine: str, source: str) -> tuple[str, str] | str:
+    """The report's column that scores this prediction, and whose figure it is; or why none does."""
+    if source == "engine-measured" and engine in ENGINE_NAMES:
+        return "tables", f"{ENGINE_NAMES[engine]}'s expected figure"
+    if source == "datasheet" and engine == "ideal":
+        return "datasheet", "the ideal bound"
+    if source == "calibrated":
+        return "a calibration of your own: compare it with your measured runs instead"
+    return f"datasheet roofs with {ENGINE_NAMES.get(engine, engine)}'s host work are not scored by the report"
+
+
+def known_error(
+    engine: str, source: str, hardware_id: str, hardware_name: str = "", path: Path = REPORT_PATH
+) -> KnownError:
+    """The test-set error of a simulated TTFT and TPOT made with ``engine`` (resolved: vllm,
+    sglang, trtllm or ideal) on ``source`` roofs (engine-measured, datasheet or calibrated) on
+    ``hardware_id``; a ``KnownError`` without scores, saying why, where the report scores no such
+    prediction or cannot be read."""
+    column = _column(engine, source)
+    if isinstance(column, str):
+        return KnownError("", "", {}, "", column)
+    try:
+        stat = Path(path).stat()
+        rows, stamp = _test_runs(str(path), stat.st_mtime_ns, stat.st_size)
+    except (OSError, ValueError) as exc:
+        why = f"no accuracy report to read ({str(exc)[:120]}); write one with `{REPORT_COMMAND}`"
+        return KnownError("", "", {}, "", why)
+    col, whose = column
+    mine = [r for r in rows if col == "datasheet" or r["engine"] == engine]
+    here = [r for r in mine if r["device"] == hardware_id]
+    name = hardware_name or hardware_id
+    if len(here) >= MIN_RUNS:
+        chosen, where = here, f"on {name}"
+    else:
+        chosen, where = mine, f"on every device (fewer than {MIN_RUNS} test runs on {name})"
+    scores = {}
+    for m in METRICS:
+        s = score([r[f"{col}_{m}_ms"] for r in chosen], [r[f"measured_{m}_ms"] for r in chosen])
+        if s is not None:
+            scores[m] = s
+    if not scores:
+        return KnownError("", "", {}, stamp, f"the report has no test run of {whose}")
+    return KnownError(whose, where, scores, stamp)
+
+
+def for_settings(settings, hw) -> KnownError:
+    """``known_error`` of a simulation on ``hw`` under ``settings`` (its engine and roofs there)."""
+    from roofline.roofs import resolved_engine
+
+    source = settings.ceilings(hw, 1, cuda_graphs=True).source
+    return known_error(resolved_engine(settings.engine, hw.id), source, hw.id, hw.name)

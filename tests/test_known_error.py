@@ -1,0 +1,128 @@
+"""The published error shown beside a simulated TTFT and TPOT (``roofline.known_error``): which
+report column scores which prediction, on which runs, worked by hand on a small report; and the
+shipped report read the way the validate command scores it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from roofline.accuracy import SCHEMA, load_report, write_report
+from roofline.hardware import get_hardware
+from roofline.known_error import MIN_RUNS, for_settings, known_error, score
+from roofline.settings import Settings
+from roofline.validate import _errors
+
+
+def _run(engine, device, measured, tables, datasheet, split=False):
+    return {
+        "engine": engine,
+        "device": device,
+        "host_fit_split": split,
+        "measured_ttft_ms": measured,
+        "tables_ttft_ms": tables,
+        "datasheet_ttft_ms": datasheet,
+        "measured_tpot_ms": measured,
+        "tables_tpot_ms": tables,
+        "datasheet_tpot_ms": datasheet,
+    }
+
+
+@pytest.fixture
+def small_report(tmp_path):
+    """20 vLLM test runs on h100-sxm, half predicted at 0.5x and half at 1.2x the measured 10 ms;
+    one vLLM run on l40s at 1.0x; one SGLang run on h100-sxm at 3x; two runs of the host-work split
+    (100x, never counted); the datasheet column 0.25x everywhere."""
+    runs = [_run("vllm", "h100-sxm", 10.0, 5.0, 2.5) for _ in range(10)]
+    runs += [_run("vllm", "h100-sxm", 10.0, 12.0, 2.5) for _ in range(10)]
+    runs += [_run("vllm", "l40s", 10.0, 10.0, 2.5), _run("sglang", "h100-sxm", 10.0, 30.0, 2.5)]
+    runs += [_run("vllm", "h100-sxm", 10.0, 1000.0, 1000.0, split=True) for _ in range(2)]
+    path = tmp_path / "accuracy.json"
+    write_report(
+        path,
+        {"schema": SCHEMA, "generated": "2026-01-02T03:04:05+00:00", "commit": "abc1234",
+         "steady": {"results": []}, "load": {"results": runs}},
+    )  # fmt: skip
+    return path
+
+
+def test_the_engines_expected_figure_on_its_device_worked_by_hand(small_report):
+    k = known_error("vllm", "engine-measured", "h100-sxm", "H100", path=small_report)
+    ttft = k.scores["ttft"]
+    # |errors|: ten 0.5 and ten 0.2 -> median (0.2 + 0.5) / 2; p90 at rank 0.9 x 19 = 17.1 -> 0.5;
+    # signed: ten -0.5 and ten +0.2 -> median (-0.5 + 0.2) / 2. The split's runs are left out.
+    assert ttft.runs == 20 and ttft.median_abs_error == pytest.approx(0.35)
+    assert ttft.p90_abs_error == pytest.approx(0.5) and ttft.bias == pytest.approx(-0.15)
+    assert k.whose == "vLLM's expected figure" and k.where == "on H100"
+    assert "TTFT median 35% off (p90 50%), 15% too fast" in k.words()
+    assert "20 test runs" in k.words() and "2026-01-02, commit abc1234" in k.words()
+
+
+def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
+    assert MIN_RUNS == 20
+    k = known_error("vllm", "engine-measured", "l40s", "L40S", path=small_report)
+    # The 21 vLLM test runs: |errors| ten 0.5, ten 0.2 and one 0 -> median 0.2.
+    assert k.scores["tpot"].runs == 21 and k.scores["tpot"].median_abs_error == pytest.approx(0.2)
+    assert k.where == "on every device (fewer than 20 test runs on L40S)"
+    sglang = known_error("sglang", "engine-measured", "h100-sxm", path=small_report)
+    assert sglang.scores["ttft"].runs == 1 and sglang.scores["ttft"].bias == pytest.approx(2.0)
+    assert "200% too slow" in sglang.words()
+
+
+def test_the_ideal_engine_is_scored_by_the_ideal_bound_of_every_engine(small_report):
+    k = known_error("ideal", "datasheet", "h100-sxm", path=small_report)
+    assert k.whose == "the ideal bound"
+    assert k.scores["ttft"].runs == 21 and k.scores["ttft"].bias == pytest.approx(-0.75)
+
+
+@pytest.mark.parametrize(
+    "engine, source, why",
+    [
+        ("vllm", "calibrated", "a calibration of your own"),
+        ("sglang", "datasheet", "datasheet roofs with SGLang's host work are not scored"),
+    ],
+)
+def test_a_prediction_the_report_does_not_score_says_so(small_report, engine, source, why):
+    k = known_error(engine, source, "h100-sxm", path=small_report)
+    assert not k.scores and why in k.words() and k.to_json()["ttft"] is None
+
+
+def test_a_missing_or_foreign_report_is_a_sentence_not_a_traceback(tmp_path):
+    k = known_error("vllm", "engine-measured", "h100-sxm", path=tmp_path / "nope.json")
+    assert not k.scores and "python -m roofline validate --report" in k.words()
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"schema": "something else"}))
+    assert "not an accuracy report" in known_error("vllm", "engine-measured", "b200", path=foreign).words()
+    assert score([1.0, np.nan], [np.nan, 2.0]) is None
+
+
+def test_the_shipped_report_reads_as_validate_scores_it():
+    """vLLM's expected figure on the H100 against the same runs scored by validate's own function."""
+    runs = [
+        r
+        for r in load_report()["load"]["results"]
+        if r["engine"] == "vllm" and r["device"] == "h100-sxm" and not r["host_fit_split"]
+    ]
+    assert len(runs) >= MIN_RUNS
+    k = for_settings(Settings(engine="auto"), get_hardware("h100-sxm"))
+    for m in ("ttft", "tpot"):
+        want = _errors([r[f"tables_{m}_ms"] for r in runs], [r[f"measured_{m}_ms"] for r in runs])
+        got = k.scores[m]
+        assert got.runs == len(runs)
+        assert (got.median_abs_error, got.p90_abs_error, got.bias) == pytest.approx(
+            (want["median_abs_error"], want["p90_abs_error"], want["bias"])
+        )
+
+
+def test_serve_prints_and_returns_the_published_error():
+    base = [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.1-8b", "--rate", "2", "--requests", "50"]
+    out = subprocess.run([*base, "--hardware", "h100-sxm", "--json"], capture_output=True, text=True, check=True)
+    known = json.loads(out.stdout)["known_error"]
+    assert known["whose"] == "vLLM's expected figure" and known["ttft"]["runs"] >= MIN_RUNS
+    assert known["words"].startswith("published error of vLLM's expected figure on NVIDIA H100")
+    text = subprocess.run([*base, "--hardware", "l40s", "--engine", "sglang"], capture_output=True, text=True)
+    assert text.returncode == 0 and "published error: none for this prediction" in text.stdout
