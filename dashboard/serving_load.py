@@ -22,7 +22,7 @@ from dashboard.share import Report
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
-from roofline.known_error import for_settings
+from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
 from roofline.models import ModelConfig
 from roofline.plots.serving_load import (
@@ -326,11 +326,13 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
             -c.rate_per_s,
         )
     )
+    known = {hw.id: for_settings(settings, hw) for hw in devices}
     frame = pd.DataFrame(
         [
             {
                 "device": c.hardware,
                 "rests on": basis_short(c.roofs.split(" roofs")[0]),
+                "published bias": known[c.hardware].short(),
                 "TP": c.tp,
                 "max requests/s": c.rate_per_s,
                 "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
@@ -355,6 +357,11 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
         width="stretch",
         column_config={
             "max requests/s": st.column_config.NumberColumn(format="%.2f"),
+            "published bias": st.column_config.TextColumn(
+                help="How far the same kind of prediction was off on the accuracy report's test runs of this engine "
+                "on this device (the ideal bound: every engine's): the median of predicted / measured - 1, below 0 "
+                f"too fast, so the rate is overstated. {ON_EVERY_DEVICE}"
+            ),
             "saturation requests/s": st.column_config.NumberColumn(format="%.2f"),
             "output tokens/s": st.column_config.NumberColumn(
                 format="localized",

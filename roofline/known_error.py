@@ -28,6 +28,7 @@ import numpy as np
 from roofline.accuracy import REPORT_COMMAND, REPORT_PATH, load_report
 
 MIN_RUNS = 20
+ON_EVERY_DEVICE = f"*: on every device's test runs (fewer than {MIN_RUNS} on this one)"
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 METRICS = ("ttft", "tpot")
 
@@ -53,6 +54,15 @@ class KnownError:
     scores: dict[str, Score]  # per metric ("ttft", "tpot")
     report: str  # which report: its date and commit
     why_none: str = ""
+    on_device: bool = True  # scored on the device's own test runs (else every device's)
+
+    def short(self) -> str:
+        """The bias per metric in a table cell: "TTFT -36%, TPOT -5%" (below 0: predicted too fast), with
+        a * where it is every device's (``ON_EVERY_DEVICE``)."""
+        if not self.scores:
+            return "not scored"
+        cell = ", ".join(f"{m.upper()} {s.bias:+.0%}".replace("-", "−") for m, s in self.scores.items())
+        return cell if self.on_device else f"{cell}*"
 
     def words(self) -> str:
         if not self.scores:
@@ -71,6 +81,8 @@ class KnownError:
             "report": self.report,
             "why_none": self.why_none or None,
             "words": self.words(),
+            "short": self.short(),
+            "on_device": self.on_device,
             **{
                 m: None if m not in self.scores else vars(self.scores[m]) | {"words": self.scores[m].words()}
                 for m in METRICS
@@ -145,7 +157,7 @@ def known_error(
             scores[m] = s
     if not scores:
         return KnownError("", "", {}, stamp, f"the report has no test run of {whose}")
-    return KnownError(whose, where, scores, stamp)
+    return KnownError(whose, where, scores, stamp, on_device=chosen is here)
 
 
 def for_settings(settings, hw) -> KnownError:

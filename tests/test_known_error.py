@@ -60,6 +60,7 @@ def test_the_engines_expected_figure_on_its_device_worked_by_hand(small_report):
     assert k.whose == "vLLM's expected figure" and k.where == "on H100"
     assert "TTFT median 35% off (p90 50%), 15% too fast" in k.words()
     assert "20 test runs" in k.words() and "2026-01-02, commit abc1234" in k.words()
+    assert k.short() == "TTFT −15%, TPOT −15%" and k.on_device
 
 
 def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
@@ -68,6 +69,8 @@ def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
     # The 21 vLLM test runs: |errors| ten 0.5, ten 0.2 and one 0 -> median 0.2.
     assert k.scores["tpot"].runs == 21 and k.scores["tpot"].median_abs_error == pytest.approx(0.2)
     assert k.where == "on every device (fewer than 20 test runs on L40S)"
+    # The 21 signed errors: ten -0.5, one 0 and ten +0.2 -> median 0.
+    assert k.short() == "TTFT +0%, TPOT +0%*" and not k.on_device
     sglang = known_error("sglang", "engine-measured", "h100-sxm", path=small_report)
     assert sglang.scores["ttft"].runs == 1 and sglang.scores["ttft"].bias == pytest.approx(2.0)
     assert "200% too slow" in sglang.words()
@@ -88,7 +91,7 @@ def test_the_ideal_engine_is_scored_by_the_ideal_bound_of_every_engine(small_rep
 )
 def test_a_prediction_the_report_does_not_score_says_so(small_report, engine, source, why):
     k = known_error(engine, source, "h100-sxm", path=small_report)
-    assert not k.scores and why in k.words() and k.to_json()["ttft"] is None
+    assert not k.scores and why in k.words() and k.to_json()["ttft"] is None and k.short() == "not scored"
 
 
 def test_a_missing_or_foreign_report_is_a_sentence_not_a_traceback(tmp_path):
@@ -126,3 +129,15 @@ def test_serve_prints_and_returns_the_published_error():
     assert known["words"].startswith("published error of vLLM's expected figure on NVIDIA H100")
     text = subprocess.run([*base, "--hardware", "l40s", "--engine", "sglang"], capture_output=True, text=True)
     assert text.returncode == 0 and "published error: none for this prediction" in text.stdout
+
+
+def test_the_capacity_ranking_carries_each_devices_published_bias():
+    cmd = [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.1-8b", "--capacity", "--requests", "100"]
+    cmd += ["--hardware", "h100-sxm", "--hardware", "l40s"]
+    data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout)
+    known = {row["hardware"]: row["known_error"] for row in data["ranking"]}
+    assert known["h100-sxm"]["whose"] == "vLLM's expected figure" and known["h100-sxm"]["on_device"]
+    # No vLLM tables for the L40S: the ideal engine, scored by the ideal bound of every engine's test runs.
+    assert known["l40s"]["whose"] == "the ideal bound" and known["l40s"]["short"].endswith("*")
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert "published bias" in text and "*: on every device's test runs" in text

@@ -71,6 +71,7 @@ def test_the_section_shows_its_charts_table_and_a_step_link():
     capacity = next(d.value for d in at.dataframe if "max requests/s" in d.value.columns)
     assert set(capacity["device"]) == {"h100-sxm", "a100-sxm-80gb"}
     assert capacity["$ per M output (all-in)"].notna().all()
+    assert capacity["published bias"].str.startswith("TTFT ").all()
 
     link = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
     assert "/roofline?hw=h100-sxm&llm=llama-3.1-8b&llm_phase=decode&llm_batch=" in link and "&llm_seq=" in link

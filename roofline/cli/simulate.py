@@ -15,6 +15,7 @@ from roofline.cli.args import (
     precision_from_args,
     settings_from_args,
 )
+from roofline.cli.render_load import render_capacity, render_measured, render_text
 from roofline.defaults import MAX_REPLICAS, RECV_OTHER_WEIGHT, ROUTERS
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
@@ -103,6 +104,7 @@ def wants_simulation(args: argparse.Namespace) -> bool:
 
 
 def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, float]) -> None:
+    from roofline.known_error import for_settings
     from roofline.serving.simulation.capacity import rank_capacity
     from roofline.serving.simulation.load import Lengths
     from roofline.serving.simulation.metrics import Targets
@@ -111,6 +113,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         raise CliError(f"--requests: at most 20,000 per probe with --capacity, got {args.requests:,}")
     model = get_model(args.model, args.model_dir)
     targets = Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3)
+    settings = settings_from_args(args)
     found, why_not = rank_capacity(
         model,
         devices,
@@ -119,47 +122,24 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         targets,
         precision_from_args(args),
         tuple(dict.fromkeys(args.tp or (1,))),
-        settings_from_args(args),
+        settings,
         prices,
         args.percentile,
         args.requests,
         args.seed,
         workers=min(os.cpu_count() or 1, 8),
     )
+    known = {hw.id: for_settings(settings, hw) for hw in devices}
     data = {
         "model": model.id,
         "targets": {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s, "percentile": args.percentile},
         "target_rate_per_s": args.target_rate,
-        "ranking": [c.to_json(args.target_rate) for c in found],
+        "ranking": [c.to_json(args.target_rate) | {"known_error": known[c.hardware].to_json()} for c in found],
         "not_run": why_not,
         "method": f"largest Poisson rate whose p{args.percentile} TTFT and TPOT meet the targets, by bisection over "
         f"simulated benchmarks of {args.requests:,} requests each (a finite run, as a benchmark is)",
     }
     emit(args, data, lambda: render_capacity(data, model.name))
-
-
-def render_capacity(d: dict, model_name: str) -> str:
-    p = d["targets"]["percentile"]
-    lines = [
-        f"{model_name}: the largest request rate with p{p} TTFT <= {fmt_seconds(d['targets']['ttft_s'])} and "
-        f"TPOT <= {fmt_seconds(d['targets']['tpot_s'])}",
-        f"  {'device':<22} {'TP':>3} {'req/s':>8} {'tok/s':>9} {'$/M out':>8}  binds",
-    ]
-    for row in d["ranking"]:
-        usd = row["usd_per_million_output_tokens"]
-        lines.append(
-            f"  {row['hardware']:<22} {row['tp']:>3} {row['max_rate_per_s']:>8.2f} {row['output_tokens_per_s']:>9,.0f} "
-            f"{'—' if usd is None else f'{usd:.3f}':>8}  {row['binding']}"
-            + (" (times are lower bounds: no published compute peak)" if "lower bounds" in row["roofs"] else "")
-        )
-    for key, why in d["not_run"].items():
-        lines.append(f"  {key}: {why}")
-    if d["ranking"]:
-        lines.append(
-            "tok/s: the rate x the output length of the requests admitted (a server within its targets carries all "
-            "it admits); $/M out: all-in, every device-hour over the output tokens"
-        )
-    return "\n".join(lines)
 
 
 def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
@@ -240,46 +220,6 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     emit(args, data, lambda: render_text(data, model.name, hw.name))
 
 
-def render_text(d: dict, model_name: str, hw_name: str) -> str:
-    load = d["load"]
-    what = {
-        "concurrency": f"{load.get('concurrency')} concurrent clients",
-        "poisson": f"Poisson arrivals at {load.get('rate_per_s')} requests/s",
-        "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
-        "trace": f"the trace {load.get('file')}",
-    }[load["kind"]]
-    fleet = d["engine"].get("replicas", 1)
-    where = (
-        f"{fleet} replicas ({d['engine']['router']}) of {d['tp']} x {hw_name}"
-        if fleet > 1
-        else f"{d['tp']} x {hw_name}"
-    )
-    lines = [
-        f"{model_name} on {where}, {what}: {d['completed']:,} of {d['requests']:,} requests "
-        f"in {d['duration_s']:.1f} s simulated ({d['engine']['what_the_times_rest_on']})",
-        f"  throughput {d['output_throughput_tokens_per_s'] or 0:,.0f} output tokens/s, "
-        f"{d['request_throughput_per_s'] or 0:.2f} requests/s; goodput {d.get('goodput_requests_per_s') or 0:.2f} "
-        f"requests/s ({d.get('met_targets', 0):.0%} met the targets)",
-        "              mean       p50       p90       p99",
-    ]
-    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "end-to-end")):
-        s = d[key]
-        cells = " ".join(f"{fmt_seconds(s[k]) if s[k] is not None else '—':>9}" for k in ("mean", "p50", "p90", "p99"))
-        lines.append(f"  {label:<10} {cells}")
-    lines.append(
-        f"  mean running {d['mean_running']:.1f}, mean waiting {d['mean_waiting']:.1f}, peak KV use "
-        f"{d['peak_kv_used']:.0%} of {d['engine']['kv_tokens']:,} tokens, {d['preemptions']:,} preemptions, "
-        f"{d['rejected']:,} rejected (larger than the cache)"
-    )
-    lines.append(
-        f"  scheduler: {d['engine']['scheduler']}"
-        + ("; each step composed while the one before runs" if d["engine"].get("schedules_ahead") else "")
-    )
-    if d.get("known_error"):
-        lines.append(f"  {d['known_error']['words']}")
-    return "\n".join(lines)
-
-
 def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
     """Each point of a measured result file simulated at its load, measured beside predicted."""
     from roofline.serving.measured import compare, read_measured, simulator
@@ -305,40 +245,6 @@ def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
         "points": compare(runs, simulate_fn),
     }
     emit(args, data, lambda: render_measured(data, model.name, hw.name))
-
-
-def render_measured(d: dict, model_name: str, hw_name: str) -> str:
-    lines = [
-        f"{model_name} on {d['tp']} x {hw_name} predicted beside {d['file']} ({d['format']}); "
-        "ratio = predicted / measured, nothing fitted"
-    ]
-    labels = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "end-to-end"}
-    for point in d["points"]:
-        m = point["measured"]
-        where = " ".join(x for x in (m["model"], m["backend"] and f"({m['backend']})") if x)
-        lines += [
-            "",
-            f"{point['point']}: {m['requests'] or '?'} requests, prompt {m['prompt_tokens_mean'] or 0:,.0f} / "
-            f"output {m['output_tokens_mean'] or 0:,.0f} tokens on average{', measured on ' + where if where else ''}",
-            "                    measured  predicted     ratio",
-        ]
-        for row in point["latency"]:
-            if row["measured"] is None:
-                continue
-            cells = [fmt_seconds(v) if v is not None else "—" for v in (row["measured"], row["predicted"])]
-            ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
-            lines.append(f"  {labels[row['metric']]:<10} {row['stat']:<5} {cells[0]:>9} {cells[1]:>10} {ratio:>9}")
-        for row in point["throughput"]:
-            unit = "requests/s" if row["metric"] == "request_throughput_per_s" else "tokens/s"
-            if row["measured"] is not None:
-                predicted = f"{row['predicted']:,.1f}" if row["predicted"] is not None else "—"
-                ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
-                lines.append(f"  {unit:<16} {row['measured']:>9,.1f} {predicted:>10} {ratio:>9}")
-        if m["missing"]:
-            lines.append(f"  not in the file: {', '.join(m['missing'])}")
-        for note in m["notes"]:
-            lines.append(f"  note: {note}")
-    return "\n".join(lines)
 
 
 def cmd_sweep(args: argparse.Namespace, emit) -> None:
