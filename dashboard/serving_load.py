@@ -202,7 +202,8 @@ def _one_device(
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
         f"with {settings.max_num_seqs} requests always in flight. Below it the batch grows with the rate and TPOT "
         "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
-        "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing."
+        "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing "
+        "(on engine-measured kernels it keeps the timings' own steps, so a larger batch can read a few percent less)."
         + ("" if load.kind == "poisson" else " The closed-loop run is placed at the rate it achieved.")
     )
 

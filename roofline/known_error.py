@@ -31,6 +31,8 @@ MIN_RUNS = 20
 ON_EVERY_DEVICE = f"*: on every device's test runs (fewer than {MIN_RUNS} on this one)"
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 METRICS = ("ttft", "tpot")
+# What each part of the report scored, for the words: the runs simulated under load, or one steady-state step.
+PARTS = {"load": "closed loops at their own concurrency", "steady": "each run's steady state, no queueing"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class KnownError:
     report: str  # which report: its date and commit
     why_none: str = ""
     on_device: bool = True  # scored on the device's own test runs (else every device's)
+    basis: str = PARTS["load"]  # what the report's part simulated
 
     def short(self) -> str:
         """The bias per metric in a table cell: "TTFT -36%, TPOT -5%" (below 0: predicted too fast), with
@@ -70,8 +73,8 @@ class KnownError:
         parts = "; ".join(f"{m.upper()} {s.words()}" for m, s in self.scores.items())
         runs = max(s.runs for s in self.scores.values())
         return (
-            f"published error of {self.whose} {self.where}: {parts}; over {runs:,} test runs, closed loops at their "
-            f"own concurrency (accuracy report of {self.report})"
+            f"published error of {self.whose} {self.where}: {parts}; over {runs:,} test runs, {self.basis} "
+            f"(accuracy report of {self.report})"
         )
 
     def to_json(self) -> dict[str, object]:
@@ -104,41 +107,49 @@ def score(predicted, measured) -> Score | None:
     )
 
 
-@lru_cache(maxsize=4)
-def _test_runs(path: str, mtime_ns: int, size: int) -> tuple[tuple[dict, ...], str]:
-    """The report's test runs simulated under load (never the host-work split), and its stamp."""
+@lru_cache(maxsize=8)
+def _test_runs(path: str, mtime_ns: int, size: int, part: str) -> tuple[tuple[dict, ...], str]:
+    """The test runs of one part of the report (never the host-work split), and its stamp."""
     data = load_report(Path(path))
     keep = ("device", "engine", "measured_ttft_ms", "measured_tpot_ms")
     keep += tuple(f"{c}_{m}_ms" for c in ("tables", "datasheet") for m in METRICS)
-    results = [r for r in data["load"]["results"] if isinstance(r, dict) and not r.get("host_fit_split")]
+    results = [r for r in data[part]["results"] if isinstance(r, dict) and not r.get("host_fit_split")]
     rows = tuple({k: r.get(k) for k in keep} for r in results)
     return rows, f"{str(data.get('generated', ''))[:10]}, commit {data.get('commit', 'unknown')}"
 
 
-def _column(engine: str, source: str) -> tuple[str, str] | str:
+def _column(engine: str, source: str, part: str) -> tuple[str, str] | str:
     """The report's column that scores this prediction, and whose figure it is; or why none does."""
+    state = " in steady state" if part == "steady" else ""
     if source == "engine-measured" and engine in ENGINE_NAMES:
-        return "tables", f"{ENGINE_NAMES[engine]}'s expected figure"
+        return "tables", f"{ENGINE_NAMES[engine]}'s expected figure{state}"
     if source == "datasheet" and engine == "ideal":
-        return "datasheet", "the ideal bound"
+        return "datasheet", f"the ideal bound{state}"
     if source == "calibrated":
         return "a calibration of your own: compare it with your measured runs instead"
     return f"datasheet roofs with {ENGINE_NAMES.get(engine, engine)}'s host work are not scored by the report"
 
 
 def known_error(
-    engine: str, source: str, hardware_id: str, hardware_name: str = "", path: Path = REPORT_PATH
+    engine: str,
+    source: str,
+    hardware_id: str,
+    hardware_name: str = "",
+    path: Path = REPORT_PATH,
+    part: str = "load",
 ) -> KnownError:
-    """The test-set error of a simulated TTFT and TPOT made with ``engine`` (resolved: vllm,
-    sglang, trtllm or ideal) on ``source`` roofs (engine-measured, datasheet or calibrated) on
-    ``hardware_id``; a ``KnownError`` without scores, saying why, where the report scores no such
-    prediction or cannot be read."""
-    column = _column(engine, source)
+    """The test-set error of a simulated TTFT and TPOT (``part`` "load") or of the steady state's
+    TPOT ("steady") made with ``engine`` (resolved: vllm, sglang, trtllm or ideal) on ``source``
+    roofs (engine-measured, datasheet or calibrated) on ``hardware_id``; a ``KnownError`` without
+    scores, saying why, where the report scores no such prediction or cannot be read."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {sorted(PARTS)}, got {part!r}")
+    column = _column(engine, source, part)
     if isinstance(column, str):
         return KnownError("", "", {}, "", column)
     try:
         stat = Path(path).stat()
-        rows, stamp = _test_runs(str(path), stat.st_mtime_ns, stat.st_size)
+        rows, stamp = _test_runs(str(path), stat.st_mtime_ns, stat.st_size, part)
     except (OSError, ValueError) as exc:
         why = f"no accuracy report to read ({str(exc)[:120]}); write one with `{REPORT_COMMAND}`"
         return KnownError("", "", {}, "", why)
@@ -157,12 +168,12 @@ def known_error(
             scores[m] = s
     if not scores:
         return KnownError("", "", {}, stamp, f"the report has no test run of {whose}")
-    return KnownError(whose, where, scores, stamp, on_device=chosen is here)
+    return KnownError(whose, where, scores, stamp, on_device=chosen is here, basis=PARTS[part])
 
 
-def for_settings(settings, hw) -> KnownError:
-    """``known_error`` of a simulation on ``hw`` under ``settings`` (its engine and roofs there)."""
+def for_settings(settings, hw, part: str = "load") -> KnownError:
+    """``known_error`` of a prediction on ``hw`` under ``settings`` (its engine and roofs there)."""
     from roofline.roofs import resolved_engine
 
     source = settings.ceilings(hw, 1, cuda_graphs=True).source
-    return known_error(resolved_engine(settings.engine, hw.id), source, hw.id, hw.name)
+    return known_error(resolved_engine(settings.engine, hw.id), source, hw.id, hw.name, part=part)

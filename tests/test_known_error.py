@@ -36,7 +36,8 @@ def _run(engine, device, measured, tables, datasheet, split=False):
 def small_report(tmp_path):
     """20 vLLM test runs on h100-sxm, half predicted at 0.5x and half at 1.2x the measured 10 ms;
     one vLLM run on l40s at 1.0x; one SGLang run on h100-sxm at 3x; two runs of the host-work split
-    (100x, never counted); the datasheet column 0.25x everywhere."""
+    (100x, never counted); the datasheet column 0.25x everywhere. The steady state: the first ten
+    (0.5x), TPOT only."""
     runs = [_run("vllm", "h100-sxm", 10.0, 5.0, 2.5) for _ in range(10)]
     runs += [_run("vllm", "h100-sxm", 10.0, 12.0, 2.5) for _ in range(10)]
     runs += [_run("vllm", "l40s", 10.0, 10.0, 2.5), _run("sglang", "h100-sxm", 10.0, 30.0, 2.5)]
@@ -45,7 +46,8 @@ def small_report(tmp_path):
     write_report(
         path,
         {"schema": SCHEMA, "generated": "2026-01-02T03:04:05+00:00", "commit": "abc1234",
-         "steady": {"results": []}, "load": {"results": runs}},
+         "steady": {"results": [{k: v for k, v in r.items() if "ttft" not in k} for r in runs[:10]]},
+         "load": {"results": runs}},
     )  # fmt: skip
     return path
 
@@ -141,3 +143,22 @@ def test_the_capacity_ranking_carries_each_devices_published_bias():
     assert known["l40s"]["whose"] == "the ideal bound" and known["l40s"]["short"].endswith("*")
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "published bias" in text and "*: on every device's test runs" in text
+
+
+def test_the_steady_state_is_scored_by_the_reports_steady_part(small_report):
+    k = known_error("vllm", "engine-measured", "h100-sxm", "H100", path=small_report, part="steady")
+    # Ten runs at 0.5x, fewer than 20 on the device: every device's (the same ten); no TTFT there.
+    assert list(k.scores) == ["tpot"] and k.scores["tpot"].runs == 10 and k.scores["tpot"].bias == pytest.approx(-0.5)
+    assert k.whose == "vLLM's expected figure in steady state" and k.short() == "TPOT −50%*"
+    assert "each run's steady state, no queueing" in k.words()
+    with pytest.raises(ValueError, match="part must be one of"):
+        known_error("vllm", "engine-measured", "h100-sxm", path=small_report, part="training")
+
+
+def test_serve_in_steady_state_gives_each_devices_published_bias():
+    cmd = [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
+    data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert data["known_error"]["h100-sxm"]["whose"] == "vLLM's expected figure in steady state"
+    assert data["known_error"]["h100-sxm"]["ttft"] is None and data["known_error"]["h100-sxm"]["tpot"]["runs"] >= 20
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert "published bias of the steady-state TPOT" in text and "h100-sxm TPOT " in text

@@ -209,6 +209,9 @@ def test_serving_page():
     at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60).run()
     assert not at.exception and not at.error
     assert [c.key for c in at.get("plotly_chart")] == ["frontier_chart"]  # the Frontier view, open by default
+    # Under the frontier, how far its steady-state TPOT was off on the accuracy report's test runs, per device.
+    said = " ".join(c.value for c in at.caption)
+    assert "Published bias of this steady-state TPOT" in said and "NVIDIA H100 SXM5 80GB TPOT " in said
     for view, charts in (("One point", ["point_roofline"]), ("Techniques", ["spec_chart"]), ("Cheapest setup", [])):
         at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60)
         at.query_params["view"] = view

@@ -14,7 +14,7 @@ from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
-from dashboard.serving_view import disaggregation_frame, targets_columns, targets_frame
+from dashboard.serving_view import disaggregation_frame, steady_bias_sentence, targets_columns, targets_frame
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
@@ -206,6 +206,8 @@ if is_open(frontier_tab):
                 if "engine-measured" in roofs.values()
                 else ""
             )
+            + " "
+            + steady_bias_sentence(settings, [devices[h] for h in points.devices])
         )
 
 if is_open(point_tab):

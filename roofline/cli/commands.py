@@ -244,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import numpy as np
 
     from roofline.cli.simulate import cmd_simulate, wants_simulation
+    from roofline.known_error import for_settings
 
     if wants_simulation(args):
         return cmd_simulate(args, emit, render)
@@ -346,6 +347,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             hw.id: engine_note(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel)
             for hw in devices
         },
+        "known_error": {hw.id: for_settings(settings, hw, "steady").to_json() for hw in devices},
         "best": [b.to_json() for b in best],
         "frontier": frontier,
         "levers": levers,

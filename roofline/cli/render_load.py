@@ -4,10 +4,11 @@ its simulation (``roofline.cli.simulate`` computes them)."""
 from __future__ import annotations
 
 from roofline.format import fmt_seconds
-from roofline.known_error import ON_EVERY_DEVICE
 
 
 def render_capacity(d: dict, model_name: str) -> str:
+    from roofline.known_error import ON_EVERY_DEVICE  # numpy and the report's reader, not at --help
+
     p = d["targets"]["percentile"]
     lines = [
         f"{model_name}: the largest request rate with p{p} TTFT <= {fmt_seconds(d['targets']['ttft_s'])} and "

@@ -181,6 +181,18 @@ def serve(d: dict, model_name: str) -> str:
         lines.append(
             "Devices on the datasheet's ideal roofs are flattered beside those with an engine's measured kernels."
         )
+    from roofline.known_error import ON_EVERY_DEVICE  # numpy and the report's reader, not at --help
+
+    known = d.get("known_error", {})
+    scored = [b["hardware"] for b in d["best"] if (known.get(b["hardware"]) or {}).get("tpot")]
+    shown = [known[h] | {"id": h} for h in scored]
+    if shown:
+        cells = "; ".join(f"{k['id']} {k['short']}" for k in shown[:12])
+        lines.append(
+            "published bias of the steady-state TPOT (median of predicted / measured - 1 on the accuracy report's "
+            f"test runs of the engine on the device; below 0 too fast): {cells}"
+            + (f" ({ON_EVERY_DEVICE})" if any(not k["on_device"] for k in shown[:12]) else "")
+        )
     lv = d["levers"]
     if "speculative_decoding" in lv:
         sd = lv["speculative_decoding"]
