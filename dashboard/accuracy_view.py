@@ -52,8 +52,14 @@ class Runs:
         return pd.DataFrame(self.columns)
 
 
-def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> Runs:
-    """The chosen runs of one metric: measured, expected and ideal, with what each run was."""
+def devices_in(data: dict) -> list[str]:
+    """The devices of the report's runs, in order."""
+    return sorted({str(r.get("device")) for part in ("steady", "load") for r in data[part]["results"]})
+
+
+def runs_frame(data: dict, metric: str, runs: str, engines: list[str], devices: list[str] | None = None) -> Runs:
+    """The chosen runs of one metric: measured, expected and ideal, with what each run was (on
+    ``devices``; every device where it is empty or None)."""
     part, measured, expected, ideal, _ = METRICS[metric]
     results = data[part]["results"]
 
@@ -69,6 +75,8 @@ def runs_frame(data: dict, metric: str, runs: str, engines: list[str]) -> Runs:
         "ideal_ms": column(ideal, True),
     }
     keep = np.isin(columns["engine"], list(engines)) & (columns["measured_ms"] > 0)  # NaN: not measured
+    if devices:
+        keep &= np.isin(columns["device"], list(devices))
     if runs != "all":
         keep &= np.array([bool(r.get("host_fit_split")) == (runs == "fit split") for r in results], bool)
     chosen = Runs(columns).where(keep)

@@ -164,8 +164,10 @@ def _one_device(
         ),
         Metric("Peak KV use", f"{run['peak_kv_used']:.0%}", help=f"of {run['engine']['kv_tokens']:,} tokens"),
     )
-    known = for_settings(settings, hw).words()
-    report.caption(f"How far off to expect it: {known}. The [Accuracy page](/accuracy) shows every run.")
+    known = for_settings(settings, hw)
+    runs = {"metric": "TTFT, simulated under load", "engines": known.engine, "devices": known.device}
+    runs = urlencode({k: v for k, v in runs.items() if v})
+    report.caption(f"How far off to expect it: {known.words()}. The [Accuracy page](/accuracy?{runs}) shows them.")
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])

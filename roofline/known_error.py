@@ -58,6 +58,8 @@ class KnownError:
     why_none: str = ""
     on_device: bool = True  # scored on the device's own test runs (else every device's)
     basis: str = PARTS["load"]  # what the report's part simulated
+    engine: str = ""  # whose runs were scored ("": every engine's)
+    device: str = ""  # on which device ("": every device)
 
     def short(self) -> str:
         """The bias per metric in a table cell: "TTFT -36%, TPOT -5%" (below 0: predicted too fast), with
@@ -168,7 +170,16 @@ def known_error(
             scores[m] = s
     if not scores:
         return KnownError("", "", {}, stamp, f"the report has no test run of {whose}")
-    return KnownError(whose, where, scores, stamp, on_device=chosen is here, basis=PARTS[part])
+    return KnownError(
+        whose,
+        where,
+        scores,
+        stamp,
+        on_device=chosen is here,
+        basis=PARTS[part],
+        engine="" if col == "datasheet" else engine,
+        device=hardware_id if chosen is here else "",
+    )
 
 
 def for_settings(settings, hw, part: str = "load") -> KnownError:

@@ -190,6 +190,34 @@ def test_the_accuracy_page_warns_on_a_bad_link():
     assert not at.exception
     warned = " ".join(w.value for w in at.warning)
     assert "`metric`" in warned and "`engines`" in warned
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
+    at.query_params["devices"] = ["h100-sxm", "tpu-v9"]
+    at.run()
+    assert not at.exception and "`devices`" in " ".join(w.value for w in at.warning)
+    assert at.multiselect(key="devices").value == ["h100-sxm"]
+
+
+def test_the_serving_pages_published_error_opens_the_same_runs_here():
+    """The Under-load caption's figures (roofline.known_error) and its link: the Accuracy page,
+    opened by that link, counts the same runs and prints the same median error and bias."""
+    from roofline.hardware import get_hardware
+    from roofline.known_error import for_settings
+    from roofline.settings import Settings
+
+    known = for_settings(Settings(engine="auto"), get_hardware("h100-sxm"))
+    assert (known.engine, known.device) == ("vllm", "h100-sxm")
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
+    for key, value in (("metric", "TTFT, simulated under load"), ("engines", "vllm"), ("devices", "h100-sxm")):
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception and not at.warning
+    tiles = {m.label: m for m in at.metric}
+    ttft = known.scores["ttft"]
+    assert int(tiles["Runs"].value.replace(",", "")) == ttft.runs
+    assert tiles["Median |error|, expected"].value == f"{ttft.median_abs_error:.0%}"
+    assert tiles["Bias, expected"].value == f"{ttft.bias:+.0%}".replace("-", "−")
+    at.multiselect(key="devices").set_value([]).run()  # every device: more runs
+    assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) > ttft.runs
 
 
 @pytest.mark.parametrize("runs", [40, GL_THRESHOLD + 1])

@@ -63,6 +63,7 @@ def test_the_engines_expected_figure_on_its_device_worked_by_hand(small_report):
     assert "TTFT median 35% off (p90 50%), 15% too fast" in k.words()
     assert "20 test runs" in k.words() and "2026-01-02, commit abc1234" in k.words()
     assert k.short() == "TTFT −15%, TPOT −15%" and k.on_device
+    assert (k.engine, k.device) == ("vllm", "h100-sxm")  # which runs, for a link to the Accuracy page
 
 
 def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
@@ -72,7 +73,7 @@ def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
     assert k.scores["tpot"].runs == 21 and k.scores["tpot"].median_abs_error == pytest.approx(0.2)
     assert k.where == "on every device (fewer than 20 test runs on L40S)"
     # The 21 signed errors: ten -0.5, one 0 and ten +0.2 -> median 0.
-    assert k.short() == "TTFT +0%, TPOT +0%*" and not k.on_device
+    assert k.short() == "TTFT +0%, TPOT +0%*" and not k.on_device and (k.engine, k.device) == ("vllm", "")
     sglang = known_error("sglang", "engine-measured", "h100-sxm", path=small_report)
     assert sglang.scores["ttft"].runs == 1 and sglang.scores["ttft"].bias == pytest.approx(2.0)
     assert "200% too slow" in sglang.words()
@@ -80,7 +81,7 @@ def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
 
 def test_the_ideal_engine_is_scored_by_the_ideal_bound_of_every_engine(small_report):
     k = known_error("ideal", "datasheet", "h100-sxm", path=small_report)
-    assert k.whose == "the ideal bound"
+    assert k.whose == "the ideal bound" and (k.engine, k.device) == ("", "h100-sxm")
     assert k.scores["ttft"].runs == 21 and k.scores["ttft"].bias == pytest.approx(-0.75)
 
 

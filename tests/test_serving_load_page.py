@@ -67,6 +67,7 @@ def test_the_section_shows_its_charts_table_and_a_step_link():
     # Beside it, how far off vLLM's expected figure has been on the H100's test runs (roofline.known_error).
     said = " ".join(c.value for c in at.caption)
     assert "How far off to expect it: published error of vLLM's expected figure on NVIDIA H100" in said
+    assert "(/accuracy?metric=TTFT%2C+simulated+under+load&engines=vllm&devices=h100-sxm)" in said
 
     capacity = next(d.value for d in at.dataframe if "max requests/s" in d.value.columns)
     assert set(capacity["device"]) == {"h100-sxm", "a100-sxm-80gb"}

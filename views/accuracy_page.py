@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.accuracy_view import METRICS, PERCENT, RUNS, by_client, errors, group_table, hovers, report, runs_frame
+from dashboard.accuracy_view import (
+    METRICS,
+    PERCENT,
+    RUNS,
+    by_client,
+    devices_in,
+    errors,
+    group_table,
+    hovers,
+    report,
+    runs_frame,
+)
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
 from roofline.accuracy import BELOW_IDEAL_WHY
@@ -37,10 +48,13 @@ except ValueError as exc:
     st.error(f"No accuracy report: {exc}")
     st.stop()
 
-c1, c2, c3 = st.columns([2, 1, 2])
+DEVICES = devices_in(data)
+warn_bad_params({"devices": some_of(DEVICES)})
+c1, c2, c3, c4 = st.columns([2, 1, 2, 2])
 metric = c1.selectbox("Metric", list(METRICS), key="metric", bind="query-params")
 runs = c2.selectbox("Runs", RUNS, key="runs", bind="query-params", help="test set: the runs no figure was fitted on")
 engines = c3.multiselect("Engines", ENGINES, default=ENGINES, key="engines", bind="query-params")
+devices = c4.multiselect("Devices", DEVICES, key="devices", bind="query-params", placeholder="every device")
 simulated = METRICS[metric][0] == "load"
 within = st.toggle(
     "Leave out the runs measured below the ideal bound",
@@ -51,11 +65,11 @@ within = st.toggle(
     help="A run measured faster than the ideal bound of its simulated setup most likely did something the sample "
     "does not record. Off: every run counts, as in the published headline. For the runs simulated under load.",
 )
-frame = runs_frame(data, metric, runs, engines)
+frame = runs_frame(data, metric, runs, engines, devices)
 words = METRICS[metric][4]
 below = int(frame["below_ideal"].sum())
 if frame.empty:
-    st.info("No runs match: choose at least one engine.")
+    st.info("No runs match: choose at least one engine, or a device that engine ran on.")
     st.stop()
 if within and simulated:
     frame = frame.where(~frame["below_ideal"])
