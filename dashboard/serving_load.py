@@ -18,7 +18,7 @@ from dashboard.basis import basis_short
 from dashboard.cache import cached
 from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
-from dashboard.share import Report
+from dashboard.share import Report, md_escape
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
@@ -167,7 +167,8 @@ def _one_device(
     known = for_settings(settings, hw)
     runs = {"metric": "TTFT, simulated under load", "engines": known.engine, "devices": known.device}
     runs = urlencode({k: v for k, v in runs.items() if v})
-    report.caption(f"How far off to expect it: {known.words()}. The [Accuracy page](/accuracy?{runs}) shows them.")
+    said = md_escape(known.words())  # a custom device's name among them
+    report.caption(f"How far off to expect it: {said}. The [Accuracy page](/accuracy?{runs}) shows them.")
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])

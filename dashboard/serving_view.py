@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dashboard.basis import basis_short
+from dashboard.share import md_escape
 from roofline.format import fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
@@ -75,10 +76,10 @@ def disaggregation_frame(disagg: dict):
 def steady_bias_sentence(settings, devices: list) -> str:
     """How far the steady state's TPOT was off on the accuracy report's test runs, per device."""
     known = [(hw, for_settings(settings, hw, "steady")) for hw in devices]
-    cells = [f"{hw.name} {k.short()}" for hw, k in known if k.scores]
+    cells = [md_escape(f"{hw.name} {k.short()}") for hw, k in known if k.scores]  # markdown: the * shown as is
     if not cells:
         return ""
-    star = f" ({ON_EVERY_DEVICE})" if any(k.scores and not k.on_device for _, k in known) else ""
+    star = f" ({md_escape(ON_EVERY_DEVICE)})" if any(k.scores and not k.on_device for _, k in known) else ""
     return (
         "Published bias of this steady-state TPOT (the median of predicted / measured − 1 on the accuracy report's "
         f"test runs of the engine on the device; below 0 too fast): {'; '.join(cells)}{star}."
