@@ -386,5 +386,7 @@ def _capacity(report, model, devices, prompt, output, targets, precision, tp, se
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}`. "
         "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
-        "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work."
+        "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work; "
+        "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "
+        "so the rate is overstated)."
     )
