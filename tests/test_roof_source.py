@@ -118,6 +118,30 @@ def test_mla_decode_and_the_fused_moe_layer_of_a_deepseek_step():
 
 
 @shipped
+def test_mla_prefill_attention_is_read_from_the_mla_prefill_table():
+    """DeepSeek-R1's prefill attention on SGLang's H200 files: two 1,024-token prompts at TP 8 (16 heads
+    a GPU, bf16 cache) is the measured row itself, 0.0903 ms a layer in the file; a chunk's share of
+    the work scales it; vLLM's files time no MLA prefill kernel, and the datasheet says so."""
+    w = Workload(get_model("deepseek-r1"), "prefill", 2, 1024, precision=Precision("fp8", "fp8", "bf16"), tp=8)
+    attention = next(op for op in step_ops(w) if op.name == "attention (FlashAttention)")
+    assert attention.meta["mla_prefill"] and attention.meta["head_dim"] == 192
+    with np.load(store.SHIPPED_DIR / "h200-sxm" / "sglang-0.5.14.npz") as f:
+        t = {k.split("/")[1]: f[k] for k in f.files if k.startswith("context_mla/")}
+    row = (t["num_heads"] == 16) & (t["kv_cache_dtype"] == "bfloat16") & (t["isl"] == 1024) & (t["batch_size"] == 2)
+    assert row.sum() == 1
+    sglang = KernelTables(TablePredictor.open("h200-sxm", "sglang"))
+    answer = sglang.op_seconds(attention)
+    assert float(answer.seconds) == pytest.approx(float(t["latency_ms"][row][0]) * 1e-3, rel=1e-6)
+    assert float(answer.seconds) == pytest.approx(0.0903e-3, rel=1e-3) and "SGLang" in answer.label
+    quarter = replace(attention, meta={**attention.meta, "work_share": 0.25})
+    assert float(sglang.op_seconds(quarter).seconds) == pytest.approx(0.25 * float(answer.seconds), rel=1e-9)
+    vllm = KernelTables(TablePredictor.open("h200-sxm", "vllm")).op_seconds(attention)
+    assert vllm.seconds is None and "time no MLA prefill kernel" in vllm.label
+    other = replace(attention, meta={**attention.meta, "head_dim": 128})  # not DeepSeek-V3's heads
+    assert "192-dim query/key heads" in sglang.op_seconds(other).label
+
+
+@shipped
 def test_the_engine_a_prediction_names():
     assert resolved_engine("auto", "h100-sxm") == "vllm"
     assert resolved_engine("auto", "a100-sxm-80gb") == "ideal"

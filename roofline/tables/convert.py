@@ -76,6 +76,13 @@ TABLES = {
         "generation_mla_perf.parquet",
         ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"],
     ),
+    # MLA's prefill attention (DeepSeek-V3 layout: 128 + 64 query/key and 128 value dims per head,
+    # num_heads per GPU), after the latent is expanded to per-head keys and values.
+    "context_mla": (
+        "mla",
+        "context_mla_perf.parquet",
+        ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"],
+    ),
     # What computing an activation's FP8 scale costs: dynamic less static per-tensor quantization
     # of the same (m, k) activation, each timed apart (the per-tensor FP8 GEMM tables were timed
     # with the dynamic one; see roofline.tables.predict.STATIC_SCALE_NOTE).

@@ -39,6 +39,7 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "custom_allreduce": (("allreduce_dtype", "num_gpus"), ("message_size",)),
     "compute_scale": (("quant_dtype",), ("m", "k")),
     "generation_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
+    "context_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
     "moe": (
         ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
         ("num_tokens",),
@@ -54,6 +55,7 @@ WORK_POWERS: dict[str, tuple[float, ...]] = {
     "custom_allreduce": (1.0,),
     "compute_scale": (1.0, 1.0),
     "generation_mla": (1.0, 1.0),
+    "context_mla": (1.0, 2.0),
     "moe": (1.0,),
 }
 # Per-tensor FP8 GEMMs were timed with a dynamic activation scale: each timed call also reduced its

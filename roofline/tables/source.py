@@ -37,6 +37,9 @@ from roofline.tables.predict import (
     TablePredictor,
 )
 
+# MLA's prefill heads as the context_mla tables time them: 128 + 64 query/key dims per head.
+MLA_PREFILL_HEAD_DIM = 192
+
 
 def _other_engines(predictor: TablePredictor) -> list[str]:
     """Every other serving engine, in the order their tables are searched."""
@@ -304,7 +307,15 @@ class KernelTables:
             keys = {"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": int(round(float(meta["heads"])))}
             return self._read("generation_mla", keys, (meta["batch"], meta["seq"]), "MLA decode attention", share)
         if meta.get("mla_prefill"):
-            return OpAnswer(None, "MLA prefill attention: no table converted")
+            # SGLang's and TensorRT-LLM's files time MLA's prefill kernel on its own (DeepSeek-V3's heads:
+            # 128 + 64 query/key and 128 value dims); vLLM's have no such table (their 192-dim prefill rows
+            # are grouped-query attention, not MLA's expanded heads).
+            if "context_mla" not in self.predictor.tables:
+                return OpAnswer(None, "MLA prefill attention: these files time no MLA prefill kernel")
+            if int(meta["head_dim"]) != MLA_PREFILL_HEAD_DIM:
+                return OpAnswer(None, "MLA prefill tables are measured for 192-dim query/key heads (DeepSeek-V3) only")
+            keys = {"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": int(round(float(meta["heads"])))}
+            return self._read("context_mla", keys, (meta["batch"], meta["seq"]), "MLA prefill attention", share)
         if meta.get("local") == "chunk":
             return OpAnswer(None, "chunked attention: no table")
         table = "context_attention" if meta["phase"] == "prefill" else "generation_attention"
