@@ -44,7 +44,8 @@ class Score:
 
     def words(self) -> str:
         lean = "too fast" if self.bias < 0 else "too slow"
-        return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {abs(self.bias):.0%} {lean}"
+        lean = f"{abs(self.bias):.0%} {lean}" if abs(self.bias) >= 0.005 else "no lean either way"
+        return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {lean}"
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class KnownError:
             "words": self.words(),
             "short": self.short(),
             "on_device": self.on_device,
+            "engine": self.engine or None,
+            "device": self.device or None,
             **{
                 m: None if m not in self.scores else vars(self.scores[m]) | {"words": self.scores[m].words()}
                 for m in METRICS

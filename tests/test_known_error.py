@@ -74,6 +74,8 @@ def test_too_few_runs_on_the_device_falls_back_to_every_device(small_report):
     assert k.where == "on every device (fewer than 20 test runs on L40S)"
     # The 21 signed errors: ten -0.5, one 0 and ten +0.2 -> median 0.
     assert k.short() == "TTFT +0%, TPOT +0%*" and not k.on_device and (k.engine, k.device) == ("vllm", "")
+    assert "TTFT median 20% off (p90 50%), no lean either way" in k.words()
+    assert (k.to_json()["engine"], k.to_json()["device"]) == ("vllm", None)
     sglang = known_error("sglang", "engine-measured", "h100-sxm", path=small_report)
     assert sglang.scores["ttft"].runs == 1 and sglang.scores["ttft"].bias == pytest.approx(2.0)
     assert "200% too slow" in sglang.words()
