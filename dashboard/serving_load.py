@@ -165,10 +165,11 @@ def _one_device(
         Metric("Peak KV use", f"{run['peak_kv_used']:.0%}", help=f"of {run['engine']['kv_tokens']:,} tokens"),
     )
     known = for_settings(settings, hw)
-    runs = {"metric": "TTFT, simulated under load", "engines": known.engine, "devices": known.device}
-    runs = urlencode({k: v for k, v in runs.items() if v})
     said = md_escape(known.words())  # a custom device's name among them
-    report.caption(f"How far off to expect it: {said}. The [Accuracy page](/accuracy?{runs}) shows them.")
+    if known.scores:  # a link to the very runs scored
+        runs = {"metric": "TTFT, simulated under load", "engines": known.engine, "devices": known.device}
+        said += f". The [Accuracy page](/accuracy?{urlencode({k: v for k, v in runs.items() if v})}) shows them"
+    report.caption(f"How far off to expect it: {said}.")
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])

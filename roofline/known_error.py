@@ -19,6 +19,7 @@ figure is adjusted by them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,9 +43,13 @@ class Score:
     p90_abs_error: float
     bias: float  # median of predicted / measured - 1: below 0, predicted faster than measured
 
+    @property
+    def leans(self) -> bool:
+        """Whether the bias shows at whole percents (one rule for the words and the table cell)."""
+        return f"{abs(self.bias):.0%}" != "0%"
+
     def words(self) -> str:
-        lean = "too fast" if self.bias < 0 else "too slow"
-        lean = f"{abs(self.bias):.0%} {lean}" if abs(self.bias) >= 0.005 else "no lean either way"
+        lean = f"{abs(self.bias):.0%} too {'fast' if self.bias < 0 else 'slow'}" if self.leans else "no lean either way"
         return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {lean}"
 
 
@@ -67,7 +72,9 @@ class KnownError:
         a * where it is every device's (``ON_EVERY_DEVICE``)."""
         if not self.scores:
             return "not scored"
-        cell = ", ".join(f"{m.upper()} {s.bias:+.0%}".replace("-", "−") for m, s in self.scores.items())
+        cell = ", ".join(
+            f"{m.upper()} " + (f"{s.bias:+.0%}".replace("-", "−") if s.leans else "0%") for m, s in self.scores.items()
+        )
         return cell if self.on_device else f"{cell}*"
 
     def words(self) -> str:
@@ -76,8 +83,8 @@ class KnownError:
         parts = "; ".join(f"{m.upper()} {s.words()}" for m, s in self.scores.items())
         runs = max(s.runs for s in self.scores.values())
         return (
-            f"published error of {self.whose} {self.where}: {parts}; over {runs:,} test runs, {self.basis} "
-            f"(accuracy report of {self.report})"
+            f"published error of {self.whose} {self.where}: {parts}; over {runs:,} test runs, {self.basis}, "
+            f"each in its own setup (accuracy report of {self.report})"
         )
 
     def to_json(self) -> dict[str, object]:
@@ -116,11 +123,20 @@ def score(predicted, measured) -> Score | None:
 def _test_runs(path: str, mtime_ns: int, size: int, part: str) -> tuple[tuple[dict, ...], str]:
     """The test runs of one part of the report (never the host-work split), and its stamp."""
     data = load_report(Path(path))
-    keep = ("device", "engine", "measured_ttft_ms", "measured_tpot_ms")
-    keep += tuple(f"{c}_{m}_ms" for c in ("tables", "datasheet") for m in METRICS)
+    times = tuple(f"{c}_{m}_ms" for c in ("measured", "tables", "datasheet") for m in METRICS)
     results = [r for r in data[part]["results"] if isinstance(r, dict) and not r.get("host_fit_split")]
-    rows = tuple({k: r.get(k) for k in keep} for r in results)
-    return rows, f"{str(data.get('generated', ''))[:10]}, commit {data.get('commit', 'unknown')}"
+    rows = tuple(
+        {"device": r.get("device"), "engine": r.get("engine")} | {k: _ms(r.get(k)) for k in times} for r in results
+    )
+    date = str(data.get("generated") or "")[:10] or "an unknown date"
+    return rows, f"{date}, commit {data.get('commit') or 'unknown'}"
+
+
+def _ms(value) -> float:
+    """A time of the report as a number: NaN for anything that is not a positive finite one."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return math.nan
+    return float(value)
 
 
 def _column(engine: str, source: str, part: str) -> tuple[str, str] | str:
@@ -129,10 +145,13 @@ def _column(engine: str, source: str, part: str) -> tuple[str, str] | str:
     if source == "engine-measured" and engine in ENGINE_NAMES:
         return "tables", f"{ENGINE_NAMES[engine]}'s expected figure{state}"
     if source == "datasheet" and engine == "ideal":
-        return "datasheet", f"the ideal bound{state}"
+        # The report's bound runs each run's own engine scheduler on the datasheet's roofs.
+        return "datasheet", f"the ideal bound{state} (each run's own engine scheduler)"
     if source == "calibrated":
         return "a calibration of your own: compare it with your measured runs instead"
-    return f"datasheet roofs with {ENGINE_NAMES.get(engine, engine)}'s host work are not scored by the report"
+    if source == "datasheet" and engine in ENGINE_NAMES:
+        return f"datasheet roofs with {ENGINE_NAMES[engine]}'s host work are not scored by the report"
+    return f"the report scores no {source} prediction of engine {engine!r}"
 
 
 def known_error(
@@ -155,7 +174,7 @@ def known_error(
     try:
         stat = Path(path).stat()
         rows, stamp = _test_runs(str(path), stat.st_mtime_ns, stat.st_size, part)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TypeError, KeyError) as exc:
         why = f"no accuracy report to read ({str(exc)[:120]}); write one with `{REPORT_COMMAND}`"
         return KnownError("", "", {}, "", why)
     col, whose = column

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from roofline.accuracy import REPORT_PATH, below_ideal, build_report, headline, load_report, write_report
 from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
 from roofline.plots.style import GL_THRESHOLD
+from roofline.validate import _errors
 from roofline.validate_load import render_load
 from tests.test_validate import FIELDS, _row
 
@@ -206,6 +207,13 @@ def test_the_serving_pages_published_error_opens_the_same_runs_here():
 
     known = for_settings(Settings(engine="auto"), get_hardware("h100-sxm"))
     assert (known.engine, known.device) == ("vllm", "h100-sxm")
+    # The same runs scored by validate's own function, from the report's rows.
+    rows = [
+        r
+        for r in load_report()["load"]["results"]
+        if (r["engine"], r["device"], r["host_fit_split"]) == ("vllm", "h100-sxm", False)
+    ]
+    want = _errors([r["tables_ttft_ms"] for r in rows], [r["measured_ttft_ms"] for r in rows])
     at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
     for key, value in (("metric", "TTFT, simulated under load"), ("engines", "vllm"), ("devices", "h100-sxm")):
         at.query_params[key] = value
@@ -213,9 +221,10 @@ def test_the_serving_pages_published_error_opens_the_same_runs_here():
     assert not at.exception and not at.warning
     tiles = {m.label: m for m in at.metric}
     ttft = known.scores["ttft"]
-    assert int(tiles["Runs"].value.replace(",", "")) == ttft.runs
-    assert tiles["Median |error|, expected"].value == f"{ttft.median_abs_error:.0%}"
-    assert tiles["Bias, expected"].value == f"{ttft.bias:+.0%}".replace("-", "−")
+    assert int(tiles["Runs"].value.replace(",", "")) == ttft.runs == len(rows)
+    median, bias = f"{want['median_abs_error']:.0%}", f"{want['bias']:+.0%}".replace("-", "−")
+    assert tiles["Median |error|, expected"].value == median == f"{ttft.median_abs_error:.0%}"
+    assert tiles["Bias, expected"].value == bias == f"{ttft.bias:+.0%}".replace("-", "−")
     at.multiselect(key="devices").set_value([]).run()  # every device: more runs
     assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) > ttft.runs
 

@@ -25,7 +25,6 @@ from roofline.serving import (
     serving_sweep,
     speculative,
 )
-from roofline.settings import Settings
 from roofline.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -397,12 +396,3 @@ def test_serving_frontier_per_dollar_names_a_device_without_a_price():
     assert not any(n.startswith("NVIDIA H100") and "ideal bound" in n for n in names)
     assert fig["layout"]["xaxis"]["title"]["text"] == "output tokens per USD"
 
-
-def test_the_steady_bias_sentence_shows_names_and_stars_as_written():
-    from dashboard.serving_view import steady_bias_sentence
-
-    hw = get_hardware("l40s")
-    odd = hw.model_copy(update={"name": "*My* [card](x)"})
-    said = steady_bias_sentence(Settings(engine="auto"), [odd])
-    # The L40S has no tables: the ideal bound of every device's runs, starred; nothing read as Markdown.
-    assert r"\*My\* \[card\]\(x\) TPOT −" in said and r"%\*" in said and r"(\*\: on every device" in said

@@ -13,14 +13,14 @@ def render_capacity(d: dict, model_name: str) -> str:
     lines = [
         f"{model_name}: the largest request rate with p{p} TTFT <= {fmt_seconds(d['targets']['ttft_s'])} and "
         f"TPOT <= {fmt_seconds(d['targets']['tpot_s'])}",
-        f"  {'device':<22} {'TP':>3} {'req/s':>8} {'tok/s':>9} {'$/M out':>8}  {'published bias':<21}  binds",
+        f"  {'device':<22} {'TP':>3} {'req/s':>8} {'tok/s':>9} {'$/M out':>8}  {'published bias':<23}  binds",
     ]
     for row in d["ranking"]:
         usd = row["usd_per_million_output_tokens"]
         known = row.get("known_error") or {}
         lines.append(
             f"  {row['hardware']:<22} {row['tp']:>3} {row['max_rate_per_s']:>8.2f} {row['output_tokens_per_s']:>9,.0f} "
-            f"{'—' if usd is None else f'{usd:.3f}':>8}  {known.get('short', ''):<21}  {row['binding']}"
+            f"{'—' if usd is None else f'{usd:.3f}':>8}  {known.get('short', ''):<23}  {row['binding']}"
             + (" (times are lower bounds: no published compute peak)" if "lower bounds" in row["roofs"] else "")
         )
     for key, why in d["not_run"].items():

@@ -311,7 +311,11 @@ class KernelTables:
             # 128 + 64 query/key and 128 value dims); vLLM's have no such table (their 192-dim prefill rows
             # are grouped-query attention, not MLA's expanded heads).
             if "context_mla" not in self.predictor.tables:
-                return OpAnswer(None, "MLA prefill attention: these files time no MLA prefill kernel")
+                return OpAnswer(
+                    None,
+                    "MLA prefill attention: these files time no MLA prefill kernel (vLLM's never do; SGLang's or "
+                    "TensorRT-LLM's converted before it was kept: `python -m roofline tables import` again)",
+                )
             if int(meta["head_dim"]) != MLA_PREFILL_HEAD_DIM:
                 return OpAnswer(None, "MLA prefill tables are measured for 192-dim query/key heads (DeepSeek-V3) only")
             keys = {"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": int(round(float(meta["heads"])))}
