@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report
-from roofline.known_error import score
+from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
 from roofline.lazy import pandas as pd
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
@@ -19,7 +18,7 @@ METRICS = {
 RUNS = ("test set", "fit split", "all")
 
 
-# One copy per server, read and never changed: cache_data would pickle the 3.4 MB report on its first
+# One copy per server and version of the file: cache_data would pickle the 4 MB report on its first
 # run and unpickle a copy on every rerun.
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _report(stamp: tuple[int, int]) -> dict:

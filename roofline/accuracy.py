@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,37 @@ def below_ideal(measured, ideal) -> np.ndarray:
     measured, ideal = np.asarray(measured, float), np.asarray(ideal, float)
     with np.errstate(invalid="ignore"):
         return measured < (1.0 - BELOW_IDEAL_MARGIN) * ideal
+
+
+@dataclass(frozen=True)
+class Score:
+    runs: int
+    median_abs_error: float
+    p90_abs_error: float
+    bias: float  # median of predicted / measured - 1: below 0, predicted faster than measured
+
+    @property
+    def leans(self) -> bool:
+        """Whether the bias shows at whole percents (one rule for the words and the table cell)."""
+        return f"{abs(self.bias):.0%}" != "0%"
+
+    def words(self) -> str:
+        lean = f"{abs(self.bias):.0%} too {'fast' if self.bias < 0 else 'slow'}" if self.leans else "no lean either way"
+        return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {lean}"
+
+
+def score(predicted, measured) -> Score | None:
+    """Median and p90 |error| and bias of the finite pairs (None: none)."""
+    ratio = np.asarray(predicted, float) / np.asarray(measured, float) - 1.0
+    ratio = ratio[np.isfinite(ratio)]
+    if ratio.size == 0:
+        return None
+    return Score(
+        int(ratio.size),
+        float(np.median(np.abs(ratio))),
+        float(np.percentile(np.abs(ratio), 90)),
+        float(np.median(ratio)),
+    )
 
 
 def _commit() -> str:

@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
-from roofline.accuracy import REPORT_COMMAND, REPORT_PATH, load_report
+from roofline.accuracy import REPORT_COMMAND, REPORT_PATH, Score, load_report, score
 
 MIN_RUNS = 20
 ON_EVERY_DEVICE = f"*: on every device's test runs (fewer than {MIN_RUNS} on this one)"
@@ -34,23 +32,6 @@ ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 METRICS = ("ttft", "tpot")
 # What each part of the report scored, for the words: the runs simulated under load, or one steady-state step.
 PARTS = {"load": "closed loops at their own concurrency", "steady": "each run's steady state, no queueing"}
-
-
-@dataclass(frozen=True)
-class Score:
-    runs: int
-    median_abs_error: float
-    p90_abs_error: float
-    bias: float  # median of predicted / measured - 1: below 0, predicted faster than measured
-
-    @property
-    def leans(self) -> bool:
-        """Whether the bias shows at whole percents (one rule for the words and the table cell)."""
-        return f"{abs(self.bias):.0%}" != "0%"
-
-    def words(self) -> str:
-        lean = f"{abs(self.bias):.0%} too {'fast' if self.bias < 0 else 'slow'}" if self.leans else "no lean either way"
-        return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {lean}"
 
 
 @dataclass(frozen=True)
@@ -103,20 +84,6 @@ class KnownError:
                 for m in METRICS
             },
         }
-
-
-def score(predicted, measured) -> Score | None:
-    """Median and p90 |error| and bias of the finite pairs (None: none)."""
-    ratio = np.asarray(predicted, float) / np.asarray(measured, float) - 1.0
-    ratio = ratio[np.isfinite(ratio)]
-    if ratio.size == 0:
-        return None
-    return Score(
-        int(ratio.size),
-        float(np.median(np.abs(ratio))),
-        float(np.percentile(np.abs(ratio), 90)),
-        float(np.median(ratio)),
-    )
 
 
 @lru_cache(maxsize=8)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from roofline.accuracy import score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
@@ -185,12 +186,13 @@ def score_rows(
 
 
 def _errors(pred: list[float], measured: list[float]) -> dict[str, float]:
-    ratio = np.asarray(pred, float) / np.asarray(measured, float) - 1.0
-    return {
-        "median_abs_error": float(np.median(np.abs(ratio))),
-        "p90_abs_error": float(np.percentile(np.abs(ratio), 90)),
-        "bias": float(np.median(ratio)),  # median signed error: > 0 predicts slower than measured
-    }
+    """Median and p90 |predicted / measured - 1| and the bias (median signed error: > 0 predicts
+    slower than measured), as ``roofline.accuracy.score`` computes them."""
+    s = score(pred, measured)
+    nan = float("nan")
+    if s is None:
+        return {"median_abs_error": nan, "p90_abs_error": nan, "bias": nan}
+    return {"median_abs_error": s.median_abs_error, "p90_abs_error": s.p90_abs_error, "bias": s.bias}
 
 
 def summarize(results: list[dict[str, object]]) -> list[dict[str, object]]:
