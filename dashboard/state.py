@@ -198,18 +198,37 @@ MOE_KERNEL_HELP = (
 )
 
 
-def moe_kernel_picker(key: str = "moekernel") -> str:
-    """The MoE kernel family the engine runs (``roofline.roofs.MOE_KERNELS``), bound to the URL; its
-    check belongs in the page's ``warn_bad_params`` as ``moe_kernel_param``."""
+MOE_ROUTING_HELP = (
+    "How a MoE layer's tokens spread over its experts in the kernel tables read. balanced: every expert an "
+    "equal share (the ideal); power-law-1.01 and power-law-1.2: the database's estimates for DeepSeek-V3/R1 and "
+    "Qwen3-235B serving real prompts (the busiest expert sets a fused MoE kernel's pace). auto: the model's own "
+    "as the database prices it (1.01 with shared experts, 1.2 without). Ignored for dense models and on the "
+    "datasheet, which keeps the balanced ideal."
+)
+
+
+def moe_pickers() -> dict[str, str]:
+    """The MoE kernel family the engine runs (``roofline.roofs.MOE_KERNELS``) and how tokens are
+    routed (``roofline.routing.MOE_ROUTINGS``), bound to the URL, as ``Settings`` fields; their checks
+    belong in the page's ``warn_bad_params`` (``moe_params``)."""
     from roofline.roofs import MOE_KERNELS
+    from roofline.routing import MOE_ROUTINGS
 
-    return st.selectbox("MoE kernels", MOE_KERNELS, key=key, bind="query-params", help=MOE_KERNEL_HELP)
+    return {
+        "moe_kernel": st.selectbox(
+            "MoE kernels", MOE_KERNELS, key="moekernel", bind="query-params", help=MOE_KERNEL_HELP
+        ),
+        "moe_routing": st.selectbox(
+            "MoE routing", MOE_ROUTINGS, key="moerouting", bind="query-params", help=MOE_ROUTING_HELP
+        ),
+    }
 
 
-def moe_kernel_param() -> Validator:
+def moe_params() -> dict[str, Validator]:
     from roofline.roofs import MOE_KERNELS
+    from roofline.routing import MOE_ROUTINGS
 
-    return one_of(MOE_KERNELS)
+    return {"moekernel": one_of(MOE_KERNELS), "moerouting": one_of(MOE_ROUTINGS)}
 
 
 def engine_param() -> Validator:
@@ -218,8 +237,12 @@ def engine_param() -> Validator:
     return one_of(ENGINES)
 
 
-def engine_notes(engine: str, devices: Mapping, device_ids: Sequence[str], moe_kernel: str = "auto") -> str:
+def engine_notes(
+    engine: str, devices: Mapping, device_ids: Sequence[str], moe_kernel: str = "auto", moe_routing: str = "auto"
+) -> str:
     """One caption line per device: which roofs the engine gives it."""
     from roofline.roofs import engine_note
 
-    return "  \n".join(md_escape(engine_note(engine, h, devices[h].name, None, moe_kernel)) for h in device_ids)
+    return "  \n".join(
+        md_escape(engine_note(engine, h, devices[h].name, None, moe_kernel, moe_routing)) for h in device_ids
+    )

@@ -123,7 +123,11 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
     """Which roofs the chosen engine gives this device, where an engine was asked for."""
     if settings.engine == "ideal":
         return ()
-    return (engine_note(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel),)
+    return (
+        engine_note(
+            settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -98,9 +98,15 @@ def kernel_tables(engine: str, hardware_id: str, version: str | None = None):
 
 
 def engine_note(
-    engine: str, hardware_id: str, hardware_name: str, version: str | None = None, moe_kernel: str = "auto"
+    engine: str,
+    hardware_id: str,
+    hardware_name: str,
+    version: str | None = None,
+    moe_kernel: str = "auto",
+    moe_routing: str = "auto",
 ) -> str:
-    """One sentence: which roofs ``engine`` gives this device, and why (and which MoE kernels, where set)."""
+    """One sentence: which roofs ``engine`` gives this device, and why (and which MoE kernels and
+    routing, where set)."""
     named = resolved_engine(engine, hardware_id)
     if named == "ideal":
         if engine == "auto":
@@ -117,4 +123,8 @@ def engine_note(
         if moe_kernel in MOE_KERNEL_WORDS
         else ""
     )
+    if moe_routing != "auto":
+        from roofline.routing import routing_words
+
+        moe += f"; MoE tokens read at {routing_words(moe_routing)}"
     return f"{hardware_name}: engine-measured roofs, {source.label}{moe}"

@@ -23,6 +23,7 @@ from roofline.defaults import (
 from roofline.engine import Ceilings
 from roofline.hardware import Hardware
 from roofline.roofs import check_engine, check_moe_kernel, kernel_tables, resolved_engine
+from roofline.routing import check_moe_routing
 
 # (field, lowest allowed, highest allowed, whether the lowest is allowed itself)
 _RANGES = {
@@ -88,6 +89,9 @@ class Settings:
     # Which MoE kernels the engine runs (roofline.roofs.MOE_KERNELS): "auto" the fastest its tables
     # timed; a family as the server's MoE backend setting names it (TensorRT-LLM's TRTLLM: trtllm-gen).
     moe_kernel: str = "auto"
+    # How a MoE layer's tokens spread over its experts in the tables read (roofline.routing): "auto"
+    # the model's own as the database prices it, else balanced or a power law by name.
+    moe_routing: str = "auto"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -105,6 +109,7 @@ class Settings:
                     raise ValueError(f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
         check_engine(self.engine)
         check_moe_kernel(self.moe_kernel)
+        check_moe_routing(self.moe_routing)
         if self.engine_version is not None and not (
             isinstance(self.engine_version, str) and 0 < len(self.engine_version) <= 40
         ):
@@ -142,6 +147,8 @@ class Settings:
         elif tables is not None:
             if self.moe_kernel != "auto":
                 tables = replace(tables, moe_kernel=self.moe_kernel)
+            if self.moe_routing != "auto":
+                tables = replace(tables, moe_routing=self.moe_routing)
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
         from roofline.engines import engine_profile  # pydantic models built on first use, not at --help
 

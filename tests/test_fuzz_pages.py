@@ -91,6 +91,7 @@ PAGES = {
         "cdevice",
         "engine",
         "moekernel",
+        "moerouting",
         "view",
     ],
     "views/advisor_page.py": [
@@ -104,6 +105,7 @@ PAGES = {
         "phase",
         "engine",
         "moekernel",
+        "moerouting",
         "view",
     ],
     "views/accuracy_page.py": ["metric", "runs", "engines", "within"],
@@ -122,6 +124,7 @@ PAGES = {
         "spec_alpha",
         "engine",
         "moekernel",
+        "moerouting",
         "view",
         "price_h100-sxm",
         "price_l40s",

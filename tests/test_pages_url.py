@@ -35,6 +35,7 @@ NON_DEFAULT = {
         "launch_us": "2.5",
         "engine": "sglang",
         "moekernel": "trtllm-gen",
+        "moerouting": "balanced",
     },
     "views/kv_page.py": {
         "model": "mistral-7b-v0.1",
@@ -57,6 +58,7 @@ NON_DEFAULT = {
         "x_compute": "2.0",
         "engine": "trtllm",
         "moekernel": "deepgemm",
+        "moerouting": "power-law-1.2",
     },
     "views/hardware_page.py": {"vendor": ["AMD"], "compare": ["mi300x", "mi325x"]},
     "views/measure_page.py": {"mode": "full", "mdevice": "cpu", "mmodel": "llama-2-7b"},
@@ -74,6 +76,7 @@ NON_DEFAULT = {
         "xaxis": "tokens per dollar",
         "engine": "sglang",
         "moekernel": "cutlass",
+        "moerouting": "power-law-1.01",
         "price_mi300x": "3.25",
     },
     # A page with several views opens the one its URL names (after the "#" here), with that view's widgets.

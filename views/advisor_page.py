@@ -26,8 +26,8 @@ from dashboard.state import (
     engine_picker,
     float_in,
     int_in,
-    moe_kernel_param,
-    moe_kernel_picker,
+    moe_params,
+    moe_pickers,
     one_of,
     warn_bad_params,
 )
@@ -81,7 +81,7 @@ warn_bad_params(
         "mem_util": float_in(0.05, 1.0),
         "graphs": boolean,
         "engine": engine_param(),
-        "moekernel": moe_kernel_param(),
+        **moe_params(),
         VIEW_PARAM: view_param(VIEWS),
     }
 )
@@ -123,7 +123,7 @@ with st.sidebar:
     )
     mem_util = st.slider("Usable memory fraction", 0.05, 1.0, 0.9, 0.01, key="mem_util", bind="query-params")
     engine = engine_picker()
-    moe_kernel = moe_kernel_picker()
+    moe = moe_pickers()
     objective = st.radio(
         "Rank by",
         OBJECTIVES,
@@ -165,7 +165,7 @@ measured = measured_panel()
 settings = Settings(
     memory_utilization=mem_util,
     engine=engine,
-    moe_kernel=moe_kernel,
+    **moe,
     **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(devices))

@@ -27,8 +27,8 @@ from dashboard.state import (
     engine_picker,
     float_in,
     int_in,
-    moe_kernel_param,
-    moe_kernel_picker,
+    moe_params,
+    moe_pickers,
     one_of,
     warn_bad_params,
 )
@@ -80,7 +80,7 @@ warn_bad_params(
         "launch_us": float_in(0.0, 1000.0),
         "mem_util": float_in(0.05, 1.0),
         "engine": engine_param(),
-        "moekernel": moe_kernel_param(),
+        **moe_params(),
         VIEW_PARAM: view_param(VIEWS),
     }
 )
@@ -96,7 +96,7 @@ with st.sidebar:
     prompt = c2.number_input("Prompt", 1, MAX_TOKENS, 1024, key="prompt", bind="query-params")
     output = c3.number_input("Output", 1, MAX_TOKENS, 256, key="output", bind="query-params")
     engine = engine_picker()
-    moe_kernel = moe_kernel_picker()
+    moe = moe_pickers()
     st.header("Precision and parallelism")
     wdtype = st.selectbox(
         "Weight dtype",
@@ -181,13 +181,13 @@ settings = Settings(
     launch_overhead_s=launch_us * 1e-6,
     memory_utilization=mem_util,
     engine=engine,
-    moe_kernel=moe_kernel,
+    **moe,
     **measured.settings_fields(),
 )
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
-st.caption(engine_notes(engine, devices, selected, moe_kernel))
+st.caption(engine_notes(engine, devices, selected, **moe))
 prompt, output, cut = fit_to_context(model, prompt, output)
 if cut:
     st.warning(cut)

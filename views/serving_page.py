@@ -25,8 +25,8 @@ from dashboard.state import (
     engine_picker,
     float_in,
     int_in,
-    moe_kernel_param,
-    moe_kernel_picker,
+    moe_params,
+    moe_pickers,
     one_of,
     warn_bad_params,
 )
@@ -82,7 +82,7 @@ warn_bad_params(
         "spec_k": int_in(1, 16),
         "spec_alpha": float_in(0.0, 1.0),
         "engine": engine_param(),
-        "moekernel": moe_kernel_param(),
+        **moe_params(),
         VIEW_PARAM: view_param(VIEWS),
         **{f"{PRICE_PARAM}{hid}": float_in(0.0, 1e6) for hid in device_ids},
     }
@@ -93,7 +93,7 @@ with st.sidebar:
     model_id = st.selectbox("Model", model_ids, index=model_ids.index("llama-3.1-8b"), key="model", bind="query-params")
     selected = device_picker(device_ids, ["h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"])
     engine = engine_picker()
-    moe_kernel = moe_kernel_picker()
+    moe = moe_pickers()
     st.header("Traffic")
     prompt = st.number_input("Prompt tokens (mean)", 1, 1 << 20, 1024, key="prompt", bind="query-params")
     output = st.number_input("Output tokens (mean)", 1, 1 << 20, 256, key="output", bind="query-params")
@@ -124,11 +124,11 @@ if not selected:
 
 model = models[model_id]
 hws = [devices[h] for h in selected]
-settings = Settings(calibration=measured.calibration, engine=engine, moe_kernel=moe_kernel)
+settings = Settings(calibration=measured.calibration, engine=engine, **moe)
 note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)
-st.caption(engine_notes(engine, devices, selected, moe_kernel))
+st.caption(engine_notes(engine, devices, selected, **moe))
 if prompt + output - 1 > model.max_context:
     asked = (
         f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "

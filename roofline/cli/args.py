@@ -24,6 +24,7 @@ from roofline.defaults import (
 )
 from roofline.measured_roofs import MeasuredRoofs
 from roofline.roofs import ENGINES, MOE_KERNELS
+from roofline.routing import MOE_ROUTINGS
 from roofline.settings import Settings
 from roofline.workload import Precision
 
@@ -132,6 +133,14 @@ def add_engine(parser: argparse.ArgumentParser, moe: bool = True) -> None:
         "moe_config.backend TRTLLM: trtllm-gen; SGLang's --moe-runner-backend; vLLM's --moe-backend): auto is the "
         "fastest the engine's tables timed; a kernel the engine did not time is read from another engine's tables "
         "on the device, and labelled so",
+    )
+    parser.add_argument(
+        "--moe-routing",
+        default="auto",
+        choices=MOE_ROUTINGS,
+        help="how a MoE layer's tokens spread over its experts in the kernel tables read: balanced (the ideal), "
+        "power-law-1.01 or power-law-1.2 (the database's estimates for DeepSeek-V3/R1 and Qwen3-235B serving real "
+        "prompts); auto: the model's own as the database prices it (1.01 with shared experts, 1.2 without)",
     )
 
 
@@ -345,5 +354,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         engine=getattr(args, "engine", "ideal"),
         engine_version=getattr(args, "engine_version", None),
         moe_kernel=getattr(args, "moe_kernel", "auto"),
+        moe_routing=getattr(args, "moe_routing", "auto"),
         **measured,
     )

@@ -344,7 +344,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "roofs": {
-            hw.id: engine_note(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel)
+            hw.id: engine_note(
+                settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing
+            )
             for hw in devices
         },
         "known_error": {hw.id: for_settings(settings, hw, "steady").to_json() for hw in devices},

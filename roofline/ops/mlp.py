@@ -56,6 +56,7 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
         "experts": e,
         "tp": tp,
         "expert_dtype": p.expert_weight_dtype or p.weight_dtype,
+        "shared_experts": moe.shared_experts,  # what "auto" routing reads (roofline.routing)
     }
     ops = [
         linear("MoE router", tokens, h, e, p, count, "moe", weight_dtype_bytes=ab, launches=3),

@@ -13,7 +13,9 @@ all-reduce) the converted file keeps the fastest: the kernel an engine's auto-tu
 MoE layers are the exception: which kernel runs them is a server setting (TensorRT-LLM's
 ``moe_config.backend``, SGLang's ``--moe-runner-backend``, vLLM's ``--moe-backend``), not a tuning
 choice, so the MoE table keeps the fastest of each kernel family (``MOE_KERNEL_MARKS``) in its own
-``kernel`` column. Latencies are stored in milliseconds as in the source, as float16.
+``kernel`` column, and keeps each routing of tokens to experts the database timed (``distribution``:
+balanced, or a power law of exponent 1.01 or 1.2; see ``roofline.routing``). Latencies are stored in
+milliseconds as in the source, as float16.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ TABLES = {
             "num_experts",
             "moe_tp_size",
             "moe_ep_size",
+            "distribution",
             "num_tokens",
             "kernel",
         ],
@@ -134,8 +137,6 @@ def moe_kernel(kernel_source: str, system: str = "") -> str:
     return "default"
 
 
-# Rows kept: MoE tokens routed uniformly ("balanced"), as roofline's expected-experts count assumes.
-ROW_FILTERS = {"moe": ("distribution", "balanced")}
 # The measured TTFT/TPOT of real serving runs: the test set of ``roofline.validate`` (never fitted on).
 SILICON_SAMPLE = "silicon_sample.csv.gz"
 NCCL_KEYS = ["op_name", "nccl_dtype", "num_gpus", "message_size"]
@@ -207,7 +208,7 @@ def _reduce(df, keys: list[str]) -> dict[str, np.ndarray]:
     df = df.copy()
     for c in keys:  # older collections lack newer columns (window_size, step): the default they imply
         if c not in df.columns:
-            df[c] = 0 if c in ("window_size", "step") else ""
+            df[c] = 0 if c in ("window_size", "step") else "balanced" if c == "distribution" else ""
     df = df[keys + ["latency"]].dropna()
     df = df[df["latency"] > 0]
     best = df.groupby(keys, as_index=False, sort=True)["latency"].min()
@@ -259,9 +260,6 @@ def convert(
                 if version is None or not (base / family / engine / version / fname).exists():
                     continue
                 df = _read(base / family / engine / version / fname)
-                if table in ROW_FILTERS and ROW_FILTERS[table][0] in df.columns:
-                    column, value = ROW_FILTERS[table]
-                    df = df[df[column] == value]
                 if table == "moe":
                     sources = df["kernel_source"] if "kernel_source" in df.columns else [""] * len(df)
                     df = df.assign(kernel=[moe_kernel(str(k), system) for k in sources])

@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 import roofline.tables.store as store
+from roofline.routing import TABLE_DISTRIBUTIONS
 from roofline.tables.grid import LogGrid
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "nccl": "NCCL"}
@@ -41,7 +42,7 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "generation_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
     "context_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
     "moe": (
-        ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"),
+        ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution"),
         ("num_tokens",),
     ),
 }
@@ -282,10 +283,15 @@ class TablePredictor:
         moe_tp: int = 1,
         moe_ep: int = 1,
         weight_dtype: str = "bf16",
+        routing: str = "balanced",
     ) -> Prediction:
-        """One fused MoE layer (routed experts, uniform routing) for ``tokens`` tokens; ``inter``
-        is the whole expert's intermediate size, split over ``moe_tp`` x ``moe_ep`` GPUs."""
+        """One fused MoE layer (routed experts) for ``tokens`` tokens routed as ``routing`` names
+        (``roofline.routing``: balanced or a power law); ``inter`` is the whole expert's
+        intermediate size, split over ``moe_tp`` x ``moe_ep`` GPUs."""
+        if routing not in TABLE_DISTRIBUTIONS:  # "auto" needs the model (roofline.routing.model_routing)
+            raise ValueError(f"routing must be one of {', '.join(TABLE_DISTRIBUTIONS)}, got {routing!r}")
         shape = {
+            "distribution": TABLE_DISTRIBUTIONS[routing],
             "hidden_size": int(hidden),
             "inter_size": int(inter),
             "topk": int(topk),

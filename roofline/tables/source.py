@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from roofline.roofs import MOE_KERNEL_WORDS
+from roofline.routing import ROUTING_WORDS, TABLE_DISTRIBUTIONS, resolved_routing, routing_words
 from roofline.tables.predict import (
     EAGER_TIMED_GEMM,
     ENGINE_NAMES,
@@ -77,14 +78,17 @@ class KernelTables:
     (``fp8_block``: DeepSeek-style block scales); ``moe_parallel`` the (TP, EP) split of the
     experts (default: TP over the experts); ``moe_dtype`` the experts' table where it is not their
     weight format's; ``moe_kernel`` the MoE kernel family the server runs (``roofline.roofs.
-    MOE_KERNELS``; None: the fastest this engine timed). ``speed`` is a what-if: (compute, memory)
-    multipliers applied to each op's measured time by the term that binds it on the datasheet."""
+    MOE_KERNELS``; None: the fastest this engine timed); ``moe_routing`` how tokens spread over
+    the experts (``roofline.routing``; None: the model's own, as the database prices it).
+    ``speed`` is a what-if: (compute, memory) multipliers applied to each op's measured time by the
+    term that binds it on the datasheet."""
 
     predictor: TablePredictor
     gemm_dtype: str | None = None
     moe_parallel: tuple[int, int] | None = None
     moe_dtype: str | None = None
     moe_kernel: str | None = None
+    moe_routing: str | None = None
     speed: tuple[float, float] = (1.0, 1.0)
     kind: str = field(default="engine-measured", init=False)
 
@@ -102,6 +106,8 @@ class KernelTables:
         kernels = f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.predictor.version} kernels"
         if self.moe_kernel not in (None, "auto"):
             kernels += f", {MOE_KERNEL_WORDS.get(self.moe_kernel, self.moe_kernel)} MoE kernels"
+        if self.moe_routing not in (None, "auto"):
+            kernels += f", {ROUTING_WORDS[self.moe_routing]}"
         return kernels
 
     @property
@@ -239,15 +245,22 @@ class KernelTables:
         tokens = np.maximum(np.asarray(meta["moe_tokens"], float), 1.0)
         dtypes = MOE_DTYPES.get(weight_dtype, (weight_dtype,))
         sources = self._moe_sources()
+        routing = resolved_routing(self.moe_routing, int(meta.get("shared_experts") or 0))
+        routings = (routing, "balanced") if routing != "balanced" else (routing,)
         answers: list[tuple[dict, OpAnswer]] = []  # per table dtype: the first source that timed it
         for table_dtype in dtypes:
             for get_tables, keys, relabel in sources:
                 tables = get_tables()  # another engine's file is loaded only when reached
                 if tables is None:
                     continue
-                answer = tables._read("moe", {"moe_dtype": table_dtype, **shape, **keys}, (tokens,), what)
+                for read_at in routings:  # balanced where the file timed no other routing of this shape
+                    point = {"moe_dtype": table_dtype, **shape, "distribution": TABLE_DISTRIBUTIONS[read_at], **keys}
+                    answer = tables._read("moe", point, (tokens,), what)
+                    if answer.seconds is not None:
+                        break
                 if answer.seconds is not None:
-                    answers.append((keys, replace(answer, label=relabel(answer.label))))
+                    label = f"{relabel(answer.label)}; {self._routing_note(routing, read_at)}"
+                    answers.append((keys, replace(answer, label=label)))
                     break
             if answers and weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
                 break
@@ -265,6 +278,12 @@ class KernelTables:
         labels = list(dict.fromkeys(chosen[i].label for i in winners))
         label = labels[0] if len(labels) == 1 else " or ".join(labels) + " (the faster at each size)"
         return OpAnswer(seconds, label, any(a.extrapolated for a in chosen))
+
+    def _routing_note(self, routing: str, read_at: str) -> str:
+        """How the tokens were routed in the timing read, and why that routing."""
+        if read_at == routing:
+            return routing_words(routing, auto=self.moe_routing in (None, "auto"))
+        return f"{ROUTING_WORDS[read_at]}: this file timed no {ROUTING_WORDS[routing]} of this shape"
 
     def _moe_sources(self) -> list[tuple[object, dict, object]]:
         """Where a MoE layer's time is read, in order (the first that answers wins), each as a

@@ -74,4 +74,7 @@ def load_tables(path: str) -> dict[str, dict[str, np.ndarray]]:
         for key in z.files:
             table, column = key.split("/", 1)
             out.setdefault(table, {})[column] = z[key]
+    moe = out.get("moe")
+    if moe is not None and "distribution" not in moe:  # converted when only balanced routing was kept
+        moe["distribution"] = np.full(len(moe["latency_ms"]), "balanced")
     return out

@@ -1,0 +1,189 @@
+"""How a MoE layer's tokens spread over its experts: the converter keeps every routing the database
+timed, ``auto`` reads the model's own (a power law of exponent 1.01 with shared experts, 1.2
+without, as the database prices them), a named routing is read where it was timed and balanced
+where it was not, labelled so; a file converted before routings were kept reads as balanced."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import roofline.tables.store as store
+from roofline.roofs import engine_note, kernel_tables
+from roofline.routing import model_routing, resolved_routing, routing_words
+from roofline.settings import Settings
+
+# ms = 0.010 + slope x tokens, per routing: the hand-worked times below.
+SLOPES = {"balanced": 0.001, "power_law_1.01": 0.0012, "power_law_1.2": 0.0015}
+
+
+def _rows(hidden: int, distributions) -> list[dict]:
+    return [
+        {
+            "kernel_source": "moe_torch_flow_cutlass",
+            "moe_dtype": "fp8_block",
+            "num_tokens": t,
+            "hidden_size": hidden,
+            "inter_size": 512,
+            "topk": 2,
+            "num_experts": 8,
+            "moe_tp_size": 1,
+            "moe_ep_size": 1,
+            "distribution": d,
+            "latency": 0.010 + SLOPES[d] * t,
+        }
+        for d in distributions
+        for t in (1, 16, 256)
+    ]
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    """One engine on one device: a 1,024-wide expert shape timed at every routing, a 2,048-wide one
+    timed balanced only."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from roofline.tables.convert import convert, find_systems_dir
+
+    base = tmp_path / "pkg" / "systems" / "data" / "b200_sxm"
+    gemm = [{"gemm_dtype": "bfloat16", "m": 1, "n": 1024, "k": 1024, "latency": 0.01}]
+    moe = _rows(1024, SLOPES) + _rows(2048, ["balanced"])
+    for family, fname, data in [("gemm", "gemm_perf.parquet", gemm), ("moe", "moe_perf.parquet", moe)]:
+        folder = base / family / "trtllm" / "9.9.9"
+        folder.mkdir(parents=True)
+        pd.DataFrame(data).to_parquet(folder / fname)
+    out = tmp_path / "db"
+    convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
+    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
+    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
+    kernel_tables.cache_clear()
+    store.load_tables.cache_clear()
+    yield out
+    kernel_tables.cache_clear()
+    store.load_tables.cache_clear()
+
+
+def _experts(shared: int, hidden: int = 1024, tokens: float = 16.0):
+    """A fused MoE op as roofline.ops.mlp writes it, at the fixture's expert shape."""
+    meta = {"tp": 1, "hidden": hidden, "expert_inter": 512, "topk": 2, "experts": 8, "expert_dtype": "fp8_block"}
+    return SimpleNamespace(meta={**meta, "shared_experts": shared, "moe_tokens": np.atleast_1d(tokens)})
+
+
+def test_the_converter_keeps_every_routing(tables):
+    manifest = json.loads((tables / "manifest.json").read_text())
+    assert manifest["files"][0]["rows"]["moe"] == 3 * 3 + 3  # three routings of one shape, one of the other
+    moe = kernel_tables("trtllm", "b200").predictor.tables["moe"]
+    assert sorted(set(moe["distribution"].tolist())) == ["balanced", "power_law_1.01", "power_law_1.2"]
+
+
+def test_auto_reads_the_models_own_routing(tables):
+    trt = kernel_tables("trtllm", "b200")
+    # With a shared expert (DeepSeek-V3, Kimi K2, Llama 4): α 1.01, 0.010 + 0.0012 x 16 = 0.0292 ms.
+    shared = trt._moe(_experts(shared=1))
+    assert shared.seconds[0] == pytest.approx(29.2e-6, rel=1e-3)
+    assert (
+        "power-law routing (α 1.01, the database's estimate for DeepSeek-V3/R1, as the database prices this model)"
+        in (shared.label)
+    )
+    # Without (Qwen3 MoE, Mixtral, gpt-oss): α 1.2, 0.010 + 0.0015 x 16 = 0.034 ms.
+    plain = trt._moe(_experts(shared=0))
+    assert plain.seconds[0] == pytest.approx(34e-6, rel=1e-3) and "α 1.2" in plain.label
+
+
+def test_a_named_routing_is_read_whatever_the_model(tables):
+    trt = kernel_tables("trtllm", "b200")
+    balanced = replace(trt, moe_routing="balanced")._moe(_experts(shared=1))  # 0.010 + 0.001 x 16
+    assert balanced.seconds[0] == pytest.approx(26e-6, rel=1e-3)
+    assert "balanced routing (every expert an equal share: the ideal)" in balanced.label
+    skewed = replace(trt, moe_routing="power-law-1.2")._moe(_experts(shared=1))
+    assert skewed.seconds[0] == pytest.approx(34e-6, rel=1e-3)
+    assert "as the database prices this model" not in skewed.label  # named, not the model's own
+    # A sweep of token counts reads each point at the same routing: 1 and 256 tokens at α 1.2.
+    sweep = replace(trt, moe_routing="power-law-1.2")._moe(_experts(shared=0, tokens=np.array([1.0, 256.0])))
+    assert sweep.seconds == pytest.approx([11.5e-6, 394e-6], rel=1e-3)
+
+
+def test_a_shape_timed_balanced_only_is_read_balanced_and_says_so(tables):
+    answer = kernel_tables("trtllm", "b200")._moe(_experts(shared=1, hidden=2048))
+    assert answer.seconds[0] == pytest.approx(26e-6, rel=1e-3)
+    assert "balanced routing: this file timed no power-law routing (α 1.01) of this shape" in answer.label
+
+
+def test_a_file_converted_before_routings_were_kept_reads_as_balanced(tables, tmp_path):
+    path = next(tables.glob("b200/trtllm-*.npz"))
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    keep = arrays["moe/distribution"] == "balanced"  # what the converter kept before
+    old = {k: (v[keep] if k.startswith("moe/") else v) for k, v in arrays.items() if k != "moe/distribution"}
+    np.savez_compressed(path, **old)
+    store.load_tables.cache_clear()
+    kernel_tables.cache_clear()
+    answer = kernel_tables("trtllm", "b200")._moe(_experts(shared=1))
+    assert answer.seconds[0] == pytest.approx(26e-6, rel=1e-3)
+    assert "this file timed no power-law routing (α 1.01)" in answer.label
+
+
+def test_the_setting_reaches_the_tables_and_the_note(tables):
+    from roofline.hardware import get_hardware
+
+    hw = get_hardware("b200")
+    assert Settings(engine="trtllm", moe_routing="balanced").ceilings(hw).roof_source.moe_routing == "balanced"
+    source = Settings(engine="trtllm").ceilings(hw).roof_source
+    assert source.moe_routing is None and source.short_label == "TensorRT-LLM 9.9.9 kernels"
+    named = Settings(engine="trtllm", moe_routing="power-law-1.2").ceilings(hw).roof_source
+    assert named.short_label == "TensorRT-LLM 9.9.9 kernels, power-law routing (α 1.2)"
+    assert named.scaled(2.0, 1.0).moe_routing == "power-law-1.2"  # what-ifs keep it
+    note = engine_note("trtllm", "b200", "NVIDIA B200", moe_routing="balanced")
+    assert note.endswith("; MoE tokens read at balanced routing (every expert an equal share: the ideal)")
+    assert "routing" not in engine_note("ideal", "b200", "NVIDIA B200", moe_routing="balanced")
+
+
+def test_the_words_and_the_rule():
+    assert model_routing(1) == "power-law-1.01" and model_routing(0) == "power-law-1.2"
+    assert resolved_routing(None, 2) == resolved_routing("auto", 2) == "power-law-1.01"
+    assert resolved_routing("balanced", 1) == "balanced"
+    assert routing_words("power-law-1.2") == "power-law routing (α 1.2, the database's estimate for Qwen3-235B)"
+    with pytest.raises(ValueError, match="moe_routing must be one of auto, balanced, power-law-1.01, power-law-1.2"):
+        Settings(moe_routing="zipf")
+    with pytest.raises(ValueError, match="moe_routing must be one of"):
+        resolved_routing("uniform", 0)
+
+
+def test_the_predictor_takes_a_routing_by_name(tables):
+    p = kernel_tables("trtllm", "b200").predictor
+    assert p.moe(16, 1024, 512, 2, 8, 1, 1, "fp8_block").time_s == pytest.approx(26e-6, rel=1e-3)
+    assert p.moe(16, 1024, 512, 2, 8, 1, 1, "fp8_block", routing="power-law-1.01").time_s == pytest.approx(
+        29.2e-6, rel=1e-3
+    )
+    with pytest.raises(ValueError, match="routing must be one of balanced, power-law-1.01, power-law-1.2"):
+        p.moe(16, 1024, 512, 2, 8, routing="auto")  # the predictor has no model to decide with
+
+
+shipped = pytest.mark.skipif(not (store.SHIPPED_DIR / "manifest.json").exists(), reason="no shipped kernel_db")
+
+
+@shipped
+def test_cli_takes_the_routing_and_each_moe_op_says_it(capsys):
+    from roofline.cli import main
+
+    common = ["analyze", "--model", "deepseek-r1", "--hardware", "b200", "--tp", "8", "--engine", "sglang"]
+    common += ["--weight-dtype", "fp8", "--act-dtype", "fp8", "--phase", "prefill", "--seq-len", "1024", "--json"]
+    times, labels = {}, {}
+    for routing in ("auto", "balanced", "power-law-1.01", "power-law-1.2"):
+        assert main([*common, "--moe-routing", routing]) == 0
+        out = json.loads(capsys.readouterr().out)
+        op = next(o for o in out["ops"] if o["name"] == "MoE experts gate+up")
+        times[routing], labels[routing] = op["time_s"], op["rests_on"]
+    assert times["auto"] == times["power-law-1.01"]  # DeepSeek-R1 has a shared expert
+    assert "α 1.01" in labels["auto"] and "balanced routing" in labels["balanced"]
+    # SGLang 0.5.14 timed DeepSeek-R1's experts (TP 8, block FP8) at 1,024 tokens 1.20x slower at α 1.01 than balanced.
+    assert times["power-law-1.01"] / times["balanced"] == pytest.approx(1.20, abs=0.02)
+    with pytest.raises(SystemExit) as bad:
+        main([*common, "--moe-routing", "zipf"])
+    assert bad.value.code == 2
+    assert "invalid choice: 'zipf'" in capsys.readouterr().err
