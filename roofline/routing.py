@@ -1,9 +1,10 @@
 """How a MoE layer's tokens spread over its experts, as the engine-measured tables timed it.
 
 A fused MoE kernel's time depends on how many tokens each expert gets, not only on how many there
-are: the most loaded expert's GEMM sets the pace, and a skewed spread leaves SMs idle while it
-finishes. aiconfigurator-core times every MoE shape three ways (its collector,
-``collector/*/collect_moe.py``; the method in its ``collector/power_law_distribution.md``):
+are. In a prompt's prefill the busiest expert's GEMM sets the pace while the SMs that finished
+wait; in a small decode batch a skewed spread touches fewer experts, so fewer weights are read.
+aiconfigurator-core times every MoE shape three ways (its collectors' ``collect_moe.py``; the
+method in its ``docs/POWER_LAW_DISTRIBUTION.md``):
 
 - ``balanced``: every expert an equal share, the ideal no real router reaches;
 - a power law of exponent 1.01: the maintainers' estimate for DeepSeek-V3/R1 serving CNN-DailyMail
@@ -12,12 +13,17 @@ finishes. aiconfigurator-core times every MoE shape three ways (its collector,
 - a power law of exponent 1.2: their estimate for Qwen3-235B on the same data (stronger expert
   specialisation).
 
+Real routing is skewed: the maintainers' capture of it inside vLLM (Qwen3.6-35B-A3B on a B300,
+``collector/layerwise/fpm_ground_truth/EXPERT_ROUTING_CAPTURE.md``) found the busiest GPU's experts
+doing 1.35x the mean work, steady within 2% from step to step.
+
 Their own predictor prices DeepSeek-V3-architecture models (Kimi K2 among them) and Llama 4 at 1.01,
 and Qwen3 MoE, Mixtral and gpt-oss at 1.2 (``aiconfigurator_core/sdk/models``). ``auto`` follows
 that choice; for a model of the user's own, the models priced at 1.01 are the ones with shared
-experts, so a model with shared experts gets 1.01 and one without 1.2. The exponents are estimates
-from other runs than any this project scores (``roofline.validate``): a workload whose routing is
-known better is set by name.
+experts, so a model with shared experts gets 1.01 and one without 1.2. The exponents are the
+database's estimates from its maintainers' own runs; no value of the runs this project scores
+(``roofline.validate``) went into choosing them. A workload whose routing is known better is set
+by name.
 
 The datasheet (ideal) path keeps uniform routing: its expected count of experts touched
 (``roofline.ops.mlp.expected_experts_loaded``) is the ideal bound every table time is held above.

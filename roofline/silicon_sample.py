@@ -343,10 +343,13 @@ def fp8_tables(row: dict[str, str]) -> tuple[str | None, str | None]:
     return gemm_dtype, moe_dtype
 
 
-def run_tables(row: dict[str, str], predictors: dict | None = None) -> KernelTables | None:
+def run_tables(
+    row: dict[str, str], predictors: dict | None = None, moe_routing: str | None = None
+) -> KernelTables | None:
     """The kernel tables of the run's engine (its version, or the nearest converted) on its device,
-    read the way the run's checkpoint runs (block-fp8, the experts' TP x EP split); None where
-    none are installed."""
+    read the way the run's checkpoint runs (block-fp8, the experts' TP x EP split) and its MoE
+    tokens routed as ``moe_routing`` says (None or "auto": the model's own, ``roofline.routing``);
+    None where none are installed."""
     device = DEVICE_IDS[row["system"]]
     key = (device, row["backend"], row.get("backend_version") or "")
     predictors = {} if predictors is None else predictors
@@ -368,6 +371,7 @@ def run_tables(row: dict[str, str], predictors: dict | None = None) -> KernelTab
         moe_parallel=moe_parallel,
         moe_dtype=moe_dtype,
         moe_kernel=None if setup is None else setup.moe_kernel,
+        moe_routing=None if moe_routing in (None, "auto") else moe_routing,
     )
 
 

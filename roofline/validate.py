@@ -134,10 +134,11 @@ def predict_tpot(
 
 
 def score_rows(
-    rows: list[dict[str, str]], tables: bool = True, with_ops: bool = False
+    rows: list[dict[str, str]], tables: bool = True, with_ops: bool = False, moe_routing: str | None = None
 ) -> tuple[list[dict[str, object]], dict[str, int]]:
     """Predict every scoreable row; also count the rows left out, by reason. ``with_ops`` adds
-    each run's per-op breakdown (``ops``)."""
+    each run's per-op breakdown (``ops``); ``moe_routing`` reads every MoE layer at that routing
+    (None: each model's own, ``roofline.routing``)."""
     out, skipped = [], {}
     predictors: dict[tuple[str, str, str], TablePredictor | None] = {}
     for row in rows:
@@ -148,7 +149,7 @@ def score_rows(
         model = get_model(MODEL_IDS[row["model_path"]])
         device = DEVICE_IDS[row["system"]]
         engine, version = row["backend"], row.get("backend_version") or None
-        source = run_tables(row, predictors) if tables else None
+        source = run_tables(row, predictors, moe_routing) if tables else None
         try:
             precision = precision_for(row, model)
             tp = int(_number(row, "tp_size", 1))
@@ -212,9 +213,9 @@ def summarize(results: list[dict[str, object]]) -> list[dict[str, object]]:
     return out
 
 
-def validate(path: Path | None = None, tables: bool = True) -> dict[str, object]:
+def validate(path: Path | None = None, tables: bool = True, moe_routing: str | None = None) -> dict[str, object]:
     """The whole report: per-run predictions, per-group errors, overall errors, rows left out."""
-    results, skipped = score_rows(load_silicon_sample(path), tables)
+    results, skipped = score_rows(load_silicon_sample(path), tables, moe_routing=moe_routing)
 
     def scores(rs: list[dict[str, object]]) -> dict[str, object]:
         out: dict[str, object] = {"runs": len(rs)}

@@ -123,7 +123,7 @@ def simulate_row(
     requests = make_requests(Load("concurrency", n, prompts, outputs, concurrency=concurrency))
     ideal = replace(settings, engine="ideal").ceilings(hw, tp, cuda_graphs=True)
     roofs = {"datasheet": ideal}
-    source = run_tables(row, cache.setdefault("predictors", {})) if tables else None
+    source = run_tables(row, cache.setdefault("predictors", {}), settings.moe_routing) if tables else None
     if source is not None:
         # What the engine is expected to do: its measured kernels and its host work per step.
         roofs["tables"] = replace(
@@ -177,11 +177,15 @@ def simulate_row(
 
 
 def score_load(
-    rows: list[dict[str, str]], every: int = 1, kv_dtype: str | None = None, range_ratio: float | None = None
+    rows: list[dict[str, str]],
+    every: int = 1,
+    kv_dtype: str | None = None,
+    range_ratio: float | None = None,
+    moe_routing: str = "auto",
 ) -> dict[str, object]:
     """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall.
     ``kv_dtype`` and ``range_ratio``: ``simulate_row``'s assumptions, for every run (None: each
-    run's own)."""
+    run's own); ``moe_routing`` how every MoE layer's tokens are routed (``roofline.routing``)."""
     if range_ratio is not None and not 0.0 < range_ratio <= 1.0:
         raise ValueError(f"range ratio: expected a number in (0, 1], got {range_ratio}")
     cache: dict = {}
@@ -189,7 +193,8 @@ def score_load(
     scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
     for row in scoreable[::every]:
         try:
-            results.append(simulate_row(row, cache, kv_dtype=kv_dtype, range_ratio=range_ratio))
+            settings = Settings(moe_routing=moe_routing)
+            results.append(simulate_row(row, cache, settings, kv_dtype=kv_dtype, range_ratio=range_ratio))
         except ValueError as exc:
             reason = str(exc).split(";")[0][:120]
             skipped[reason] = skipped.get(reason, 0) + 1

@@ -187,3 +187,22 @@ def test_cli_takes_the_routing_and_each_moe_op_says_it(capsys):
         main([*common, "--moe-routing", "zipf"])
     assert bad.value.code == 2
     assert "invalid choice: 'zipf'" in capsys.readouterr().err
+
+
+@shipped
+def test_validate_scores_the_runs_at_a_routing_when_asked(capsys):
+    """The published score reads each model's own routing; --moe-routing rescores the MoE runs
+    under another, and leaves the dense ones as they were."""
+    from roofline.cli import main
+    from roofline.validate import load_silicon_sample, score_rows, why_not_scored
+
+    rows = [r for r in load_silicon_sample() if why_not_scored(r) is None]
+    moe = next(r for r in rows if r["model_path"].endswith("DeepSeek-R1") and r["backend"] == "sglang")
+    dense = next(r for r in rows if r["model_path"].endswith("8B-Instruct"))
+    (own, plain), _ = score_rows([moe, dense])
+    (balanced, plain_balanced), _ = score_rows([moe, dense], moe_routing="balanced")
+    assert own["tables_tpot_ms"] != balanced["tables_tpot_ms"]
+    assert plain["tables_tpot_ms"] == plain_balanced["tables_tpot_ms"]
+    for args in (["--memory"], ["--report", "r.json"], ["--explain", "x"]):
+        assert main(["validate", *args, "--moe-routing", "balanced"]) != 0
+        assert "--moe-routing: only with the steady score or --load" in capsys.readouterr().err

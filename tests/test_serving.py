@@ -395,4 +395,3 @@ def test_serving_frontier_per_dollar_names_a_device_without_a_price():
     assert "AMD Instinct MI300X · ideal bound (no price: not drawn)" in names
     assert not any(n.startswith("NVIDIA H100") and "ideal bound" in n for n in names)
     assert fig["layout"]["xaxis"]["title"]["text"] == "output tokens per USD"
-

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from roofline.format import dumps_strict
+from roofline.routing import MOE_ROUTINGS
 
 
 def add_parsers(sub) -> None:
@@ -48,6 +49,13 @@ def add_parsers(sub) -> None:
         help="with --load: draw every prompt and output length uniformly in [R x, 1 x] the run's, as a benchmark "
         "client's --random-range-ratio R does, 1 for fixed lengths (default: as each run's own client drew them: "
         "InferenceX's runs 0.8, the rest fixed)",
+    )
+    p.add_argument(
+        "--moe-routing",
+        choices=MOE_ROUTINGS,
+        default=None,
+        help="score every MoE run as if its tokens were routed so (default auto: each model's own, as the "
+        "database prices it; balanced is the ideal); not with --report, which publishes the default",
     )
     p.add_argument(
         "--every",
@@ -101,6 +109,11 @@ def cmd_validate(args: argparse.Namespace) -> None:
     from roofline.validate import explain, load_silicon_sample, render, render_explain, validate, write_csv
 
     assumed = [f for f, v in (("--kv-dtype", args.kv_dtype), ("--range-ratio", args.range_ratio)) if v is not None]
+    if args.moe_routing is not None and (args.memory or args.report or args.explain):
+        raise ValueError(
+            "--moe-routing: only with the steady score or --load, not with --memory, --report or --explain (the "
+            "published report reads each model's own routing)"
+        )
     if assumed and (not args.load or args.memory or args.report or args.explain):
         raise ValueError(
             f"{assumed[0]}: only with --load, not with --memory, --report or --explain (the published report "
@@ -133,7 +146,13 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.load:
         from roofline.validate_load import LOAD_FIELDS, render_load, score_load
 
-        report = score_load(load_silicon_sample(args.sample), args.every or 10, args.kv_dtype, args.range_ratio)
+        report = score_load(
+            load_silicon_sample(args.sample),
+            args.every or 10,
+            args.kv_dtype,
+            args.range_ratio,
+            args.moe_routing or "auto",
+        )
         if args.csv:
             write_csv(report["results"], args.csv, LOAD_FIELDS)
         print(dumps_strict(report) if args.json else render_load(report))
@@ -142,7 +161,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
         result = explain(args.explain, args.sample)
         print(dumps_strict(result) if args.json else render_explain(result))
         return
-    report = validate(args.sample, tables=not args.no_tables)
+    report = validate(args.sample, tables=not args.no_tables, moe_routing=args.moe_routing)
     if args.csv:
         write_csv(report["results"], args.csv)
     print(dumps_strict(report) if args.json else render(report))
