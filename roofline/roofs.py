@@ -126,5 +126,5 @@ def engine_note(
     if moe_routing != "auto":
         from roofline.routing import routing_words
 
-        moe += f"; MoE tokens read at {routing_words(moe_routing)}"
+        moe += f"; a MoE model's tokens read at {routing_words(moe_routing)}"
     return f"{hardware_name}: engine-measured roofs, {source.label}{moe}"

@@ -25,8 +25,12 @@ database's estimates from its maintainers' own runs; no value of the runs this p
 (``roofline.validate``) went into choosing them. A workload whose routing is known better is set
 by name.
 
-The datasheet (ideal) path keeps uniform routing: its expected count of experts touched
-(``roofline.ops.mlp.expected_experts_loaded``) is the ideal bound every table time is held above.
+The datasheet (ideal) path keeps uniform routing (``roofline.ops.mlp.expected_experts_loaded``).
+A table time is held above the datasheet bound of the layer; read at a skewed routing, which may
+touch fewer experts, above the bound with only the top-k experts' weights, the fewest any routing
+loads (``roofline.tables.source.skewed_bounds``). Where a file has no usable timing at the routing
+asked for, the next in ``READ_ORDER`` is read, and the op says so; a routing whose one-token time
+disagrees with the two others (``one_token_outliers``) is not read.
 """
 
 from __future__ import annotations
@@ -71,9 +75,49 @@ def resolved_routing(setting: str | None, shared_experts: int) -> str:
 
 
 def routing_words(routing: str, auto: bool = False) -> str:
-    """ "power-law routing (α 1.01, the database's estimate for DeepSeek-V3/R1)"."""
+    """The words for ``routing``, such as "power-law routing (α 1.01, the database's estimate for
+    DeepSeek-V3/R1)"; with ``auto``, also the rule that chose it."""
     words = ROUTING_WORDS[routing]
     why = ROUTING_WHY[routing]
     if auto and routing != "balanced":
-        why += ", as the database prices this model"
+        shared = "with" if routing == "power-law-1.01" else "without"
+        why += f", read for MoE models {shared} shared experts"
     return f"{words[:-1]}, {why})" if words.endswith(")") else f"{words} ({why})"
+
+
+# Where a file has no usable timing at the routing asked for, the next read: the other skew first.
+READ_ORDER = {
+    "balanced": ("balanced", "power-law-1.01", "power-law-1.2"),
+    "power-law-1.01": ("power-law-1.01", "power-law-1.2", "balanced"),
+    "power-law-1.2": ("power-law-1.2", "power-law-1.01", "balanced"),
+}
+# With one token and the experts split by TP only, every routing does the same work: the token's
+# top-k experts, all on every GPU. The database's three timings of a shape there should agree; one
+# more than this factor from the two others, which agree, measured something else.
+ONE_TOKEN_SPREAD = 1.5
+
+
+def one_token_outliers(one_token: dict[str, float]) -> dict[str, float]:
+    """The routings whose one-token time is more than ``ONE_TOKEN_SPREAD`` x off both others' while
+    those two agree within it, each with its ratio to their geometric mean. Needs all three."""
+    if len(one_token) < 3 or not all(t > 0 for t in one_token.values()):
+        return {}
+    out: dict[str, float] = {}
+    for routing, t in one_token.items():
+        a, b = (v for k, v in one_token.items() if k != routing)
+        agree = max(a, b) / min(a, b) <= ONE_TOKEN_SPREAD
+        if agree and all(max(t / o, o / t) > ONE_TOKEN_SPREAD for o in (a, b)):
+            out[routing] = t / (a * b) ** 0.5
+    return out
+
+
+def routing_note(asked: str, read_at: str, outliers: dict[str, float], auto: bool = False) -> str:
+    """How the tokens were routed in the timing read, and why that routing."""
+    if read_at == asked:
+        return routing_words(asked, auto)
+    if asked in outliers:
+        return (
+            f"{ROUTING_WORDS[read_at]}: this file's {ROUTING_WORDS[asked]} timing of this shape is "
+            f"{outliers[asked]:.2g}x the other routings' at one token, where every routing does the same work"
+        )
+    return f"{ROUTING_WORDS[read_at]}: this file timed no {ROUTING_WORDS[asked]} of this shape"

@@ -232,6 +232,7 @@ def validate(path: Path | None = None, tables: bool = True, moe_routing: str | N
     return {
         "metric": "TPOT (mean inter-token latency) of aggregated serving runs",
         "not_scored": "TTFT (see validate --load, which simulates each run at its concurrency) and disaggregated runs",
+        "moe_routing": moe_routing or "auto",
         "overall": scores(results),
         # The engines' host work per step was fitted on these runs (roofline.engines): the rest is
         # the test set, scored apart.
@@ -296,7 +297,8 @@ def write_csv(results: list[dict[str, object]], path: Path, fields: tuple[str, .
 def render(report: dict[str, object]) -> str:
     lines = [
         f"{report['metric']}: {report['overall']['runs']} runs scored. {report['not_scored']}.",
-        "error = predicted / measured - 1; bias = median error (> 0: predicted slower)",
+        f"error = predicted / measured - 1; bias = median error (> 0: predicted slower); MoE routing: "
+        f"{report.get('moe_routing', 'auto')}",
         f"{'model':<16} {'device':<9} {'engine':<7} {'runs':>4}  {'datasheet med/p90/bias':>24}  "
         f"{'tables med/p90/bias':>22} {'share':>6}",
     ]

@@ -229,6 +229,7 @@ def score_load(
         "kv_dtype": kv_dtype
         or "each run's own: as its benchmark script set it where the source documents it (InferenceX), else bf16",
         "range_ratio": range_ratio,
+        "moe_routing": moe_routing,
         "clients": {
             c.name: {"range_ratio": c.range_ratio, "prompts_per_client": c.prompts_per_client, "source": c.source}
             for c in (INFERENCEX_CLIENT, RECORDED_CLIENT)
@@ -279,7 +280,9 @@ def render_load(report: dict[str, object]) -> str:
         lengths = f"lengths as each run's client drew them ({'; '.join(drawn)})"
     else:
         lengths = "fixed lengths" if ratio >= 1.0 else f"lengths uniform in [{ratio:g}×, 1×] the run's"
-    lines.append(f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}")
+    lines.append(
+        f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}; MoE routing: {report.get('moe_routing', 'auto')}"
+    )
     lines.append("error = simulated / measured - 1, as median |error| / p90 |error| / bias (median error)")
 
     def cell(scores: dict, key: str) -> str:

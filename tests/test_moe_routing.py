@@ -14,14 +14,15 @@ import pytest
 
 import roofline.tables.store as store
 from roofline.roofs import engine_note, kernel_tables
-from roofline.routing import model_routing, resolved_routing, routing_words
+from roofline.routing import model_routing, one_token_outliers, resolved_routing, routing_words
 from roofline.settings import Settings
 
 # ms = 0.010 + slope x tokens, per routing: the hand-worked times below.
 SLOPES = {"balanced": 0.001, "power_law_1.01": 0.0012, "power_law_1.2": 0.0015}
 
 
-def _rows(hidden: int, distributions) -> list[dict]:
+def _rows(hidden: int, distributions, scale: dict | None = None) -> list[dict]:
+    scale = scale or {}
     return [
         {
             "kernel_source": "moe_torch_flow_cutlass",
@@ -34,7 +35,7 @@ def _rows(hidden: int, distributions) -> list[dict]:
             "moe_tp_size": 1,
             "moe_ep_size": 1,
             "distribution": d,
-            "latency": 0.010 + SLOPES[d] * t,
+            "latency": (0.010 + SLOPES[d] * t) * scale.get(d, 1.0),
         }
         for d in distributions
         for t in (1, 16, 256)
@@ -44,14 +45,16 @@ def _rows(hidden: int, distributions) -> list[dict]:
 @pytest.fixture
 def tables(tmp_path, monkeypatch):
     """One engine on one device: a 1,024-wide expert shape timed at every routing, a 2,048-wide one
-    timed balanced only."""
+    timed balanced only, a 3,072-wide one timed at the power laws only, and a 4,096-wide one whose
+    α 1.01 rows read 3x the others (at one token too, where every routing does the same work)."""
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     from roofline.tables.convert import convert, find_systems_dir
 
     base = tmp_path / "pkg" / "systems" / "data" / "b200_sxm"
     gemm = [{"gemm_dtype": "bfloat16", "m": 1, "n": 1024, "k": 1024, "latency": 0.01}]
-    moe = _rows(1024, SLOPES) + _rows(2048, ["balanced"])
+    moe = _rows(1024, SLOPES) + _rows(2048, ["balanced"]) + _rows(3072, ["power_law_1.01", "power_law_1.2"])
+    moe += _rows(4096, SLOPES, {"power_law_1.01": 3.0})
     for family, fname, data in [("gemm", "gemm_perf.parquet", gemm), ("moe", "moe_perf.parquet", moe)]:
         folder = base / family / "trtllm" / "9.9.9"
         folder.mkdir(parents=True)
@@ -76,7 +79,9 @@ def _experts(shared: int, hidden: int = 1024, tokens: float = 16.0):
 
 def test_the_converter_keeps_every_routing(tables):
     manifest = json.loads((tables / "manifest.json").read_text())
-    assert manifest["files"][0]["rows"]["moe"] == 3 * 3 + 3  # three routings of one shape, one of the other
+    assert manifest["files"][0]["rows"]["moe"] == 3 * (
+        3 + 1 + 2 + 3
+    )  # three token counts of each routing of each shape
     moe = kernel_tables("trtllm", "b200").predictor.tables["moe"]
     assert sorted(set(moe["distribution"].tolist())) == ["balanced", "power_law_1.01", "power_law_1.2"]
 
@@ -87,8 +92,8 @@ def test_auto_reads_the_models_own_routing(tables):
     shared = trt._moe(_experts(shared=1))
     assert shared.seconds[0] == pytest.approx(29.2e-6, rel=1e-3)
     assert (
-        "power-law routing (α 1.01, the database's estimate for DeepSeek-V3/R1, as the database prices this model)"
-        in (shared.label)
+        "power-law routing (α 1.01, the database's estimate for DeepSeek-V3/R1, read for MoE models with shared "
+        "experts)" in shared.label
     )
     # Without (Qwen3 MoE, Mixtral, gpt-oss): α 1.2, 0.010 + 0.0015 x 16 = 0.034 ms.
     plain = trt._moe(_experts(shared=0))
@@ -102,7 +107,7 @@ def test_a_named_routing_is_read_whatever_the_model(tables):
     assert "balanced routing (every expert an equal share: the ideal)" in balanced.label
     skewed = replace(trt, moe_routing="power-law-1.2")._moe(_experts(shared=1))
     assert skewed.seconds[0] == pytest.approx(34e-6, rel=1e-3)
-    assert "as the database prices this model" not in skewed.label  # named, not the model's own
+    assert "shared experts" not in skewed.label  # named, not the model's own
     # A sweep of token counts reads each point at the same routing: 1 and 256 tokens at α 1.2.
     sweep = replace(trt, moe_routing="power-law-1.2")._moe(_experts(shared=0, tokens=np.array([1.0, 256.0])))
     assert sweep.seconds == pytest.approx([11.5e-6, 394e-6], rel=1e-3)
@@ -112,6 +117,35 @@ def test_a_shape_timed_balanced_only_is_read_balanced_and_says_so(tables):
     answer = kernel_tables("trtllm", "b200")._moe(_experts(shared=1, hidden=2048))
     assert answer.seconds[0] == pytest.approx(26e-6, rel=1e-3)
     assert "balanced routing: this file timed no power-law routing (α 1.01) of this shape" in answer.label
+
+
+def test_a_shape_timed_at_the_power_laws_only_reads_one_when_balanced_is_asked(tables):
+    trt = replace(kernel_tables("trtllm", "b200"), moe_routing="balanced")
+    answer = trt._moe(_experts(shared=0, hidden=3072))  # the other skew first: α 1.01, 0.010 + 0.0012 x 16
+    assert answer.seconds[0] == pytest.approx(29.2e-6, rel=1e-3)
+    assert "power-law routing (α 1.01): this file timed no balanced routing of this shape" in answer.label
+
+
+def test_a_routing_whose_one_token_time_disagrees_with_the_others_is_not_read(tables):
+    """At one token every routing does the same work: the 4,096-wide shape's α 1.01 rows read 3x the
+    others there (0.0336 ms against 0.0110 and 0.0115), so a model with shared experts reads α 1.2."""
+    answer = kernel_tables("trtllm", "b200")._moe(_experts(shared=1, hidden=4096))
+    assert answer.seconds[0] == pytest.approx(34e-6, rel=1e-3)  # α 1.2: 0.010 + 0.0015 x 16
+    assert "this file's power-law routing (α 1.01) timing of this shape is 3x the other routings' at one token" in (
+        answer.label
+    )
+    named = replace(kernel_tables("trtllm", "b200"), moe_routing="power-law-1.01")._moe(_experts(1, 4096))
+    assert named.seconds[0] == pytest.approx(34e-6, rel=1e-3)  # named too: its rows measured something else
+
+
+def test_one_token_outliers_by_hand():
+    # 3.3 against 1.0 and 1.1 (which agree): off by 3.3 / sqrt(1.1) = 3.15x; the two others stay.
+    assert one_token_outliers({"balanced": 1.0, "power-law-1.01": 3.3, "power-law-1.2": 1.1}) == {
+        "power-law-1.01": pytest.approx(3.3 / 1.1**0.5)
+    }
+    assert one_token_outliers({"balanced": 1.0, "power-law-1.01": 1.4, "power-law-1.2": 1.1}) == {}  # within 1.5x
+    assert one_token_outliers({"balanced": 1.0, "power-law-1.01": 2.0, "power-law-1.2": 4.0}) == {}  # no two agree
+    assert one_token_outliers({"balanced": 1.0, "power-law-1.2": 9.0}) == {}  # two cannot outvote each other
 
 
 def test_a_file_converted_before_routings_were_kept_reads_as_balanced(tables, tmp_path):
@@ -139,7 +173,7 @@ def test_the_setting_reaches_the_tables_and_the_note(tables):
     assert named.short_label == "TensorRT-LLM 9.9.9 kernels, power-law routing (α 1.2)"
     assert named.scaled(2.0, 1.0).moe_routing == "power-law-1.2"  # what-ifs keep it
     note = engine_note("trtllm", "b200", "NVIDIA B200", moe_routing="balanced")
-    assert note.endswith("; MoE tokens read at balanced routing (every expert an equal share: the ideal)")
+    assert note.endswith("; a MoE model's tokens read at balanced routing (every expert an equal share: the ideal)")
     assert "routing" not in engine_note("ideal", "b200", "NVIDIA B200", moe_routing="balanced")
 
 
@@ -203,6 +237,68 @@ def test_validate_scores_the_runs_at_a_routing_when_asked(capsys):
     (balanced, plain_balanced), _ = score_rows([moe, dense], moe_routing="balanced")
     assert own["tables_tpot_ms"] != balanced["tables_tpot_ms"]
     assert plain["tables_tpot_ms"] == plain_balanced["tables_tpot_ms"]
-    for args in (["--memory"], ["--report", "r.json"], ["--explain", "x"]):
+    for args in (["--memory"], ["--report", "r.json"], ["--explain", "x"], ["--no-tables"]):
         assert main(["validate", *args, "--moe-routing", "balanced"]) != 0
         assert "--moe-routing: only with the steady score or --load" in capsys.readouterr().err
+
+
+def test_the_validate_report_says_which_routing_it_scored(tmp_path, capsys):
+    import csv
+    import gzip
+
+    from roofline.cli import main
+    from tests.test_validate import FIELDS, _row
+
+    path = tmp_path / "sample.csv.gz"
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows([_row(id="a", batch_size=8, silicon_tpot_ms=8.0)])
+    assert main(["validate", "--sample", str(path), "--moe-routing", "power-law-1.2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["moe_routing"] == "power-law-1.2"
+    assert main(["validate", "--sample", str(path)]) == 0
+    assert "MoE routing: auto" in capsys.readouterr().out
+
+
+def test_a_skewed_layer_is_bounded_by_its_top_k_experts_weights():
+    """Uniform routing loads 8 experts here; a skewed one may load as few as the top-2 every token
+    picks, so the weights' bytes count a quarter: gate+up (80 weight + 20 activation bytes, memory
+    term 10) is bounded at 10 x (80/4 + 20) / 100 = 4, the down projection (40 + 10, term 5) at 2,
+    the activation (no weights) and a dense op as before."""
+    from roofline.tables.source import skewed_bounds
+
+    def op(moe, weights, acts, **meta):
+        return SimpleNamespace(meta={"moe": moe, **meta}, weight_bytes=weights, act_bytes=acts)
+
+    ops = [
+        op(None, 50.0, 50.0),
+        op("fused", 80.0, 20.0, experts_loaded=8.0, topk=2),
+        op("inside", 0.0, 30.0),
+        op("inside", 40.0, 10.0),
+    ]
+    ideal = np.zeros((4, 4))
+    ideal[0] = [1.0, 1.0, 0.2, 0.5]  # compute
+    ideal[1] = [6.0, 10.0, 0.3, 5.0]  # memory
+    bounds = np.fmax(ideal[0], ideal[1])
+    assert skewed_bounds(ops, ideal, bounds) == pytest.approx([6.0, 4.0, 0.3, 2.0])
+
+
+@shipped
+def test_a_skewed_decode_step_may_read_below_the_uniform_bound(capsys):
+    """Llama 4 Maverick (128 experts, top-1) decoding 256 sequences at TP 8 on an H200 with SGLang:
+    uniform routing loads nearly every expert, a power law fewer. The experts at α 1.2 read the
+    table's time, under the uniform bound of the layer, and above its top-1 floor."""
+    from roofline.cli import main
+
+    args = ["analyze", "--model", "llama-4-maverick", "--hardware", "h200-sxm", "--tp", "8", "--engine", "sglang"]
+    args += ["--weight-dtype", "fp8", "--act-dtype", "fp8", "--phase", "decode", "--batch", "256", "--seq-len", "2048"]
+    ops = {}
+    for routing in ("balanced", "power-law-1.2", "ideal"):
+        extra = ["--engine", "ideal"] if routing == "ideal" else ["--moe-routing", routing]
+        assert main([*args, *extra, "--json"]) == 0
+        ops[routing] = {o["name"]: o for o in json.loads(capsys.readouterr().out)["ops"]}
+    layer = [n for n in ops["ideal"] if n.startswith("MoE experts")]
+    uniform_bound = sum(ops["ideal"][n]["time_s"] for n in layer)  # the fused layer on the datasheet
+    skewed = ops["power-law-1.2"]["MoE experts gate+up"]
+    assert skewed["time_s"] < uniform_bound < ops["balanced"]["MoE experts gate+up"]["time_s"]
+    assert "held at the datasheet bound" not in skewed["rests_on"]

@@ -109,10 +109,10 @@ def cmd_validate(args: argparse.Namespace) -> None:
     from roofline.validate import explain, load_silicon_sample, render, render_explain, validate, write_csv
 
     assumed = [f for f, v in (("--kv-dtype", args.kv_dtype), ("--range-ratio", args.range_ratio)) if v is not None]
-    if args.moe_routing is not None and (args.memory or args.report or args.explain):
+    if args.moe_routing not in (None, "auto") and (args.memory or args.report or args.explain or args.no_tables):
         raise ValueError(
-            "--moe-routing: only with the steady score or --load, not with --memory, --report or --explain (the "
-            "published report reads each model's own routing)"
+            "--moe-routing: only with the steady score or --load, not with --memory, --report, --explain or "
+            "--no-tables (the published report reads each model's own routing; the datasheet routes uniformly)"
         )
     if assumed and (not args.load or args.memory or args.report or args.explain):
         raise ValueError(

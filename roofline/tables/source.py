@@ -27,7 +27,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from roofline.roofs import MOE_KERNEL_WORDS
-from roofline.routing import ROUTING_WORDS, TABLE_DISTRIBUTIONS, resolved_routing, routing_words
+from roofline.routing import (
+    READ_ORDER,
+    ROUTING_WORDS,
+    TABLE_DISTRIBUTIONS,
+    one_token_outliers,
+    resolved_routing,
+    routing_note,
+)
 from roofline.tables.predict import (
     EAGER_TIMED_GEMM,
     ENGINE_NAMES,
@@ -55,6 +62,26 @@ def _recording_tables(engine: str, device: str) -> KernelTables | None:
     return tables if tables is not None and "kernel" in tables.predictor.tables.get("moe", {}) else None
 
 
+def skewed_bounds(ops, ideal: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``bounds`` (each op's datasheet bound, (ops, *sweep)) with a MoE layer's parts bounded as if
+    its tokens touched only ``topk`` experts, the fewest any routing touches: their weights'
+    bytes scaled by topk / the experts uniform routing loads, the activations' and the math kept."""
+    out = bounds.copy()
+    share = None
+    for i, op in enumerate(ops):
+        moe = op.meta.get("moe")
+        if moe == "fused":
+            loaded = np.asarray(op.meta["experts_loaded"], float)
+            share = np.minimum(1.0, float(op.meta["topk"]) / np.maximum(loaded, 1e-12))
+        if moe not in ("fused", "inside") or share is None:
+            continue
+        weights = np.asarray(op.weight_bytes, float)
+        moved = weights + np.asarray(op.act_bytes, float)
+        scale = np.where(moved > 0, (weights * share + (moved - weights)) / np.where(moved > 0, moved, 1.0), 1.0)
+        out[i] = np.fmax(ideal[0, i], ideal[1, i] * np.broadcast_to(scale, ideal.shape[2:]))
+    return out
+
+
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
 TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "nvfp4": 0.5625}
 # The MoE table's element size for a message (all-reduce tables count elements of bf16).
@@ -68,6 +95,7 @@ class OpAnswer:
     seconds: np.ndarray | None
     label: str
     extrapolated: bool = False
+    skewed: bool = False  # a MoE layer read at a skewed routing (roofline.routing)
 
 
 @dataclass(frozen=True)
@@ -125,12 +153,15 @@ class KernelTables:
 
         No kernel in a whole step beats the datasheet's compute and memory roofs. A table that
         reads faster measured something a step does not do: a benchmark repeating one small GEMM
-        keeps its weights in L2, where a step streams every layer's from memory; a MoE benchmark
-        may route tokens to fewer experts than uniform routing touches. Such a time is held at the
-        op's datasheet bound (a fused MoE layer's at the bound of all its parts)."""
+        keeps its weights in L2, where a step streams every layer's from memory. Such a time is held
+        at the op's datasheet bound (a fused MoE layer's at the bound of all its parts). The
+        datasheet routes a MoE layer's tokens uniformly; a layer read at a skewed routing may touch
+        fewer experts, down to the top-k every token picks alike, so its bound counts only those
+        experts' weights (``skewed_bounds``)."""
         terms = np.full(ideal.shape, np.nan)
         sweep = ideal.shape[2:]
         bounds = np.fmax(ideal[0], ideal[1])  # (ops, *sweep)
+        skewed = skewed_bounds(ops, ideal, bounds)
         answers: list[OpAnswer] = []
         fused_at: int | None = None
         for i, op in enumerate(ops):
@@ -142,8 +173,9 @@ class KernelTables:
                         np.where(np.isnan(fused.seconds), np.nan, 0.0), "inside the fused MoE layer: " + fused.label
                     )
                 )
-                bounds[fused_at] = bounds[fused_at] + bounds[i]
-                bounds[i] = 0.0
+                for b in (bounds, skewed):
+                    b[fused_at] = b[fused_at] + b[i]
+                    b[i] = 0.0
                 continue
             answers.append(self.op_seconds(op))
             if meta.get("moe") == "fused":
@@ -157,8 +189,9 @@ class KernelTables:
             binding = ideal[:, i].argmax(axis=0)
             factor = np.where(binding == 0, self.speed[0], self.speed[1])
             timed = seconds / factor
-            held = timed < bounds[i]
-            timed = np.where(held, bounds[i], timed)
+            bound = skewed[i] if answer.skewed else bounds[i]
+            held = timed < bound
+            timed = np.where(held, bound, timed)
             for term in range(ideal.shape[0]):
                 terms[term, i] = np.where(np.isnan(seconds), np.nan, np.where(binding == term, timed, 0.0))
             partial = bool(np.any(np.isnan(seconds)))
@@ -246,21 +279,25 @@ class KernelTables:
         dtypes = MOE_DTYPES.get(weight_dtype, (weight_dtype,))
         sources = self._moe_sources()
         routing = resolved_routing(self.moe_routing, int(meta.get("shared_experts") or 0))
-        routings = (routing, "balanced") if routing != "balanced" else (routing,)
+        auto = self.moe_routing in (None, "auto")
         answers: list[tuple[dict, OpAnswer]] = []  # per table dtype: the first source that timed it
         for table_dtype in dtypes:
             for get_tables, keys, relabel in sources:
                 tables = get_tables()  # another engine's file is loaded only when reached
                 if tables is None:
                     continue
-                for read_at in routings:  # balanced where the file timed no other routing of this shape
-                    point = {"moe_dtype": table_dtype, **shape, "distribution": TABLE_DISTRIBUTIONS[read_at], **keys}
-                    answer = tables._read("moe", point, (tokens,), what)
+                points = {
+                    r: {"moe_dtype": table_dtype, **shape, "distribution": d, **keys}
+                    for r, d in TABLE_DISTRIBUTIONS.items()
+                }
+                outliers = {} if moe_ep > 1 else tables._one_token_outliers(points, what)
+                for read_at in (r for r in READ_ORDER[routing] if r not in outliers):
+                    answer = tables._read("moe", points[read_at], (tokens,), what)
                     if answer.seconds is not None:
                         break
                 if answer.seconds is not None:
-                    label = f"{relabel(answer.label)}; {self._routing_note(routing, read_at)}"
-                    answers.append((keys, replace(answer, label=label)))
+                    label = f"{relabel(answer.label)}; {routing_note(routing, read_at, outliers, auto)}"
+                    answers.append((keys, replace(answer, label=label, skewed=read_at != "balanced")))
                     break
             if answers and weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
                 break
@@ -277,13 +314,12 @@ class KernelTables:
         winners = sorted({int(i) for i in np.nanargmin(np.where(np.isnan(stack), np.inf, stack), axis=0).ravel()})
         labels = list(dict.fromkeys(chosen[i].label for i in winners))
         label = labels[0] if len(labels) == 1 else " or ".join(labels) + " (the faster at each size)"
-        return OpAnswer(seconds, label, any(a.extrapolated for a in chosen))
+        return OpAnswer(seconds, label, any(a.extrapolated for a in chosen), any(a.skewed for a in chosen))
 
-    def _routing_note(self, routing: str, read_at: str) -> str:
-        """How the tokens were routed in the timing read, and why that routing."""
-        if read_at == routing:
-            return routing_words(routing, auto=self.moe_routing in (None, "auto"))
-        return f"{ROUTING_WORDS[read_at]}: this file timed no {ROUTING_WORDS[routing]} of this shape"
+    def _one_token_outliers(self, points: dict[str, dict], what: str) -> dict[str, float]:
+        """``roofline.routing.one_token_outliers`` of this file's one-token times of a MoE shape."""
+        one = {r: self._read("moe", point, (np.ones(1),), what).seconds for r, point in points.items()}
+        return one_token_outliers({r: float(t[0]) for r, t in one.items() if t is not None and np.isfinite(t[0])})
 
     def _moe_sources(self) -> list[tuple[object, dict, object]]:
         """Where a MoE layer's time is read, in order (the first that answers wins), each as a
