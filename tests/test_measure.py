@@ -275,11 +275,17 @@ def test_collectives_with_gloo_on_two_processes(tmp_path):
     assert coll.link_bandwidth_bytes_per_s > 0 and coll.latency_s > 0
 
 
-def test_collectives_outside_torchrun_is_a_clear_error():
-    proc = subprocess.run(
-        [sys.executable, "-m", "roofline.measure.collectives"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2 and "run this under torchrun" in proc.stderr
+def test_collectives_outside_torchrun_is_a_clear_error(monkeypatch, capsys):
+    """``python -m roofline.measure.collectives`` with no torchrun around it (run as ``__main__`` in
+    this process, which has torch imported already)."""
+    import runpy
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "argv", ["collectives"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("roofline.measure.collectives", run_name="__main__")
+    assert exited.value.code == 2 and "run this under torchrun" in capsys.readouterr().err
 
 
 def test_measure_cli_json(tmp_path):
