@@ -1,7 +1,7 @@
-"""A trace exported from two CPU ranks under torch.distributed (gloo, spawned processes, a tiny
+"""A trace exported from two CPU ranks under torch.distributed (gloo, forked processes, a tiny
 all-reduce) imports with each rank's communication time and the skew between them.
 
-The ranks are spawned from a fresh interpreter running this file: spawned from the test process,
+The ranks are started from a fresh interpreter running this file: spawned from the test process,
 they would re-run whatever script that process last ran as ``__main__`` (a page, under AppTest)."""
 
 from __future__ import annotations
@@ -77,4 +77,6 @@ def test_two_gloo_ranks_import_with_their_communication(tmp_path):
 if __name__ == "__main__":
     import torch.multiprocessing as mp
 
-    mp.spawn(_rank, args=(2, _free_port(), sys.argv[1]), nprocs=2)
+    # Forked from this fresh interpreter, which has imported torch and run nothing else: the ranks
+    # start without importing it again each.
+    mp.start_processes(_rank, args=(2, _free_port(), sys.argv[1]), nprocs=2, start_method="fork")
