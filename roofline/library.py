@@ -35,16 +35,20 @@ def analyze(
     kv_dtype: str = "bf16",
     cuda_graphs: bool = DEFAULT_CUDA_GRAPHS,
     engine: str = "auto",
+    moe_kernel: str = "auto",
+    moe_routing: str = "auto",
 ) -> dict:
     """Every op of one prefill or decode step on one device: time, regime, the step's totals and
     memory (``python -m roofline analyze --json``, with the same defaults: decode replayed from a
     CUDA graph unless ``cuda_graphs=False``; ``engine`` as ``--engine``: the newest vLLM's measured
-    kernels where the device has them, "ideal" for the datasheet alone)."""
+    kernels where the device has them, "ideal" for the datasheet alone; ``moe_kernel`` and
+    ``moe_routing`` as ``--moe-kernel`` and ``--moe-routing``)."""
     from roofline.inference import analyze_step
 
     precision = Precision(weight_dtype=weight_dtype, act_dtype=act_dtype, kv_dtype=kv_dtype)
     w = Workload(_model(model), phase, batch, seq_len, 1, precision, tp, cuda_graphs=cuda_graphs)
-    return analyze_step(w, get_hardware(hardware), Settings(engine=engine)).to_json()
+    settings = Settings(engine=engine, moe_kernel=moe_kernel, moe_routing=moe_routing)
+    return analyze_step(w, get_hardware(hardware), settings).to_json()
 
 
 def serve(
@@ -56,9 +60,11 @@ def serve(
     tpot_ms: float = 50.0,
     tps: Sequence[int] = (1, 2, 4, 8),
     engine: str = "auto",
+    moe_kernel: str = "auto",
+    moe_routing: str = "auto",
 ) -> list[dict]:
     """Per device, the cheapest setup (TP, batch, dtypes) that meets the TTFT and TPOT targets
-    (the "best" of ``python -m roofline serve --json``)."""
+    (the "best" of ``python -m roofline serve --json``; the engine and MoE settings as ``analyze``'s)."""
     from roofline.serving import Traffic, best_under_targets, load_prices
 
     m = _model(model)
@@ -68,7 +74,7 @@ def serve(
     if not usable:
         raise ValueError(f"tps: none of {tuple(tps)} divides {m.id}'s attention heads")
     traffic = Traffic(prompt_len, output_len)
-    settings = Settings(engine=engine)
+    settings = Settings(engine=engine, moe_kernel=moe_kernel, moe_routing=moe_routing)
     best = best_under_targets(m, devices, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices, usable)
     return [b.to_json() for b in best]
 

@@ -302,3 +302,19 @@ def test_a_skewed_decode_step_may_read_below_the_uniform_bound(capsys):
     skewed = ops["power-law-1.2"]["MoE experts gate+up"]
     assert skewed["time_s"] < uniform_bound < ops["balanced"]["MoE experts gate+up"]["time_s"]
     assert "held at the datasheet bound" not in skewed["rests_on"]
+
+
+@shipped
+def test_the_library_takes_the_routing_as_the_command_line_does(capsys):
+    import roofline
+    from roofline.cli import main
+
+    kw = {"phase": "prefill", "seq_len": 1024, "tp": 8, "weight_dtype": "fp8", "act_dtype": "fp8", "engine": "sglang"}
+    step = roofline.analyze("deepseek-r1", "b200", moe_routing="balanced", **kw)
+    args = ["analyze", "--model", "deepseek-r1", "--hardware", "b200", "--phase", "prefill", "--seq-len", "1024"]
+    args += ["--tp", "8", "--weight-dtype", "fp8", "--act-dtype", "fp8", "--engine", "sglang", "--json"]
+    assert main([*args, "--moe-routing", "balanced"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == step["total"]
+    assert roofline.analyze("deepseek-r1", "b200", **kw)["total"] != step["total"]  # auto reads α 1.01
+    with pytest.raises(ValueError, match="moe_routing must be one of"):
+        roofline.analyze("deepseek-r1", "b200", moe_routing="uniform")
