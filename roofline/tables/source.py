@@ -107,7 +107,7 @@ class KernelTables:
     experts (default: TP over the experts); ``moe_dtype`` the experts' table where it is not their
     weight format's; ``moe_kernel`` the MoE kernel family the server runs (``roofline.roofs.
     MOE_KERNELS``; None: the fastest this engine timed); ``moe_routing`` how tokens spread over
-    the experts (``roofline.routing``; None: the model's own, as the database prices it).
+    the experts (``roofline.routing``; None: the model's own, ``model_routing``).
     ``speed`` is a what-if: (compute, memory) multipliers applied to each op's measured time by the
     term that binds it on the datasheet."""
 
