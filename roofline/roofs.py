@@ -126,5 +126,5 @@ def engine_note(
     if moe_routing != "auto":
         from roofline.routing import routing_words
 
-        moe += f"; a MoE model's tokens read at {routing_words(moe_routing)}"
+        moe += f"; MoE routing set to {routing_words(moe_routing)} (each MoE op says which it was read at)"
     return f"{hardware_name}: engine-measured roofs, {source.label}{moe}"

@@ -173,7 +173,10 @@ def test_the_setting_reaches_the_tables_and_the_note(tables):
     assert named.short_label == "TensorRT-LLM 9.9.9 kernels, power-law routing (α 1.2)"
     assert named.scaled(2.0, 1.0).moe_routing == "power-law-1.2"  # what-ifs keep it
     note = engine_note("trtllm", "b200", "NVIDIA B200", moe_routing="balanced")
-    assert note.endswith("; a MoE model's tokens read at balanced routing (every expert an equal share: the ideal)")
+    assert note.endswith(
+        "; MoE routing set to balanced routing (every expert an equal share: the ideal) (each MoE op says which it "
+        "was read at)"
+    )
     assert "routing" not in engine_note("ideal", "b200", "NVIDIA B200", moe_routing="balanced")
 
 
