@@ -191,9 +191,9 @@ def score_load(
     cache: dict = {}
     results, skipped = [], {}
     scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
+    settings = Settings(moe_routing=moe_routing)  # a bad routing is refused here, not counted as a skipped run
     for row in scoreable[::every]:
         try:
-            settings = Settings(moe_routing=moe_routing)
             results.append(simulate_row(row, cache, settings, kv_dtype=kv_dtype, range_ratio=range_ratio))
         except ValueError as exc:
             reason = str(exc).split(";")[0][:120]
