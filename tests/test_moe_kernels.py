@@ -18,6 +18,7 @@ from roofline.script_setup import digest, evaluate
 from roofline.settings import Settings
 from roofline.tables.convert import moe_kernel
 from roofline.tables.grid import LogGrid
+from tests.table_fixtures import GEMM_1024, clear_caches, install_converted, write_engine
 
 
 @pytest.mark.parametrize(
@@ -173,12 +174,6 @@ def engines(tmp_path, monkeypatch):
     """One device, three engines: TensorRT-LLM timed DeepGEMM and CUTLASS (block-FP8) and CUTLASS
     (MXFP4 with bf16 activations), vLLM TRTLLM-gen (block-FP8; MXFP4 with bf16 activations), SGLang
     TRTLLM-gen (MXFP4 with MXFP8 activations, the fastest from 16 tokens)."""
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
-    from roofline.tables.convert import convert, find_systems_dir
-
-    base = tmp_path / "pkg" / "systems" / "data" / "b200_sxm"
-    gemm = [{"gemm_dtype": "bfloat16", "m": 1, "n": 1024, "k": 1024, "latency": 0.01}]
     gen = "flashinfer_trtllm_moe"
     for engine, rows in [
         (
@@ -190,18 +185,10 @@ def engines(tmp_path, monkeypatch):
         ("vllm", _moe_rows(gen, 0.001) + _moe_rows(gen, 0.0015, "w4a16_mxfp4")),
         ("sglang", _moe_rows(gen, 0.0005, "w4a8_mxfp4_mxfp8", ms=0.020)),
     ]:
-        for family, fname, data in [("gemm", "gemm_perf.parquet", gemm), ("moe", "moe_perf.parquet", rows)]:
-            folder = base / family / engine / "9.9.9"
-            folder.mkdir(parents=True)
-            pd.DataFrame(data).to_parquet(folder / fname)
-    out = tmp_path / "db"
-    convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
-    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
-    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
-    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
-    kernel_tables.cache_clear()
-    yield out
-    kernel_tables.cache_clear()
+        files = {("gemm", "gemm_perf.parquet"): GEMM_1024, ("moe", "moe_perf.parquet"): rows}
+        write_engine(tmp_path / "pkg", "b200_sxm", engine, files)
+    yield install_converted(tmp_path, monkeypatch)
+    clear_caches()
 
 
 def _experts(expert_dtype: str, tokens=16.0):

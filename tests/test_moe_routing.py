@@ -16,6 +16,7 @@ import roofline.tables.store as store
 from roofline.roofs import engine_note, kernel_tables
 from roofline.routing import model_routing, one_token_outliers, resolved_routing, routing_words
 from roofline.settings import Settings
+from tests.table_fixtures import GEMM_1024, clear_caches, install_converted, write_engine
 
 # ms = 0.010 + slope x tokens, per routing: the hand-worked times below.
 SLOPES = {"balanced": 0.001, "power_law_1.01": 0.0012, "power_law_1.2": 0.0015}
@@ -47,28 +48,12 @@ def tables(tmp_path, monkeypatch):
     """One engine on one device: a 1,024-wide expert shape timed at every routing, a 2,048-wide one
     timed balanced only, a 3,072-wide one timed at the power laws only, and a 4,096-wide one whose
     α 1.01 rows read 3x the others (at one token too, where every routing does the same work)."""
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
-    from roofline.tables.convert import convert, find_systems_dir
-
-    base = tmp_path / "pkg" / "systems" / "data" / "b200_sxm"
-    gemm = [{"gemm_dtype": "bfloat16", "m": 1, "n": 1024, "k": 1024, "latency": 0.01}]
     moe = _rows(1024, SLOPES) + _rows(2048, ["balanced"]) + _rows(3072, ["power_law_1.01", "power_law_1.2"])
     moe += _rows(4096, SLOPES, {"power_law_1.01": 3.0})
-    for family, fname, data in [("gemm", "gemm_perf.parquet", gemm), ("moe", "moe_perf.parquet", moe)]:
-        folder = base / family / "trtllm" / "9.9.9"
-        folder.mkdir(parents=True)
-        pd.DataFrame(data).to_parquet(folder / fname)
-    out = tmp_path / "db"
-    convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
-    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
-    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
-    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
-    kernel_tables.cache_clear()
-    store.load_tables.cache_clear()
-    yield out
-    kernel_tables.cache_clear()
-    store.load_tables.cache_clear()
+    files = {("gemm", "gemm_perf.parquet"): GEMM_1024, ("moe", "moe_perf.parquet"): moe}
+    write_engine(tmp_path / "pkg", "b200_sxm", "trtllm", files)
+    yield install_converted(tmp_path, monkeypatch)
+    clear_caches()
 
 
 def _experts(shared: int, hidden: int = 1024, tokens: float = 16.0):

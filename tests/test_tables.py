@@ -236,13 +236,9 @@ def _fake_engine_db(root, engine, system, gemm_rows, scale_rows=None, version="9
 
 
 def _open_only(tmp_path, monkeypatch):
-    from roofline.tables.convert import convert, find_systems_dir
+    from tests.table_fixtures import install_converted
 
-    out = tmp_path / "db"
-    convert(find_systems_dir(tmp_path / "pkg"), out, package_version="0.0-test")
-    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(out))
-    monkeypatch.setattr(store, "SHIPPED_DIR", tmp_path / "nowhere")
-    monkeypatch.setattr(store, "USER_DIR", tmp_path / "nowhere")
+    install_converted(tmp_path, monkeypatch)
 
 
 def test_fp8_gemm_loses_its_measured_dynamic_scale_computation(tmp_path, monkeypatch):
