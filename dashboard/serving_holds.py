@@ -1,5 +1,6 @@
-"""The Serving page's engine settings that hold new requests back in the simulation: SGLang's
-intake interval, TensorRT-LLM's batch waiting (``roofline.serving.simulation.scheduler``)."""
+"""The Serving page's engine settings in the simulation: those that hold new requests back (SGLang's
+intake interval, TensorRT-LLM's batch waiting: ``roofline.serving.simulation.scheduler``) and how
+large a step with prompt tokens the engine still replays from a CUDA graph."""
 
 from __future__ import annotations
 
@@ -8,15 +9,38 @@ from dataclasses import replace
 import streamlit as st
 
 from dashboard.state import float_in, int_in, warn_bad_params
+from roofline.engines import engine_profile
 from roofline.settings import Settings
+
+ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def held_back(settings: Settings) -> Settings:
-    """SGLang's intake interval or TensorRT-LLM's batch waiting, for the page's engine (off by default)."""
-    warn_bad_params({"load_recv": int_in(1, 1000), "load_wait": int_in(0, 1000), "load_wait_ratio": float_in(0, 1)})
-    if settings.engine not in ("sglang", "trtllm"):
+    """SGLang's intake interval or TensorRT-LLM's batch waiting, for the page's engine (off by default),
+    and the engine's CUDA-graph limit for steps with prompt tokens."""
+    warn_bad_params(
+        {"load_recv": int_in(1, 1000), "load_wait": int_in(0, 1000), "load_wait_ratio": float_in(0, 1)}
+        | {f"load_graph_{e}": int_in(0, 1 << 20) for e in ENGINES}
+    )
+    if settings.engine not in ENGINES:
         return settings
-    c1, c2, _, _ = st.columns(4)
+    c1, c2, c3, _ = st.columns(4)
+    graphs = {"vllm": c1, "sglang": c2, "trtllm": c3}[settings.engine]
+    default = engine_profile(settings.engine).prompt_graph_limit(settings.max_num_seqs)
+    limit = graphs.number_input(
+        "CUDA graphs up to (tokens)",
+        0,
+        1 << 20,
+        default,
+        key=f"load_graph_{settings.engine}",
+        bind="query-params",
+        help="The most new tokens of a step with prompt tokens the engine replays from a CUDA graph; a larger step "
+        "has the host dispatch every kernel (0: every such step). Defaults: vLLM 512 (piecewise graphs), SGLang "
+        "and TensorRT-LLM 0 (their piecewise graphs are off unless switched on).",
+    )
+    settings = replace(settings, prompt_graph_tokens=int(limit))
+    if settings.engine == "vllm":
+        return settings
     if settings.engine == "sglang":
         n = c1.number_input(
             "Intake interval (decode steps)",

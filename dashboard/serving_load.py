@@ -35,6 +35,7 @@ from roofline.plots.serving_load import (
 )
 from roofline.report import Metric
 from roofline.serving import Traffic, serving_sweep
+from roofline.serving.simulation.api import graph_words
 from roofline.serving.simulation.capacity import rank_capacity
 from roofline.serving.simulation.load import Lengths, Load
 from roofline.serving.simulation.metrics import PERCENTILES, Targets
@@ -170,6 +171,9 @@ def _one_device(
         runs = {"metric": "TTFT, simulated under load", "engines": known.engine, "devices": known.device}
         said += f". The [Accuracy page](/accuracy?{urlencode({k: v for k, v in runs.items() if v})}) shows them"
     report.caption(f"How far off to expect it: {said}.")
+    graphs = graph_words(run["engine"])
+    if graphs:
+        report.caption(f"CUDA graphs: {graphs}.")
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])

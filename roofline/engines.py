@@ -59,6 +59,9 @@ class EngineProfile(DataRecord):
     host_per_seq_us: float = Field(ge=0, le=1e4)  # ... and per sequence the step samples
     host_fit: HostFit
     budget_source: str = Field(min_length=1)
+    # The most new tokens of a step with prompt tokens replayed from a CUDA graph (0: none is).
+    prompt_graph_tokens: int = Field(ge=0, le=1 << 24)
+    prompt_graph_source: str = Field(min_length=1)
 
     def overlaps(self, version: str | None = None) -> bool:
         """Whether ``version`` (None: the current one) overlaps its host work with the device's."""
@@ -90,6 +93,13 @@ class EngineProfile(DataRecord):
             f"sequence, {how} (fitted on {self.host_fit.split}, {self.host_fit.runs} runs; the rest of the sample "
             "is the test set)"
         )
+
+    def prompt_graph_limit(self, max_num_seqs: int) -> int:
+        """The most new tokens of a step holding prompt tokens that replays a CUDA graph, for a
+        server capped at ``max_num_seqs`` sequences (vLLM captures up to twice that, at most 512)."""
+        if self.id == "vllm":
+            return min(self.prompt_graph_tokens, 2 * max_num_seqs)
+        return self.prompt_graph_tokens
 
     def token_budget(self, hw: Hardware) -> int:
         """The engine's default tokens per step on ``hw`` (its ``budget_source``)."""

@@ -70,6 +70,10 @@ class Settings:
     recv_interval: int = 1
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
+    # The most new tokens of a step with prompt tokens that the simulated engine replays from a CUDA
+    # graph; a larger step dispatches each kernel from the host (launch_overhead_s each). None: the
+    # engine's own default (roofline.engines: vLLM 512, SGLang and TensorRT-LLM none).
+    prompt_graph_tokens: int | None = None
     non_torch_bytes: float = DEFAULT_NON_TORCH_BYTES
     cuda_graph_bytes: float = DEFAULT_CUDA_GRAPH_BYTES  # with CUDA graphs
     comm_buffer_bytes: float = DEFAULT_COMM_BUFFER_BYTES  # NCCL buffers, with TP > 1
@@ -107,6 +111,9 @@ class Settings:
                 lo, hi = _INTEGERS[f.name]
                 if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                     raise ValueError(f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
+        g = self.prompt_graph_tokens
+        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or not 0 <= g <= 1 << 24):
+            raise ValueError(f"prompt_graph_tokens must be an integer in [0, 16777216] or None, got {g!r}")
         check_engine(self.engine)
         check_moe_kernel(self.moe_kernel)
         check_moe_routing(self.moe_routing)

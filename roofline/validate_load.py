@@ -22,13 +22,14 @@ from dataclasses import replace
 import numpy as np
 
 from roofline.accuracy import BELOW_IDEAL_MARGIN, BELOW_IDEAL_WHY, RUN_FIELDS, below_ideal
+from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
-from roofline.serving.simulation.api import knobs_from
+from roofline.serving.simulation.api import knobs_from, kv_blocks
 from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import per_request
-from roofline.serving.simulation.run import kv_blocks, simulate
+from roofline.serving.simulation.run import simulate
 from roofline.serving.simulation.steptime import step_times
 from roofline.settings import Settings
 from roofline.silicon_sample import INFERENCEX_CLIENT, RECORDED_CLIENT, ScriptSetup, benchmark_client, documented_setup
@@ -182,16 +183,21 @@ def score_load(
     kv_dtype: str | None = None,
     range_ratio: float | None = None,
     moe_routing: str = "auto",
+    launch_overhead_s: float | None = None,
 ) -> dict[str, object]:
     """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall.
     ``kv_dtype`` and ``range_ratio``: ``simulate_row``'s assumptions, for every run (None: each
-    run's own); ``moe_routing`` how every MoE layer's tokens are routed (``roofline.routing``)."""
+    run's own); ``moe_routing`` how every MoE layer's tokens are routed (``roofline.routing``);
+    ``launch_overhead_s`` the host's cost of dispatching one tiny kernel in a step run without a
+    CUDA graph (None: the measured default, ``Settings.launch_overhead_s``)."""
     if range_ratio is not None and not 0.0 < range_ratio <= 1.0:
         raise ValueError(f"range ratio: expected a number in (0, 1], got {range_ratio}")
     cache: dict = {}
     results, skipped = [], {}
     scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
     settings = Settings(moe_routing=moe_routing)  # a bad routing is refused here, not counted as a skipped run
+    if launch_overhead_s is not None:
+        settings = replace(settings, launch_overhead_s=launch_overhead_s)
     for row in scoreable[::every]:
         try:
             results.append(simulate_row(row, cache, settings, kv_dtype=kv_dtype, range_ratio=range_ratio))
@@ -230,6 +236,7 @@ def score_load(
         or "each run's own: as its benchmark script set it where the source documents it (InferenceX), else bf16",
         "range_ratio": range_ratio,
         "moe_routing": moe_routing,
+        "launch_overhead_us": settings.launch_overhead_s * 1e6,
         "clients": {
             c.name: {"range_ratio": c.range_ratio, "prompts_per_client": c.prompts_per_client, "source": c.source}
             for c in (INFERENCEX_CLIENT, RECORDED_CLIENT)
@@ -281,7 +288,9 @@ def render_load(report: dict[str, object]) -> str:
     else:
         lengths = "fixed lengths" if ratio >= 1.0 else f"lengths uniform in [{ratio:g}×, 1×] the run's"
     lines.append(
-        f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}; MoE routing: {report.get('moe_routing', 'auto')}"
+        f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}; MoE routing: {report.get('moe_routing', 'auto')}; "
+        f"host dispatch of an eager kernel: {report.get('launch_overhead_us', DEFAULT_LAUNCH_OVERHEAD_S * 1e6):g} µs "
+        "a tiny op (steps with prompt tokens past the engine's CUDA-graph limit)"
     )
     lines.append("error = simulated / measured - 1, as median |error| / p90 |error| / bias (median error)")
 

@@ -215,3 +215,23 @@ def test_the_engines_own_settings_that_hold_requests_back_are_in_the_url():
     assert not [n for n in serving(engine="vllm").number_input if n.key in ("load_recv", "load_wait")]
     bad = serving(engine="sglang", load_recv="5000")
     assert not bad.exception and "`load_recv`" in " ".join(w.value for w in bad.warning)
+
+
+def test_the_engines_cuda_graph_limit_for_prompt_steps_is_in_the_url():
+    """Each engine's own default (vLLM 512 tokens, SGLang none), kept in the URL per engine; the
+    caption says which steps replay a graph, and graphing every prompt step never raises the TTFT
+    the section draws; a bad value falls back with a warning."""
+    sglang = serving(engine="sglang", load_rate="5", load_n="80")
+    assert not sglang.exception, [e.message for e in sglang.exception]
+    assert sglang.number_input(key="load_graph_sglang").value == 0
+    assert "steps with prompt tokens dispatched kernel by kernel" in " ".join(c.value for c in sglang.caption)
+    assert serving(engine="vllm").number_input(key="load_graph_vllm").value == 512
+    graphed = serving(engine="sglang", load_rate="5", load_n="80", load_graph_sglang="100000")
+    assert "steps of up to 100,000 tokens replayed" in " ".join(c.value for c in graphed.caption)
+    ttft = {
+        n: values(chart(at, "load_ttft_chart")["data"][0]["x"]).mean()
+        for n, at in (("eager", sglang), ("graph", graphed))
+    }
+    assert ttft["graph"] <= ttft["eager"]
+    bad = serving(engine="sglang", load_graph_sglang="-3")
+    assert not bad.exception and "`load_graph_sglang`" in " ".join(w.value for w in bad.warning)

@@ -349,6 +349,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         recv_interval=getattr(args, "recv_interval", 1),
         batch_wait_iters=getattr(args, "batch_wait_iters", 0),
         batch_wait_ratio=getattr(args, "batch_wait_ratio", 0.0),
+        prompt_graph_tokens=getattr(args, "prompt_graph_tokens", None),
         non_torch_bytes=args.non_torch_gb * 1e9,
         cuda_graph_bytes=args.cuda_graph_gb * 1e9,
         engine=getattr(args, "engine", "ideal"),

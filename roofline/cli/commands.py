@@ -13,6 +13,7 @@ import roofline.cli.render as render
 from roofline.api import hardware_summary, matmul_result, model_summary
 from roofline.cli.args import CliError, calibration_from_args, precision_from_args, settings_from_args
 from roofline.datafiles import shown_path
+from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware
 from roofline.models import get_model, load_models
@@ -248,10 +249,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     if wants_simulation(args):
         return cmd_simulate(args, emit, render)
-    if args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio:
+    if (
+        args.recv_interval > 1
+        or args.batch_wait_iters
+        or args.batch_wait_ratio
+        or args.prompt_graph_tokens is not None
+        or args.launch_overhead_us != DEFAULT_LAUNCH_OVERHEAD_S * 1e6
+    ):
         raise CliError(
-            "--recv-interval, --batch-wait-iters and --batch-wait-ratio act in the simulation: add --rate, "
-            "--concurrency, --trace, --measured, --sweep or --capacity"
+            "--recv-interval, --batch-wait-iters, --batch-wait-ratio, --prompt-graph-tokens and --launch-overhead-us "
+            "act in the simulation: add --rate, --concurrency, --trace, --measured, --sweep or --capacity"
         )
 
     from roofline.serving import (

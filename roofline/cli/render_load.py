@@ -73,6 +73,11 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         f"  scheduler: {d['engine']['scheduler']}"
         + ("; each step composed while the one before runs" if d["engine"].get("schedules_ahead") else "")
     )
+    from roofline.serving.simulation.api import graph_words
+
+    graphs = graph_words(d["engine"])
+    if graphs:
+        lines.append(f"  CUDA graphs: {graphs}")
     if d.get("known_error"):
         lines.append(f"  {d['known_error']['words']}")
     return "\n".join(lines)

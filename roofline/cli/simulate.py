@@ -16,7 +16,7 @@ from roofline.cli.args import (
     settings_from_args,
 )
 from roofline.cli.render_load import render_capacity, render_measured, render_text
-from roofline.defaults import MAX_REPLICAS, RECV_OTHER_WEIGHT, ROUTERS
+from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S, MAX_REPLICAS, RECV_OTHER_WEIGHT, ROUTERS
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
 from roofline.models import get_model
@@ -90,6 +90,21 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="TensorRT-LLM's batch_wait_max_tokens_ratio: with --batch-wait-iters above 0, prompts are held until the "
         "step's tokens reach this share of the token budget (--engine trtllm; default 0)",
+    )
+    group.add_argument(
+        "--prompt-graph-tokens",
+        type=non_negative_int,
+        default=None,
+        help="the most new tokens of a step with prompt tokens that the engine replays from a CUDA graph; a larger "
+        "step dispatches every kernel from the host (default the engine's own: vLLM 512, SGLang and TensorRT-LLM 0, "
+        "their piecewise graphs being off by default)",
+    )
+    group.add_argument(
+        "--launch-overhead-us",
+        type=non_negative_float,
+        default=DEFAULT_LAUNCH_OVERHEAD_S * 1e6,
+        help="host time to dispatch one tiny eager op in a step run without a CUDA graph, microseconds (default "
+        "%(default)g, measured on an H100 host; linear layers and attention cost 1.75x, norms 1.55x)",
     )
     group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")

@@ -14,7 +14,7 @@ from roofline.roofs import resolved_engine
 from roofline.serving.simulation.fleet import check, least_loaded, merge, share, split
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.metrics import Targets, summary
-from roofline.serving.simulation.run import Run, kv_blocks, simulate
+from roofline.serving.simulation.run import Run, simulate
 from roofline.serving.simulation.scheduler import EngineKnobs
 from roofline.serving.simulation.steptime import StepTimes, step_times
 from roofline.settings import Settings
@@ -43,8 +43,12 @@ class Simulated:
 def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
     """The scheduler of ``settings.engine`` on the device (vLLM's where the prediction is ideal)
     with the settings' token budget, sequence cap and block size; it composes each step while the
-    one before runs where the engine's version does (``EngineProfile.overlaps``)."""
+    one before runs where the engine's version does (``EngineProfile.overlaps``), and replays steps
+    with prompt tokens from a CUDA graph up to the settings' or the engine's limit."""
     profile = engine_profile(resolved_engine(settings.engine, hardware_id)) if hardware_id else None
+    graph_tokens = settings.prompt_graph_tokens
+    if graph_tokens is None:
+        graph_tokens = profile.prompt_graph_limit(settings.max_num_seqs) if profile else 512
     return EngineKnobs(
         max_num_batched_tokens=settings.max_batched_tokens,
         max_num_seqs=settings.max_num_seqs,
@@ -55,7 +59,23 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: st
         batch_wait_iters=settings.batch_wait_iters,
         batch_wait_ratio=settings.batch_wait_ratio,
         schedules_ahead=bool(profile and profile.overlaps(settings.engine_version)),
+        prompt_graph_tokens=graph_tokens,
     )
+
+
+def graph_words(engine: dict) -> str:
+    """Which steps the engine replays from a CUDA graph, from ``to_json``'s engine part ("" where
+    the prediction has no host work: the ideal engine)."""
+    eager, limit = engine.get("eager_dispatch_s") or 0.0, engine.get("prompt_graph_tokens", 0)
+    if not eager:
+        return ""
+    from roofline.format import fmt_seconds
+
+    each = f"kernel by kernel from the host ({fmt_seconds(eager)} of dispatch a step, beside the device's work)"
+    if limit <= 0:
+        return f"decode steps replayed from a CUDA graph; steps with prompt tokens dispatched {each}"
+    graphed = f"steps of up to {limit:,} tokens replayed from a CUDA graph"
+    return f"{graphed}; larger steps with prompt tokens dispatched {each}"
 
 
 def simulate_serving(
@@ -115,6 +135,8 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "batch_wait_iters": sim.knobs.batch_wait_iters,
         "batch_wait_ratio": sim.knobs.batch_wait_ratio,
         "schedules_ahead": sim.knobs.schedules_ahead,
+        "prompt_graph_tokens": sim.knobs.prompt_graph_tokens,
+        "eager_dispatch_s": sim.times.eager_dispatch_s,
         "kv_blocks": sim.kv_blocks,
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
         "replicas": sim.replicas,
@@ -136,3 +158,15 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "kv_used": run.step_kv_used[pick].tolist(),
     }
     return data
+
+
+def kv_blocks(model, hw, precision, tp: int, settings) -> int:
+    """The KV cache's blocks on one replica: the memory model's KV budget per device over one
+    block's bytes per device (every layer's K and V for ``block_size`` tokens)."""
+    from roofline.memory import footprint, kv_cache_bytes
+    from roofline.workload import Workload
+
+    w = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True)
+    budget = footprint(w, hw, settings, with_smallest_tp=False).kv_budget_bytes
+    block = float(kv_cache_bytes(model, precision, tp, 1, settings.block_size, settings.block_size))
+    return int(budget // block) if block > 0 else 0

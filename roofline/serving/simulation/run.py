@@ -162,7 +162,10 @@ class Replica:
             mean_context = (int(array_sum(before[decoding])) + decodes) / decodes if decodes else 1.0
             chunks, prefixes = take[~decoding].tolist(), before[~decoding].tolist()
         take_total = int(array_sum(take))
-        step_s = times.step_s(float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes)
+        graphed = all_decode or take_total <= knobs.prompt_graph_tokens  # else dispatched kernel by kernel
+        step_s = times.step_s(
+            float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes, graphed
+        )
         steps, first_step_s, last_step_s = 1, step_s, step_s
         if all_decode and not pool.waiting and len(pool.running) == chosen.size:
             # The same decode step repeats until a request finishes or arrives: take them together.
@@ -388,15 +391,3 @@ def _decode_stretch(
         pool.blocks[chosen] += need
         pool.free_blocks -= needed
     return left, float(elapsed(left)), first_s + slope * (left - 1)
-
-
-def kv_blocks(model, hw, precision, tp: int, settings) -> int:
-    """The KV cache's blocks on one replica: the memory model's KV budget per device over one
-    block's bytes per device (every layer's K and V for ``block_size`` tokens)."""
-    from roofline.memory import footprint, kv_cache_bytes
-    from roofline.workload import Workload
-
-    w = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True)
-    budget = footprint(w, hw, settings, with_smallest_tp=False).kv_budget_bytes
-    block = float(kv_cache_bytes(model, precision, tp, 1, settings.block_size, settings.block_size))
-    return int(budget // block) if block > 0 else 0

@@ -70,6 +70,9 @@ class EngineKnobs:
     batch_wait_iters: int = 0  # TensorRT-LLM: steps prompts may be held for more tokens ...
     batch_wait_ratio: float = 0.0  # ... until a step's tokens reach this share of the budget
     schedules_ahead: bool = False  # each step is composed while the one before it runs (async / overlap scheduling)
+    # The most new tokens of a step with prompt tokens replayed from a CUDA graph; a larger one is
+    # dispatched from the host kernel by kernel (StepTimes.eager_dispatch_s). Decode-only steps replay.
+    prompt_graph_tokens: int = 512
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -82,6 +85,7 @@ class EngineKnobs:
             ("long_prefill_token_threshold", 0, 1 << 24),
             ("recv_interval", 1, RECV_OTHER_WEIGHT),
             ("batch_wait_iters", 0, 1 << 20),
+            ("prompt_graph_tokens", 0, 1 << 24),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

@@ -11,6 +11,13 @@ space, so a simulation of thousands of steps never rebuilds an op.
 The parts are separate kernels, so their times add. The decode attention's time at the mean
 context is its time at every context under these roofs: its bytes and FLOPs are linear in the
 tokens cached.
+
+A step replayed from a CUDA graph costs the host one replay; a step the engine runs eagerly (one
+with prompt tokens past the engine's graph limit: ``EngineKnobs.prompt_graph_tokens``) has the
+host dispatch every kernel, ``eager_dispatch_s`` in all (each op's launches at the settings' cost
+per launch, as ``analyze --eager`` counts them; the same for any number of tokens). The host's
+dispatch and the engine's own host work share its Python thread, so they add, and the device runs
+beside them: such a step takes the longer of the device's work and the host's.
 """
 
 from __future__ import annotations
@@ -107,6 +114,7 @@ class StepTimes:
     step_overhead_s: float = 0.0  # the engine's host work per step ...
     overhead_per_seq_s: float = 0.0  # ... and per sequence it samples
     overhead_overlaps: bool = False  # the host work runs beside the device's (the step is the longer)
+    eager_dispatch_s: float = 0.0  # the host's dispatch of every kernel of a step run without a CUDA graph
 
     def decode_attention_s(self, decodes: float, mean_context: float) -> float:
         if decodes <= 0:
@@ -119,17 +127,27 @@ class StepTimes:
         return self.chunk_attention.at(chunk, prefix + 1) if chunk > 0 else 0.0
 
     def step_s(
-        self, tokens: float, sampled: float, decodes: float, mean_context: float, chunks=(), prefixes=()
+        self,
+        tokens: float,
+        sampled: float,
+        decodes: float,
+        mean_context: float,
+        chunks=(),
+        prefixes=(),
+        graphed: bool = True,
     ) -> float:
         """One step: ``tokens`` new tokens in all, ``decodes`` of them single-token decodes over
         ``mean_context`` cached tokens on average, and prompt chunks of ``chunks`` tokens after
-        ``prefixes`` cached ones."""
+        ``prefixes`` cached ones; ``graphed``: replayed from a CUDA graph (else dispatched eagerly)."""
         t = self.rows.at(tokens) + (self.logits.at(sampled) if sampled > 0 else 0.0)
         t += self.decode_attention_s(decodes, mean_context)
         for c, p in zip(chunks, prefixes):
             t += self.chunk_attention_s(c, p)
         host = self.step_overhead_s + self.overhead_per_seq_s * sampled
-        return max(t, host) if self.overhead_overlaps else t + host
+        dispatch = 0.0 if graphed else self.eager_dispatch_s
+        if self.overhead_overlaps:
+            return max(t, host + dispatch)
+        return max(t, dispatch) + host
 
     def host_s(self, sampled: float) -> float:
         """The engine's host work in a step that samples ``sampled`` sequences."""
@@ -169,6 +187,7 @@ def step_times(
     chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
     chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
     whole = evaluate(ops, where)
+    eager_s = _eager_dispatch_s(model, hw, precision, tp, settings, where) if where.engine_step_short else 0.0
     roofs = f"{where.source} roofs" + (f" ({where.roof_source.short_label})" if where.roof_source else "")
     unknown = whole.unknown_peaks
     if unknown:
@@ -184,7 +203,16 @@ def step_times(
         step_overhead_s=where.engine_step_s,
         overhead_per_seq_s=where.engine_per_seq_s,
         overhead_overlaps=where.engine_overlap,
+        eager_dispatch_s=eager_s,
     )
+
+
+def _eager_dispatch_s(model, hw, precision, tp, settings, where: Ceilings) -> float:
+    """The host's dispatch of one step's kernels without a CUDA graph: every op's launches at the
+    settings' cost per launch (the roofs' own where they carry a measured one), once per step."""
+    eager = replace(where, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0)
+    w = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=False)
+    return float(np.asarray(evaluate(step_ops(w), eager).host_s, float).sum())
 
 
 def _chunk_table(model, precision, tp, where, chunks, prefixes) -> np.ndarray:
