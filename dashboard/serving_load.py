@@ -88,7 +88,8 @@ def render_load_section(
         "batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the roofs are ideal; SGLang's intake "
         "interval and TensorRT-LLM's batch waiting below, off as in the engines), each step timed "
         "on the roofline. Unlike the Frontier view's steady state, requests queue: latency grows with the rate and "
-        "turns up sharply at saturation. Times rest on the page's roofs and the engine's host work per step."
+        "turns up sharply at saturation. Times rest on the page's roofs and the engine's host work per step, "
+        "and a step the engine runs without a CUDA graph on the host's dispatch of every kernel."
     )
     warn_bad_params(
         {

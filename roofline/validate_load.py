@@ -236,7 +236,7 @@ def score_load(
         or "each run's own: as its benchmark script set it where the source documents it (InferenceX), else bf16",
         "range_ratio": range_ratio,
         "moe_routing": moe_routing,
-        "launch_overhead_us": settings.launch_overhead_s * 1e6,
+        "launch_overhead_us": round(settings.launch_overhead_s * 1e6, 6),
         "clients": {
             c.name: {"range_ratio": c.range_ratio, "prompts_per_client": c.prompts_per_client, "source": c.source}
             for c in (INFERENCEX_CLIENT, RECORDED_CLIENT)

@@ -156,3 +156,48 @@ def test_serve_takes_a_graph_limit_and_says_which_steps_replay(capsys):
     with pytest.raises(SystemExit):
         main([*base, *load, "--prompt-graph-tokens", "many"])
     assert "--prompt-graph-tokens" in capsys.readouterr().err
+
+
+def test_validate_scores_the_runs_at_a_cost_per_launch_when_asked(tmp_path, capsys):
+    """``validate --load --launch-overhead-us U``: an SGLang run whose prompt steps run eagerly is
+    scored at that cost (a slower host, a later first token; the ideal bound, with no host, the
+    same), the report says which cost it assumed, and the flag is refused outside --load or out of
+    range."""
+    import csv
+    import gzip
+
+    from roofline.cli import main
+    from tests.test_validate import FIELDS, _row
+
+    path = tmp_path / "sample.csv.gz"
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerow(
+            _row(
+                id="a",
+                backend="sglang",
+                backend_version="0.5.9",
+                isl=128,
+                osl=8,
+                batch_size=1,
+                silicon_ttft_ms=20.0,
+                silicon_tpot_ms=8.0,
+            )
+        )
+    ttft, ideal = {}, {}
+    for us in ("10.6", "200"):
+        assert (
+            main(["validate", "--sample", str(path), "--load", "--every", "1", "--launch-overhead-us", us, "--json"])
+            == 0
+        )
+        report = json.loads(capsys.readouterr().out)
+        assert report["launch_overhead_us"] == float(us)
+        ttft[us] = report["results"][0]["tables_ttft_ms"]
+        ideal[us] = report["results"][0]["datasheet_ttft_ms"]
+    assert ttft["200"] > ttft["10.6"]
+    assert ideal["200"] == ideal["10.6"]  # the ideal bound has no host, whatever a launch costs
+    assert main(["validate", "--sample", str(path), "--launch-overhead-us", "5"]) == 2
+    assert "--launch-overhead-us: only with --load" in capsys.readouterr().err
+    assert main(["validate", "--sample", str(path), "--load", "--launch-overhead-us", "2e6"]) == 2
+    assert "--launch-overhead-us: expected a number of microseconds" in capsys.readouterr().err

@@ -4,9 +4,9 @@ the predictions against public measured serving runs."""
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
+from roofline.cli.args import non_negative_float
 from roofline.format import dumps_strict
 from roofline.routing import MOE_ROUTINGS
 
@@ -60,7 +60,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--launch-overhead-us",
-        type=float,
+        type=non_negative_float,
         default=None,
         help="with --load: score every run as if the host dispatched each kernel of a step run without a CUDA "
         "graph in this many microseconds (a tiny op's cost; default the measured 10.6, as every prediction uses)",
@@ -142,7 +142,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.range_ratio is not None and not 0.0 < args.range_ratio <= 1.0:
         raise ValueError(f"--range-ratio: expected a number in (0, 1], got {args.range_ratio}")
     us = args.launch_overhead_us
-    if us is not None and not (math.isfinite(us) and 0.0 <= us <= 1e6):
+    if us is not None and us > 1e6:
         raise ValueError(f"--launch-overhead-us: expected a number of microseconds in [0, 1000000], got {us}")
     if args.memory:
         from roofline.startup_logs import render as render_memory
