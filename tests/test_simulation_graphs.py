@@ -153,9 +153,15 @@ def test_serve_takes_a_graph_limit_and_says_which_steps_replay(capsys):
     for flag in (["--prompt-graph-tokens", "256"], ["--launch-overhead-us", "50"]):
         assert main([*base, *flag]) == 2
         assert "act in the simulation" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main([*base, *load, "--prompt-graph-tokens", "many"])
-    assert "--prompt-graph-tokens" in capsys.readouterr().err
+    for flag, value in (
+        ("--prompt-graph-tokens", "many"),
+        ("--prompt-graph-tokens", "99999999999"),
+        ("--launch-overhead-us", "1e12"),
+        ("--launch-overhead-us", "nan"),
+    ):
+        with pytest.raises(SystemExit):
+            main([*base, *load, flag, value])
+        assert f"argument {flag}: expected" in capsys.readouterr().err
 
 
 def test_validate_scores_the_runs_at_a_cost_per_launch_when_asked(tmp_path, capsys):

@@ -31,6 +31,20 @@ def recv_interval(text: str) -> int:
     return value
 
 
+def graph_tokens(text: str) -> int:
+    value = non_negative_int(text)
+    if value > 1 << 24:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, {1 << 24}], got {text[:40]!r}")
+    return value
+
+
+def launch_us(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1e6:  # Settings.launch_overhead_s: at most a second
+        raise argparse.ArgumentTypeError(f"expected microseconds in [0, 1000000], got {text[:40]!r}")
+    return value
+
+
 def add_load(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("simulated load (one device setup, one run)")
     which = group.add_mutually_exclusive_group()
@@ -93,7 +107,7 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--prompt-graph-tokens",
-        type=non_negative_int,
+        type=graph_tokens,
         default=None,
         help="the most new tokens of a step with prompt tokens that the engine replays from a CUDA graph; a larger "
         "step dispatches every kernel from the host (default the engine's own: vLLM 512, SGLang and TensorRT-LLM 0, "
@@ -101,7 +115,7 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--launch-overhead-us",
-        type=non_negative_float,
+        type=launch_us,
         default=DEFAULT_LAUNCH_OVERHEAD_S * 1e6,
         help="host time to dispatch one tiny eager op in a step run without a CUDA graph, microseconds (default "
         "%(default)g, measured on an H100 host; linear layers and attention cost 1.75x, norms 1.55x)",
