@@ -116,7 +116,8 @@ def analyze_step(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTING
         raise ValueError(f"phase: analyze_step takes prefill or decode, got {w.phase!r}")
     run, notes = w.on(hw)
     table = evaluate(step_ops(run), settings.ceilings(hw, run.tp, run.cuda_graphs))
-    return StepResult(run, hw, table, footprint(run, hw, settings), tuple(notes) + _engine_notes(settings, hw))
+    notes = tuple(notes) + _engine_notes(settings, hw) + _graph_notes(run, settings, hw)
+    return StepResult(run, hw, table, footprint(run, hw, settings), notes)
 
 
 def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
@@ -127,6 +128,29 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
         engine_note(
             settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing
         ),
+    )
+
+
+def _graph_notes(run: Workload, settings: Settings, hw: Hardware) -> tuple[str, ...]:
+    """Where a prefill is timed from a CUDA graph that the chosen engine would not replay for it
+    (``EngineProfile.prompt_graph_limit``: its prompt steps past that many tokens run eagerly, as the
+    serving simulation runs them)."""
+    from roofline.engines import engine_profile
+    from roofline.roofs import resolved_engine
+
+    profile = engine_profile(resolved_engine(settings.engine, hw.id))
+    if profile is None or not run.cuda_graphs or run.phase not in ("prefill", "request"):
+        return ()
+    limit = profile.prompt_graph_limit(settings.max_num_seqs)
+    if settings.prompt_graph_tokens is not None:
+        limit = settings.prompt_graph_tokens
+    tokens = int(np.max(np.asarray(run.batch) * np.asarray(run.seq_len)))
+    if tokens <= limit:
+        return ()
+    replays = f"replays prompt steps of up to {limit:,} tokens from one" if limit else "replays no prompt step from one"
+    return (
+        f"the prefill is timed as replayed from a CUDA graph, but {profile.name} {replays} by default: it dispatches "
+        f"this {tokens:,}-token step kernel by kernel, as `serve` simulates it (`--eager` times it so)",
     )
 
 
@@ -236,7 +260,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     if w.phase != "request":
         raise ValueError(f"phase: analyze_request takes a request workload, got {w.phase!r}")
     run, notes = w.on(hw)
-    notes = list(notes) + list(_engine_notes(settings, hw))
+    notes = list(notes) + list(_engine_notes(settings, hw)) + list(_graph_notes(run, settings, hw))
     ceilings = settings.ceilings(hw, run.tp, run.cuda_graphs)
     prefill_w = run.step("prefill")
     prefill = StepResult(

@@ -207,3 +207,21 @@ def test_validate_scores_the_runs_at_a_cost_per_launch_when_asked(tmp_path, caps
     assert "--launch-overhead-us: only with --load" in capsys.readouterr().err
     assert main(["validate", "--sample", str(path), "--load", "--launch-overhead-us", "2e6"]) == 2
     assert "--launch-overhead-us: expected a number of microseconds" in capsys.readouterr().err
+
+
+def test_a_prefill_timed_from_a_graph_the_engine_would_not_replay_says_so():
+    """analyze's prefill (CUDA graphs by default) names the engines that run such a step eagerly:
+    SGLang at any length, vLLM past 512 tokens; not with --eager, not for the ideal engine."""
+    from roofline.inference import analyze_step
+
+    model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+
+    def notes(engine: str, tokens: int, graphs: bool = True) -> str:
+        w = Workload(model, "prefill", 1, tokens, precision=Precision(), tp=1, cuda_graphs=graphs)
+        return " ".join(analyze_step(w, hw, Settings(engine=engine)).notes)
+
+    assert "SGLang replays no prompt step from one" in notes("sglang", 256)
+    assert "1,024-token step" in notes("vllm", 1024) and "up to 512 tokens" in notes("vllm", 1024)
+    assert "kernel by kernel" not in notes("vllm", 512)
+    assert "kernel by kernel" not in notes("sglang", 256, graphs=False)
+    assert "kernel by kernel" not in notes("ideal", 4096)
