@@ -28,6 +28,7 @@ from roofline.hardware import Hardware
 from roofline.inference import StepResult, analyze_request, analyze_step
 from roofline.memory import Footprint, footprint
 from roofline.ops import step_ops
+from roofline.roofs import engine_note
 from roofline.settings import DEFAULT_SETTINGS, Settings
 from roofline.workload import Workload
 
@@ -372,9 +373,13 @@ def advise(
     settings: Settings = DEFAULT_SETTINGS,
 ) -> dict[str, object]:
     ranking = rank(w, hardware, objective, settings)
+    s = settings  # which engine's kernels the expected times read, as its note words it for the diagnosed device
+    note = engine_note(s.engine, target.id, target.name, s.engine_version, s.moe_kernel, s.moe_routing)
     return {
         **w.describe(),
         "objective": objective,
+        "engine": settings.engine,
+        "engine_note": note if settings.engine != "ideal" else "",
         "ranking": [r.to_json() for r in ranking],
         "fits_anywhere": any(r.fits for r in ranking),
         "diagnosis": {"hardware": target.id, **diagnose(w, target, settings)},

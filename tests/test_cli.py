@@ -294,6 +294,16 @@ def test_advise_json():
     # Blackwell parts (8 TB/s) lead.
     assert data["ranking"][0]["ranked_on"] == "ideal bound"
     assert data["ranking"][0]["hardware"] in ("gb200", "b200", "gb300")
+    # Which engine's kernels the expected times read, named for the device diagnosed.
+    assert (
+        data["engine"] == "auto"
+        and "vLLM" in data["engine_note"]
+        and data["diagnosis"]["hardware"] in data["engine_note"]
+    )
+    text = run("advise", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1024", "--engine", "sglang")
+    assert "Engine: NVIDIA H100 SXM5 80GB: engine-measured roofs, SGLang" in text.stdout, text.stdout
+    ideal = run("advise", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1024", "--engine", "ideal")
+    assert ideal.returncode == 0 and "Engine:" not in ideal.stdout
 
 
 def test_advise_bad_objective_is_one_line():

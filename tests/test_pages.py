@@ -272,6 +272,16 @@ def test_advisor_page_defaults():
     assert any("memory-bandwidth-bound" in md.value for md in at.markdown)
 
 
+def test_advisor_page_names_the_engine_its_expected_times_read():
+    """With an engine, a caption names its kernels on the diagnosed device (and the routing where
+    one is set); the ideal engine has none."""
+    at = page("views/advisor_page.py", engine="sglang", device="h100-sxm", moerouting="balanced")
+    words = " ".join(c.value for c in at.caption)
+    assert not at.exception and "SGLang" in words and "kernels, h100-sxm" in words and "balanced routing" in words
+    ideal = page("views/advisor_page.py", engine="ideal", device="h100-sxm")
+    assert not any("engine-measured roofs" in c.value for c in ideal.caption)
+
+
 def test_advisor_page_what_if_slider_changes_the_time():
     at = page("views/advisor_page.py", graphs="true", view="What-if")
     before = {m.label: m.value for m in at.metric}["Time"]

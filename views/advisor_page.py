@@ -22,6 +22,7 @@ from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
+    engine_notes,
     engine_param,
     engine_picker,
     float_in,
@@ -171,6 +172,8 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(devices))
 if roofs_note:
     st.caption(roofs_note)
+if engine != "ideal":  # which engine's kernels the expected times read, on the device diagnosed
+    st.caption(engine_notes(engine, devices, [target_id], **moe))
 report = Report()
 
 

@@ -262,6 +262,8 @@ def advise(d: dict, model_name: str) -> str:
     for kind, devices in measured.items():
         if devices:
             lines.append(f"{kind.capitalize()} roofs on {', '.join(devices)}; datasheet roofs elsewhere.")
+    if d.get("engine_note"):
+        lines.append(f"Engine: {d['engine_note']}.")
     if d["ranking"] and d["ranking"][0].get("ranked_on") == "ideal bound":
         lines.append(
             "Ranked on the ideal bound, the one basis every device has: measured roofs on some devices and the "
