@@ -133,9 +133,12 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
 
 def _graph_notes(run: Workload, settings: Settings, hw: Hardware) -> tuple[str, ...]:
     """Where a prefill is timed from a CUDA graph that the chosen engine would not replay for it
-    (``EngineProfile.prompt_graph_limit``: its prompt steps past that many tokens run eagerly, as the
-    serving simulation runs them)."""
+    (``EngineProfile.prompt_graph_limit``: its prompt steps past that many tokens run eagerly, as
+    the serving simulation runs them) and the host's dispatch of its kernels would outlast them."""
+    from dataclasses import replace
+
     from roofline.engines import engine_profile
+    from roofline.format import fmt_seconds
     from roofline.roofs import resolved_engine
 
     profile = engine_profile(resolved_engine(settings.engine, hw.id))
@@ -147,10 +150,17 @@ def _graph_notes(run: Workload, settings: Settings, hw: Hardware) -> tuple[str, 
     tokens = int(np.max(np.asarray(run.batch) * np.asarray(run.seq_len)))
     if tokens <= limit:
         return ()
+    step = run.step("prefill") if run.phase == "request" else run
+    graphed = np.max(evaluate(step_ops(step), settings.ceilings(hw, run.tp, True)).step_time_s)
+    eager_step = replace(step, cuda_graphs=False)
+    eager = np.max(evaluate(step_ops(eager_step), settings.ceilings(hw, run.tp, False)).step_time_s)
+    if eager <= graphed * 1.001:  # the kernels outlast their dispatch: the time stands either way
+        return ()
     replays = f"replays prompt steps of up to {limit:,} tokens from one" if limit else "replays no prompt step from one"
     return (
-        f"the prefill is timed as replayed from a CUDA graph, but {profile.name} {replays} by default: it dispatches "
-        f"this {tokens:,}-token step kernel by kernel, as `serve` simulates it (`--eager` times it so)",
+        f"The prefill is timed as replayed from a CUDA graph ({fmt_seconds(graphed)}), but {profile.name} {replays} "
+        f"by default: dispatched kernel by kernel, as `serve` simulates it, this {tokens:,}-token step takes "
+        f"{fmt_seconds(eager)}, the host outlasting the kernels (CUDA graphs off, or `--eager`, times it so)",
     )
 
 

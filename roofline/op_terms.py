@@ -139,9 +139,11 @@ def sampled_rows(ops: Sequence[Op]) -> np.ndarray | float:
 def step_with_engine(device_s, host_s, ceilings: Ceilings, sampled=0.0):
     """A step's time from its device time and its host dispatch time: the longer of the two, since
     launches are asynchronous; then a serving engine's host work per step (a fixed part and a part
-    per sampled sequence), added where the engine runs it between steps and overlapped (the
-    longest of the three) where it runs it beside them."""
+    per sampled sequence), added where the engine runs it between steps. Where it runs it beside
+    the device's work, the host does its work and the step's dispatch on one Python thread, so
+    those two add and the device's work overlaps their sum (as the serving simulation times a
+    step: ``roofline.serving.simulation.steptime``)."""
     engine = ceilings.engine_step_s + ceilings.engine_per_seq_s * np.asarray(sampled, float)
     if ceilings.engine_overlap:
-        return np.maximum(np.maximum(device_s, host_s), engine)
+        return np.maximum(device_s, host_s + engine)
     return np.maximum(device_s, host_s) + engine

@@ -32,11 +32,13 @@ def test_host_work_adds_between_steps_and_hides_under_the_device_when_overlapped
     # 1 ms per step and 10 us per sequence; 64 sequences: 1.64 ms of host work.
     serial = _ceilings(engine_step_s=1e-3, engine_per_seq_s=10e-6)
     overlapped = replace(serial, engine_overlap=True)
-    # A 5 ms device step with 0.2 ms of dispatch: 5 + 1.64 between steps, max(5, 0.2, 1.64) overlapped.
+    # A 5 ms device step with 0.2 ms of dispatch: 5 + 1.64 between steps, max(5, 0.2 + 1.64) overlapped.
     assert step_with_engine(5e-3, 0.2e-3, serial, 64) == pytest.approx(6.64e-3)
     assert step_with_engine(5e-3, 0.2e-3, overlapped, 64) == pytest.approx(5e-3)
-    # A 1 ms step: the host's 1.64 ms sets it.
-    assert step_with_engine(1e-3, 0.2e-3, overlapped, 64) == pytest.approx(1.64e-3)
+    # A 1 ms step: the host's 1.64 ms of work and 0.2 ms of dispatch, on one thread, set it.
+    assert step_with_engine(1e-3, 0.2e-3, overlapped, 64) == pytest.approx(1.84e-3)
+    # Dispatch longer than the device's work, between steps: max(1, 2) + 1.64.
+    assert step_with_engine(1e-3, 2e-3, serial, 64) == pytest.approx(3.64e-3)
 
 
 def test_a_step_counts_its_sampled_sequences_from_the_lm_head():

@@ -210,18 +210,27 @@ def test_validate_scores_the_runs_at_a_cost_per_launch_when_asked(tmp_path, caps
 
 
 def test_a_prefill_timed_from_a_graph_the_engine_would_not_replay_says_so():
-    """analyze's prefill (CUDA graphs by default) names the engines that run such a step eagerly:
-    SGLang at any length, vLLM past 512 tokens; not with --eager, not for the ideal engine."""
+    """analyze's prefill (CUDA graphs by default) says where the engine would run it eagerly and the
+    host's dispatch would outlast the kernels, with the eager step's time (what --eager gives):
+    SmolLM2's at any length in SGLang, past 512 tokens in vLLM; not Llama 3.1 8B's 1,024-token
+    prefill, whose kernels outlast its dispatch; not with --eager, not for the ideal engine."""
+    from roofline.format import fmt_seconds
     from roofline.inference import analyze_step
 
-    model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    hw = get_hardware("h100-sxm")
 
-    def notes(engine: str, tokens: int, graphs: bool = True) -> str:
-        w = Workload(model, "prefill", 1, tokens, precision=Precision(), tp=1, cuda_graphs=graphs)
-        return " ".join(analyze_step(w, hw, Settings(engine=engine)).notes)
+    def step(model: str, engine: str, tokens: int, graphs: bool = True):
+        w = Workload(get_model(model), "prefill", 1, tokens, precision=Precision(), tp=1, cuda_graphs=graphs)
+        return analyze_step(w, hw, Settings(engine=engine))
 
-    assert "SGLang replays no prompt step from one" in notes("sglang", 256)
-    assert "1,024-token step" in notes("vllm", 1024) and "up to 512 tokens" in notes("vllm", 1024)
-    assert "kernel by kernel" not in notes("vllm", 512)
-    assert "kernel by kernel" not in notes("sglang", 256, graphs=False)
-    assert "kernel by kernel" not in notes("ideal", 4096)
+    def graph_note(result) -> str:
+        return " ".join(n for n in result.notes if "CUDA graph" in n)
+
+    words = graph_note(step("smollm2-135m", "sglang", 128))
+    eager = float(step("smollm2-135m", "sglang", 128, graphs=False).table.step_time_s)
+    assert "SGLang replays no prompt step from one" in words and f"takes {fmt_seconds(eager)}" in words
+    assert "up to 512 tokens" in graph_note(step("smollm2-135m", "vllm", 1024))
+    assert not graph_note(step("smollm2-135m", "vllm", 512))
+    assert not graph_note(step("llama-3.1-8b", "vllm", 1024))
+    assert not graph_note(step("smollm2-135m", "sglang", 128, graphs=False))
+    assert not graph_note(step("smollm2-135m", "ideal", 4096))
