@@ -94,9 +94,12 @@ class EngineProfile(DataRecord):
             "is the test set)"
         )
 
-    def prompt_graph_limit(self, max_num_seqs: int) -> int:
+    def prompt_graph_limit(self, max_num_seqs: int, setting: int | None = None) -> int:
         """The most new tokens of a step holding prompt tokens that replays a CUDA graph, for a
-        server capped at ``max_num_seqs`` sequences (vLLM captures up to twice that, at most 512)."""
+        server capped at ``max_num_seqs`` sequences (vLLM captures up to twice that, at most 512);
+        ``setting`` (``Settings.prompt_graph_tokens``), where given, in place of the default."""
+        if setting is not None:
+            return setting
         if self.id == "vllm":
             return min(self.prompt_graph_tokens, 2 * max_num_seqs)
         return self.prompt_graph_tokens

@@ -7,15 +7,17 @@ and the memory footprint, so a page lays them out without evaluating anything ag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from roofline.engine import OpTable, evaluate, regime_label
+from roofline.engines import engine_profile
+from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.memory import Footprint, footprint
 from roofline.ops import step_ops
-from roofline.roofs import engine_note
+from roofline.roofs import engine_note, resolved_engine
 from roofline.settings import DEFAULT_SETTINGS, Settings
 from roofline.workload import Workload
 
@@ -116,7 +118,9 @@ def analyze_step(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTING
         raise ValueError(f"phase: analyze_step takes prefill or decode, got {w.phase!r}")
     run, notes = w.on(hw)
     table = evaluate(step_ops(run), settings.ceilings(hw, run.tp, run.cuda_graphs))
-    notes = tuple(notes) + _engine_notes(settings, hw) + _graph_notes(run, settings, hw)
+    notes = tuple(notes) + _engine_notes(settings, hw)
+    if run.phase == "prefill":
+        notes += _graph_notes(run, table, settings, hw)
     return StepResult(run, hw, table, footprint(run, hw, settings), notes)
 
 
@@ -131,36 +135,28 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
     )
 
 
-def _graph_notes(run: Workload, settings: Settings, hw: Hardware) -> tuple[str, ...]:
-    """Where a prefill is timed from a CUDA graph that the chosen engine would not replay for it
-    (``EngineProfile.prompt_graph_limit``: its prompt steps past that many tokens run eagerly, as
-    the serving simulation runs them) and the host's dispatch of its kernels would outlast them."""
-    from dataclasses import replace
-
-    from roofline.engines import engine_profile
-    from roofline.format import fmt_seconds
-    from roofline.roofs import resolved_engine
-
+def _graph_notes(prefill: Workload, graphed: OpTable, settings: Settings, hw: Hardware) -> tuple[str, ...]:
+    """Where a prefill is timed from a CUDA graph (``graphed``, its table) that the chosen engine
+    would not replay for it (``EngineProfile.prompt_graph_limit``: its prompt steps past that many
+    tokens run eagerly, as the serving simulation runs them) and the host's dispatch of its kernels
+    would outlast them."""
     profile = engine_profile(resolved_engine(settings.engine, hw.id))
-    if profile is None or not run.cuda_graphs or run.phase not in ("prefill", "request"):
+    if profile is None or not prefill.cuda_graphs:
         return ()
-    limit = profile.prompt_graph_limit(settings.max_num_seqs)
-    if settings.prompt_graph_tokens is not None:
-        limit = settings.prompt_graph_tokens
-    tokens = int(np.max(np.asarray(run.batch) * np.asarray(run.seq_len)))
+    limit = profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens)
+    tokens = int(np.max(np.asarray(prefill.batch) * np.asarray(prefill.seq_len)))
     if tokens <= limit:
         return ()
-    step = run.step("prefill") if run.phase == "request" else run
-    graphed = np.max(evaluate(step_ops(step), settings.ceilings(hw, run.tp, True)).step_time_s)
-    eager_step = replace(step, cuda_graphs=False)
-    eager = np.max(evaluate(step_ops(eager_step), settings.ceilings(hw, run.tp, False)).step_time_s)
-    if eager <= graphed * 1.001:  # the kernels outlast their dispatch: the time stands either way
+    graphed_s = float(np.max(graphed.step_time_s))
+    eager_step = replace(prefill, cuda_graphs=False)
+    eager_s = float(np.max(evaluate(step_ops(eager_step), settings.ceilings(hw, prefill.tp, False)).step_time_s))
+    if eager_s <= graphed_s * 1.001:  # the kernels outlast their dispatch: the time stands either way
         return ()
     replays = f"replays prompt steps of up to {limit:,} tokens from one" if limit else "replays no prompt step from one"
     return (
-        f"The prefill is timed as replayed from a CUDA graph ({fmt_seconds(graphed)}), but {profile.name} {replays} "
-        f"by default: dispatched kernel by kernel, as `serve` simulates it, this {tokens:,}-token step takes "
-        f"{fmt_seconds(eager)}, the host outlasting the kernels (CUDA graphs off, or `--eager`, times it so)",
+        f"The prefill is timed as replayed from a CUDA graph ({fmt_seconds(graphed_s)}), but {profile.name} "
+        f"{replays} by default: dispatched kernel by kernel, as `serve` simulates it, this {tokens:,}-token step "
+        f"takes {fmt_seconds(eager_s)}, the host outlasting the kernels (CUDA graphs off, or `--eager`, times it so)",
     )
 
 
@@ -270,12 +266,11 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     if w.phase != "request":
         raise ValueError(f"phase: analyze_request takes a request workload, got {w.phase!r}")
     run, notes = w.on(hw)
-    notes = list(notes) + list(_engine_notes(settings, hw)) + list(_graph_notes(run, settings, hw))
     ceilings = settings.ceilings(hw, run.tp, run.cuda_graphs)
     prefill_w = run.step("prefill")
-    prefill = StepResult(
-        prefill_w, hw, evaluate(step_ops(prefill_w), ceilings), footprint(prefill_w, hw, settings, False), tuple(notes)
-    )
+    prefill_table = evaluate(step_ops(prefill_w), ceilings)
+    notes = [*notes, *_engine_notes(settings, hw), *_graph_notes(prefill_w, prefill_table, settings, hw)]
+    prefill = StepResult(prefill_w, hw, prefill_table, footprint(prefill_w, hw, settings, False), tuple(notes))
     contexts, steps = run.decode_points()
     decode_table, decode = None, None
     if contexts.size:

@@ -46,9 +46,10 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: st
     one before runs where the engine's version does (``EngineProfile.overlaps``), and replays steps
     with prompt tokens from a CUDA graph up to the settings' or the engine's limit."""
     profile = engine_profile(resolved_engine(settings.engine, hardware_id)) if hardware_id else None
-    graph_tokens = settings.prompt_graph_tokens
-    if graph_tokens is None:
-        graph_tokens = profile.prompt_graph_limit(settings.max_num_seqs) if profile else 512
+    # The ideal engine has no host, so its steps' graphs do not matter: vLLM's default stands.
+    graph_tokens = (profile or engine_profile("vllm")).prompt_graph_limit(
+        settings.max_num_seqs, settings.prompt_graph_tokens
+    )
     return EngineKnobs(
         max_num_batched_tokens=settings.max_batched_tokens,
         max_num_seqs=settings.max_num_seqs,

@@ -187,7 +187,7 @@ def step_times(
     chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
     chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
     whole = evaluate(ops, where)
-    eager_s = _eager_dispatch_s(model, hw, precision, tp, settings, where) if where.engine_step_short else 0.0
+    eager_s = _eager_dispatch_s(ops, settings, where) if where.engine_step_short else 0.0
     roofs = f"{where.source} roofs" + (f" ({where.roof_source.short_label})" if where.roof_source else "")
     unknown = whole.unknown_peaks
     if unknown:
@@ -207,12 +207,12 @@ def step_times(
     )
 
 
-def _eager_dispatch_s(model, hw, precision, tp, settings, where: Ceilings) -> float:
+def _eager_dispatch_s(ops: list[Op], settings: Settings, where: Ceilings) -> float:
     """The host's dispatch of one step's kernels without a CUDA graph: every op's launches at the
-    settings' cost per launch (the roofs' own where they carry a measured one), once per step."""
+    settings' cost per launch (the roofs' own where they carry a measured one), once per step, the
+    same for any number of tokens (``ops``: a step's ops over a grid of them)."""
     eager = replace(where, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0)
-    w = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=False)
-    return float(np.asarray(evaluate(step_ops(w), eager).host_s, float).sum())
+    return float(np.asarray(evaluate(ops, eager).host_s, float).sum(axis=0).max())
 
 
 def _chunk_table(model, precision, tp, where, chunks, prefixes) -> np.ndarray:
