@@ -78,6 +78,7 @@ def runs_frame(data: dict, metric: str, runs: str, engines: list[str], devices: 
 
     columns = {name: column(name) for name in RUN_FIELDS}
     columns["client"] = column("client")  # who sent the requests (simulated runs only)
+    columns["client_warmup"] = column("client_warmup")  # its warm-up requests per client, where known
     columns |= {
         "measured_ms": column(measured, True),
         "expected_ms": column(expected, True),
@@ -160,4 +161,17 @@ def by_client(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
     for name in dict.fromkeys(c for c in runs["client"] if isinstance(c, str)):
         pick = runs["client"] == name
         out.append((name, int(pick.sum()), errors(runs["expected_ms"][pick], runs["measured_ms"][pick])))
+    return out
+
+
+def by_warmup(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
+    """The expected figure's errors again for the runs whose client warmed the server up before
+    measuring and for those whose client did not (InferenceX's, by its measured date:
+    ``roofline.inferencex_scripts.warmup_per_client``), as (which, runs, errors); runs with no
+    client recorded are in neither."""
+    out = []
+    for words, wanted in (("warmed up first", True), ("no warm-up", False)):
+        pick = np.array([isinstance(w, int) and (w > 0) == wanted for w in runs["client_warmup"]], bool)
+        if pick.any():
+            out.append((words, int(pick.sum()), errors(runs["expected_ms"][pick], runs["measured_ms"][pick])))
     return out

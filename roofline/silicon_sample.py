@@ -15,15 +15,7 @@ Mapping of names and precisions (documented choices, not fitted):
   on the run's measured date (``documented_kv_dtype``: InferenceX's scripts, version by version, in
   ``engine_db/inferencex_kv.toml``, written by ``scripts/inferencex_kv.py``); elsewhere bf16, the
   engines' default (``auto``), which the sample does not contradict.
-- The benchmark client, where the row's source names one (``benchmark_client``): rows exported
-  from InferenceX (``silicon_data_source`` a dated ``source_file=YYYY-MM-DD.csv`` or a
-  ``db-dump/``; all and only its 1,024/8,192-token grid) ran its client, vLLM's
-  ``benchmark_serving.py`` with ``--random-range-ratio 0.8 --num-prompts CONC*10
-  --max-concurrency CONC --request-rate inf --ignore-eos`` (its workflows set the ratio to 0.8 at
-  every commit checked, September 2025 to August 2026: the callers of
-  ``.github/workflows/benchmark-tmpl.yml`` before November 2025, its default since; the scripts
-  under ``benchmarks/`` pass it on; SemiAnalysisAI/InferenceX, Apache-2.0). Every other source records no
-  client: its runs are read as the row says, fixed lengths and every client starting together.
+- The benchmark client, where the row's source names one: ``roofline.benchmark_clients``.
 - The scheduler, where the row's source documents the script that ran it (``documented_setup``):
   the settings that script gave the server for the run's own lengths, TP and concurrency
   (``roofline.script_setup`` runs each script version's deciding lines; every version in
@@ -48,12 +40,18 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from roofline.benchmark_clients import (  # noqa: F401  (the clients are read from here too)
+    INFERENCEX_CLIENT,
+    RECORDED_CLIENT,
+    BenchmarkClient,
+    benchmark_client,
+    measured_date,
+)
 from roofline.hardware import get_hardware
 from roofline.inferencex_scripts import (
     INFERENCEX_MODELS,
@@ -94,53 +92,15 @@ QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}
 BLOCK_FP8_CHECKPOINTS = {"Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"}
 
 
-@dataclass(frozen=True)
-class BenchmarkClient:
-    """How a run's benchmark client drew its requests: every prompt and output length uniform in
-    [``range_ratio`` x, 1 x] the row's (1: fixed), ``prompts_per_client`` requests per concurrent
-    client, all sent at once behind a semaphore of the run's concurrency."""
-
-    name: str
-    range_ratio: float
-    prompts_per_client: int
-    source: str
-
-
-INFERENCEX_CLIENT = BenchmarkClient(
-    "InferenceX (vLLM benchmark_serving.py)",
-    0.8,
-    10,
-    "SemiAnalysisAI/InferenceX (Apache-2.0): its workflows' random-range-ratio 0.8 (benchmark-tmpl.yml's "
-    "RANDOM_RANGE_RATIO); "
-    "benchmarks/benchmark_lib.sh run_benchmark_serving --random-range-ratio, --num-prompts CONC*10, "
-    "--max-concurrency CONC, --request-rate inf, --ignore-eos",
-)
-RECORDED_CLIENT = BenchmarkClient(
-    "as recorded (fixed lengths)",
-    1.0,
-    10,
-    "the sample's row: fixed isl and osl, batch_size clients starting together; the source records no client",
-)
-_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
-_INFERENCEX_SOURCE = re.compile(r"^(source_file=20\d\d-\d\d-\d\d\.csv|db-dump/)")
-
-
-def benchmark_client(row: dict[str, str]) -> BenchmarkClient:
-    """The client that ran the row's benchmark, as its source documents it (module notes)."""
-    return INFERENCEX_CLIENT if _INFERENCEX_SOURCE.match(row.get("silicon_data_source") or "") else RECORDED_CLIENT
-
-
 def _scripts_in_effect(row: dict[str, str], scripts: tuple[dict, ...]) -> tuple[str, dict[str, list]] | None:
     """The measured date of an InferenceX run and the versions of its scripts in effect that day
     (``roofline.inferencex_scripts``); None for another source, no date or no model known to InferenceX."""
-    if benchmark_client(row) is not INFERENCEX_CLIENT:
-        return None
-    date = _MEASURED.search(row.get("silicon_data_source") or "")
+    date = measured_date(row)
     model = INFERENCEX_MODELS.get(row.get("model_path", ""))
     if date is None or model is None:
         return None
     gpu = (row.get("system") or "").removesuffix("_sxm")
-    return date[1], scripts_in_effect(scripts, (model, row.get("precision"), gpu, row.get("backend")), date[1])
+    return date, scripts_in_effect(scripts, (model, row.get("precision"), gpu, row.get("backend")), date)
 
 
 def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:

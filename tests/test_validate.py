@@ -261,6 +261,35 @@ def test_each_run_is_simulated_with_the_client_its_source_documents():
     assert simulate_row(other, {}, tables=False)["range_ratio"] == 1.0
 
 
+def test_an_inferencex_runs_warm_up_is_read_off_its_measured_date():
+    """InferenceX's client sends 2 x CONC warm-up requests before measuring since d053ae24e
+    (2026-01-21 17:53 UTC), none before: a run measured on that day could be either. A run of
+    another source, or one without a measured date, has no known warm-up."""
+    from roofline.benchmark_clients import client_warmup, measured_date
+    from roofline.validate import load_silicon_sample, why_not_scored
+    from roofline.validate_load import simulate_row
+
+    def db(day: str) -> dict[str, str]:
+        return {"silicon_data_source": f"db-dump/2026-04-27; config_id=88; measured={day}T00:00:00.000Z"}
+
+    days = ("2025-11-10", "2026-01-20", "2026-01-21", "2026-01-22", "2026-04-06")
+    assert [client_warmup(db(d)) for d in days] == [0, 0, None, 2, 2]
+    assert measured_date(db("2025-11-10")) == "2025-11-10"
+    assert client_warmup({"silicon_data_source": "db-dump/2026-04-27; config_id=88"}) is None  # no date recorded
+    local = "source_file=/x/h100_sxm/vllm/0.12.0/Qwen_Qwen3-32B.csv; measured=2026-03-01"
+    assert (
+        measured_date({"silicon_data_source": local}) is None and client_warmup({"silicon_data_source": local}) is None
+    )
+    rows = [r for r in load_silicon_sample() if why_not_scored(r) is None and float(r["batch_size"]) <= 4]
+    seen = {}
+    for row in rows:
+        day = measured_date(row)
+        key = None if day is None else day >= "2026-01-22"
+        if key not in seen:
+            seen[key] = simulate_row(row, {}, tables=False)["client_warmup"]
+    assert seen == {None: None, False: 0, True: 2}
+
+
 def test_an_inferencex_runs_kv_cache_is_the_format_its_script_set_on_the_runs_date():
     """engine_db/inferencex_kv.toml holds each InferenceX script's KV format, version by version;
     a run reads the one in effect on its measured date, and nothing where that cannot be told."""

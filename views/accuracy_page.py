@@ -9,6 +9,7 @@ from dashboard.accuracy_view import (
     PERCENT,
     RUNS,
     by_client,
+    by_warmup,
     devices_in,
     errors,
     group_table,
@@ -128,6 +129,18 @@ if len(clients) > 1:
         )
         + ". Where no client is recorded, every client is simulated starting at once with fixed lengths, and they "
         "stay in step: a guess about the harness, not a fact about the engine."
+    )
+warmups = by_warmup(frame) if simulated else []
+if len(warmups) > 1:
+    page_report.caption(
+        "InferenceX's runs by whether its client warmed the server up before measuring (2 requests per client "
+        "from 2026-01-22, none before), expected: "
+        + "; ".join(
+            f"{words}, {n:,} runs, median {e['median']:.0%}, bias " + f"{e['bias']:+.0%}".replace("-", "−")
+            for words, n, e in warmups
+        )
+        + ". The simulation has no one-time costs (a kernel compiled or tuned for the first batch of its shape), "
+        "so it predicts both alike; they differ in models and engines too."
     )
 if below and simulated:
     page_report.caption(
