@@ -35,6 +35,12 @@ KNOBS = {
     # Expert parallelism: TensorRT-LLM's --ep_size (and moe_expert_parallel_size), SGLang's --ep-size.
     "ep_size": ("ep_size", "ep-size", "expert-parallel-size", "moe_expert_parallel_size"),
     "enable_attention_dp": ("enable_attention_dp",),  # TensorRT-LLM: attention data parallel
+    # Which steps replay a CUDA graph: vLLM's sequence cap (its default largest graph is twice it,
+    # at most 512 tokens) and its largest graph (max_cudagraph_capture_size; cuda_graph_sizes with
+    # one value before it); TensorRT-LLM's torch_compile_config.enable_piecewise_cuda_graph.
+    "max_num_seqs": ("max-num-seqs", "max_num_seqs"),
+    "cudagraph_capture_size": ("max-cudagraph-capture-size", "cuda-graph-sizes"),
+    "enable_piecewise_cuda_graph": ("enable_piecewise_cuda_graph",),
 }
 # Flags that set a knob by being there, with the value they set: SGLang's older names, which its
 # --moe-runner-backend and --ep-size later took over (InferenceX's scripts switched on 2025-11-10).
@@ -54,6 +60,12 @@ _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\$\(\(.*\)\)|\"[^\"]*\"
 _BRANCH = re.compile(r"^\s*(if|elif|else|fi)\b(.*)$")
 _VAR = re.compile(r"\$\{(\w+)(?::-([^}$`]*))?\}|\$(\w+)")
 UNKNOWN = None
+
+
+# A setting inside a JSON value (vLLM's --compilation-config, whole or split over a variable's
+# quoted lines): its key as roofline names it, and its string value.
+JSON_KNOBS = {"cudagraph_mode": "cudagraph_mode"}  # vLLM: which steps replay a CUDA graph
+_JSON_KNOB = re.compile(r'"(' + "|".join(map(re.escape, JSON_KNOBS)) + r')"\s*:\s*"(\w+)"')
 
 
 _LOOP = re.compile(r"^(case|for|while|until|select)\b|^(esac|done)\b")
@@ -89,7 +101,7 @@ def digest(text: str) -> list[str]:
             kept += [closing[1].strip(), "fi"]
         elif _BRANCH.match(stripped) or _LOOP.match(stripped) or _GUARDED.match(stripped):
             kept.append(stripped)
-        elif _ASSIGN.match(stripped) or _KNOB.search(line) or _FLAG.search(line):
+        elif _ASSIGN.match(stripped) or _KNOB.search(line) or _FLAG.search(line) or _JSON_KNOB.search(line):
             kept.append(stripped)
     return kept
 
@@ -279,7 +291,7 @@ def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
 
     def knob(name: str, value: str | None) -> None:
-        key = _NAMES[name] if name in _NAMES else FLAGS[name][0]
+        key = _NAMES.get(name) or JSON_KNOBS.get(name) or FLAGS[name][0]
         found[key] = UNKNOWN if key in found and found[key] != value else value
 
     def statement(line: str, on: bool | None) -> None:
@@ -295,11 +307,13 @@ def evaluate(lines: list[str], env: dict[str, str]) -> dict[str, str | None]:
         if assign:
             env[assign[1]] = _value(assign[2], env) if on else UNKNOWN
             # A setting kept in a variable: where it goes is not followed.
-            for name in [n for n, _ in _KNOB.findall(line)] + _FLAG.findall(line):
+            for name in [n for n, _ in _KNOB.findall(line) + _JSON_KNOB.findall(line)] + _FLAG.findall(line):
                 knob(name, UNKNOWN)
             return
         for name, word in _KNOB.findall(line):
             knob(name, _value(word, env) if on else UNKNOWN)
+        for name, word in _JSON_KNOB.findall(line):  # a JSON string holds no shell expansion
+            knob(name, word if on else UNKNOWN)
         for name in _FLAG.findall(line):
             knob(name, _value(FLAGS[name][1], env) if on else UNKNOWN)
 

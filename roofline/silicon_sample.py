@@ -24,6 +24,11 @@ Mapping of names and precisions (documented choices, not fitted):
   ``max_num_tokens``), SGLang's ``--scheduler-recv-interval`` and TensorRT-LLM's
   ``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``. A setting counts where every
   version in effect that day gives it the same value; elsewhere the engine's default stands.
+- Which steps replay a CUDA graph, where the script says: vLLM's ``--max-num-seqs`` (its default
+  largest graph is twice it, at most 512 tokens), ``max-cudagraph-capture-size`` (``cuda-graph-sizes``
+  before it) and a ``cudagraph_mode`` of ``FULL_DECODE_ONLY`` in its compilation config (no step
+  with prompt tokens); TensorRT-LLM's ``enable_piecewise_cuda_graph``, captured up to the token
+  budget. Elsewhere each engine's default (``engine_db/engines.toml``).
 - TP and the experts' split as aiconfigurator's convention has them (``moe_tp_size x moe_ep_size =
   tp_size``, the GPUs of one TP group); InferenceX's rows of runs with expert parallelism that
   record TP x EP as ``tp_size`` (TP 16 or 64 on an 8-GPU board) are read as their config ran them
@@ -132,6 +137,8 @@ class ScriptSetup:
     moe_kernel: str | None = None  # the MoE kernel family its MoE backend setting names (roofline.roofs)
     ep_size: int | None = None  # the experts' parallel degree it set (TensorRT-LLM's --ep_size, SGLang's --ep-size)
     attention_dp: bool | None = None  # TensorRT-LLM's enable_attention_dp
+    max_num_seqs: int | None = None  # vLLM's --max-num-seqs
+    prompt_graph_tokens: int | None = None  # the largest step with prompt tokens replayed from a CUDA graph
     where: str = ""
 
     def words(self) -> str:
@@ -151,6 +158,10 @@ class ScriptSetup:
             )
         if self.attention_dp:
             parts.append("attention data parallel")
+        if self.max_num_seqs is not None:
+            parts.append(f"at most {self.max_num_seqs:,} sequences")
+        if self.prompt_graph_tokens is not None:
+            parts.append(f"CUDA graphs for steps of up to {self.prompt_graph_tokens:,} tokens")
         return ", ".join(parts) or "the engine's defaults"
 
 
@@ -218,14 +229,28 @@ def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
     attention_dp = {"true": True, "false": False}.get(attention_dp.pop()) if len(attention_dp) == 1 else None
     # TensorRT-LLM skips batch waiting under attention data parallelism.
     waits = engine == "trtllm" and env["DP_ATTENTION"] == "false"
+    budget = agreed(budget_knob, int, 1, 1 << 24) if budget_knob else None
+    # The steps replayed from a CUDA graph: vLLM's largest captured step where set (else its default,
+    # from the sequence cap), none with prompt tokens under its FULL_DECODE_ONLY mode; TensorRT-LLM's
+    # piecewise graphs, which InferenceX's scripts capture up to the token budget (capture_num_tokens
+    # ending at max_num_tokens).
+    graph_tokens = agreed("cudagraph_capture_size", int, 1, 1 << 24) if engine == "vllm" else None
+    modes = {s.get("cudagraph_mode", "default") for s in settings}
+    if engine == "vllm" and modes == {"FULL_DECODE_ONLY"}:  # graphs for decode steps alone
+        graph_tokens = 0
+    piecewise = {str(s.get("enable_piecewise_cuda_graph", "false")).lower() for s in settings}
+    if engine == "trtllm" and piecewise == {"true"}:
+        graph_tokens = budget
     return ScriptSetup(
-        token_budget=agreed(budget_knob, int, 1, 1 << 24) if budget_knob else None,
+        token_budget=budget,
         recv_interval=agreed("scheduler_recv_interval", int, 1, 1000) if engine == "sglang" else None,
         batch_wait_iters=agreed("batch_wait_timeout_iters", int, 0, 1 << 20) if waits else None,
         batch_wait_ratio=agreed("batch_wait_max_tokens_ratio", float, 0.0, 1.0) if waits else None,
         moe_kernel=moe_kernel,
         ep_size=agreed("ep_size", int, 1, 1024),
         attention_dp=attention_dp,
+        max_num_seqs=agreed("max_num_seqs", int, 1, 1 << 20) if engine == "vllm" else None,
+        prompt_graph_tokens=graph_tokens,
         where=where_read(date, found),
     )
 

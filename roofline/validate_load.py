@@ -104,8 +104,9 @@ def simulate_row(
     settings = replace(
         settings,
         engine=row["backend"],
-        max_num_seqs=max(settings.max_num_seqs, concurrency),
+        max_num_seqs=max(setup.max_num_seqs or settings.max_num_seqs, concurrency),
         max_batched_tokens=setup.token_budget or profile.token_budget(hw),
+        prompt_graph_tokens=setup.prompt_graph_tokens,
     )
     knobs = replace(
         knobs_from(settings, True, hw.id),
