@@ -94,6 +94,10 @@ def test_a_run_measured_below_its_ideal_bound_is_counted_and_scored_apart(tmp_pa
         "lengths as each run's client drew them (InferenceX (vLLM benchmark_serving.py): uniform in [0.8×, 1×]" in text
     )
     assert [r["client"] for r in load["results"]] == ["as recorded (fixed lengths)"] * 2
+    # No InferenceX run: no warm-up group, only where the warm-up dates come from.
+    assert [r["client_warmup"] for r in load["results"]] == [None, None]
+    assert list(load["test_set_by_warmup"]) == ["source"] and "d053ae24e" in load["test_set_by_warmup"]["source"]
+    assert "InferenceX, warmed up" not in text
 
 
 @pytest.mark.parametrize(
@@ -174,6 +178,12 @@ def test_the_accuracy_page_draws_and_can_leave_out_runs_below_their_ideal_bound(
     split = next(c.value for c in at.caption if c.value.startswith("By the client that sent the requests"))
     counts = [int(n.replace(",", "")) for n in re.findall(r", ([\d,]+) runs, median", split)]
     assert len(counts) == 2 and sum(counts) == runs
+    # InferenceX's runs again by whether its client warmed the server up: they add up to its runs.
+    warm = next(c.value for c in at.caption if c.value.startswith("InferenceX's runs by whether its client warmed"))
+    parts = [int(n.replace(",", "")) for n in re.findall(r"(?:first|warm-up), ([\d,]+) runs, median", warm)]
+    # (the caption escapes Markdown: "InferenceX \(vLLM benchmark\_serving.py\)")
+    inferencex = int(re.search(r"InferenceX \\?\(vLLM [^,]*, ([\d,]+) runs", split)[1].replace(",", ""))
+    assert len(parts) == 2 and sum(parts) == inferencex and "warmed up first" in warm and "no warm-up" in warm
     at.toggle(key="within").set_value(True).run()
     assert int({m.label: m for m in at.metric}["Runs"].value.replace(",", "")) == runs - below
     # The steady state is one analytic step, not a simulated setup: nothing is flagged there.
