@@ -167,7 +167,7 @@ def by_client(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
 def by_warmup(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
     """The expected figure's errors again for the runs whose client warmed the server up before
     measuring and for those whose client did not (InferenceX's, by its measured date:
-    ``roofline.inferencex_scripts.warmup_per_client``), as (which, runs, errors); runs with no
+    ``roofline.benchmark_clients.client_warmup``), as (which, runs, errors); runs with no
     client recorded are in neither."""
     out = []
     for words, wanted in (("warmed up first", True), ("no warm-up", False)):
