@@ -35,9 +35,10 @@ KNOBS = {
     # Expert parallelism: TensorRT-LLM's --ep_size (and moe_expert_parallel_size), SGLang's --ep-size.
     "ep_size": ("ep_size", "ep-size", "expert-parallel-size", "moe_expert_parallel_size"),
     "enable_attention_dp": ("enable_attention_dp",),  # TensorRT-LLM: attention data parallel
-    # Which steps replay a CUDA graph: vLLM's sequence cap (its default largest graph is twice it,
-    # at most 512 tokens) and its largest graph (max_cudagraph_capture_size; cuda_graph_sizes with
-    # one value before it); TensorRT-LLM's torch_compile_config.enable_piecewise_cuda_graph.
+    # The sequences a step may run (the rest wait) and which steps replay a CUDA graph: vLLM's
+    # sequence cap (its default largest graph is twice it, at most 512 tokens) and its largest
+    # graph (max_cudagraph_capture_size; cuda_graph_sizes with one value before it); TensorRT-LLM's
+    # torch_compile_config.enable_piecewise_cuda_graph.
     "max_num_seqs": ("max-num-seqs", "max_num_seqs"),
     "cudagraph_capture_size": ("max-cudagraph-capture-size", "cuda-graph-sizes"),
     "enable_piecewise_cuda_graph": ("enable_piecewise_cuda_graph",),

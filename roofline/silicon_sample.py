@@ -24,6 +24,8 @@ Mapping of names and precisions (documented choices, not fitted):
   ``max_num_tokens``), SGLang's ``--scheduler-recv-interval`` and TensorRT-LLM's
   ``batch_wait_timeout_iters`` / ``batch_wait_max_tokens_ratio``. A setting counts where every
   version in effect that day gives it the same value; elsewhere the engine's default stands.
+- The sequences a step runs, where the script caps them (vLLM's ``--max-num-seqs``): the rest of
+  the clients' requests wait. Else at least the run's concurrency (``SEQUENCE_CAP_KNOB``).
 - Which steps replay a CUDA graph, where the script says: vLLM's ``--max-num-seqs`` (its default
   largest graph is twice it, at most 512 tokens), ``max-cudagraph-capture-size`` (``cuda-graph-sizes``
   before it) and a ``cudagraph_mode`` of ``FULL_DECODE_ONLY`` in its compilation config (no step
@@ -122,8 +124,13 @@ def documented_kv_dtype(row: dict[str, str]) -> tuple[str, str] | None:
     return formats.pop(), where_read(date, found)
 
 
-# Each engine's name for its token budget per step (roofline's max_num_batched_tokens).
+# Each engine's name for its token budget per step (roofline's max_num_batched_tokens), and for its
+# cap on the sequences a step runs (roofline's max_num_seqs). SGLang's --max-running-requests is not
+# read: 12 DeepSeek-R1 runs on B200 at 256 and 512 clients, whose script sets 128, measured TPOTs
+# and TTFTs that only a larger batch gives (README, "How close the predictions come"). Nor is
+# TensorRT-LLM's max_batch_size: its scripts also name the CUDA graphs' largest batch so.
 TOKEN_BUDGET_KNOB = {"vllm": "max_num_batched_tokens", "sglang": "chunked_prefill_size", "trtllm": "max_num_tokens"}
+SEQUENCE_CAP_KNOB = {"vllm": "max_num_seqs"}
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,9 @@ class ScriptSetup:
     moe_kernel: str | None = None  # the MoE kernel family its MoE backend setting names (roofline.roofs)
     ep_size: int | None = None  # the experts' parallel degree it set (TensorRT-LLM's --ep_size, SGLang's --ep-size)
     attention_dp: bool | None = None  # TensorRT-LLM's enable_attention_dp
-    max_num_seqs: int | None = None  # vLLM's --max-num-seqs
+    max_num_seqs: int | None = (
+        None  # the running sequences' cap: vLLM's --max-num-seqs, SGLang's --max-running-requests
+    )
     prompt_graph_tokens: int | None = None  # the largest step with prompt tokens replayed from a CUDA graph
     where: str = ""
 
@@ -249,7 +258,7 @@ def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
         moe_kernel=moe_kernel,
         ep_size=agreed("ep_size", int, 1, 1024),
         attention_dp=attention_dp,
-        max_num_seqs=agreed("max_num_seqs", int, 1, 1 << 20) if engine == "vllm" else None,
+        max_num_seqs=agreed(SEQUENCE_CAP_KNOB[engine], int, 1, 1 << 20) if engine in SEQUENCE_CAP_KNOB else None,
         prompt_graph_tokens=graph_tokens,
         where=where_read(date, found),
     )

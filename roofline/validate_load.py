@@ -104,7 +104,8 @@ def simulate_row(
     settings = replace(
         settings,
         engine=row["backend"],
-        max_num_seqs=max(setup.max_num_seqs or settings.max_num_seqs, concurrency),
+        # The script's cap where it set one (its other requests wait), else at least the clients.
+        max_num_seqs=setup.max_num_seqs or max(settings.max_num_seqs, concurrency),
         max_batched_tokens=setup.token_budget or profile.token_budget(hw),
         prompt_graph_tokens=setup.prompt_graph_tokens,
     )

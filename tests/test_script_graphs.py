@@ -131,3 +131,25 @@ def test_the_simulated_run_replays_the_graphs_its_script_set(monkeypatch):
     engine_default = vl.simulate_row(row, {}, slow_host)
     assert read["tables_ttft_ms"] < 0.5 * engine_default["tables_ttft_ms"]
     assert read["datasheet_ttft_ms"] == engine_default["datasheet_ttft_ms"]  # the ideal engine has no host
+
+
+def test_a_scripts_sequence_cap_holds_the_other_requests_back(monkeypatch):
+    """vLLM's --max-num-seqs below the clients: the rest wait in the server's queue, so the mean
+    TTFT grows and the decode batch (TPOT) shrinks. SGLang's --max-running-requests is not read:
+    runs whose script sets 128 measured what only a larger batch gives (README)."""
+    from dataclasses import replace
+
+    import roofline.validate_load as vl
+    from roofline.silicon_sample import documented_setup
+
+    row = _row("openai/gpt-oss-120b", "h200_sxm", "vllm", "fp4", 8, 8, "2026-04-06")
+    row |= {"id": "oss", "silicon_ttft_ms": "40", "silicon_tpot_ms": "4", "gemm_quant_mode": "", "moe_quant_mode": ""}
+    script = documented_setup(row)
+    assert script.max_num_seqs == 8
+    free = vl.simulate_row(row, {}, tables=False)
+    monkeypatch.setattr(vl, "documented_setup", lambda r: replace(script, max_num_seqs=2))
+    capped = vl.simulate_row(row, {}, tables=False)
+    assert capped["datasheet_ttft_ms"] > 2 * free["datasheet_ttft_ms"]
+    assert capped["datasheet_tpot_ms"] < free["datasheet_tpot_ms"]
+    sglang = _row("deepseek-ai/DeepSeek-R1", "b200_sxm", "sglang", "fp8", 8, 256, "2026-03-25")
+    assert documented_setup(sglang).max_num_seqs is None
