@@ -144,9 +144,7 @@ class ScriptSetup:
     moe_kernel: str | None = None  # the MoE kernel family its MoE backend setting names (roofline.roofs)
     ep_size: int | None = None  # the experts' parallel degree it set (TensorRT-LLM's --ep_size, SGLang's --ep-size)
     attention_dp: bool | None = None  # TensorRT-LLM's enable_attention_dp
-    max_num_seqs: int | None = (
-        None  # the running sequences' cap: vLLM's --max-num-seqs, SGLang's --max-running-requests
-    )
+    max_num_seqs: int | None = None  # the running sequences' cap: vLLM's --max-num-seqs
     prompt_graph_tokens: int | None = None  # the largest step with prompt tokens replayed from a CUDA graph
     where: str = ""
 
