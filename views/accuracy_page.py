@@ -20,6 +20,7 @@ from dashboard.accuracy_view import (
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
 from roofline.accuracy import BELOW_IDEAL_WHY
+from roofline.benchmark_clients import WARMUP_PER_CLIENT, WARMUP_SINCE
 from roofline.format import dumps_strict
 from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
 from roofline.report import Metric
@@ -133,8 +134,8 @@ if len(clients) > 1:
 warmups = by_warmup(frame) if simulated else []
 if len(warmups) > 1:
     page_report.caption(
-        "InferenceX's runs by whether its client warmed the server up before measuring (2 requests per client "
-        "from 2026-01-22, none before), expected: "
+        "InferenceX's runs by whether its client warmed the server up before measuring "
+        f"({WARMUP_PER_CLIENT} requests per client from {WARMUP_SINCE}, none before), expected: "
         + "; ".join(
             f"{words}, {n:,} runs, median {e['median']:.0%}, bias " + f"{e['bias']:+.0%}".replace("-", "−")
             for words, n, e in warmups
