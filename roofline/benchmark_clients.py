@@ -66,7 +66,8 @@ def measured_date(row: dict[str, str]) -> str | None:
 # the first CONC requests met a server that had served none, and their one-time costs (a kernel
 # compiled or tuned for the first batch of its shape) counted in the means. The simulation has no
 # such costs: it predicts both alike, and the accuracy report scores them apart.
-WARMUP_SINCE = "2026-01-22"  # the first whole day after that commit
+WARMUP_CHANGED = "2026-01-21"  # the day of that commit: a run measured then may have had either
+WARMUP_SINCE = "2026-01-22"  # the first whole day after it
 WARMUP_PER_CLIENT = 2
 WARMUP_SOURCE = (
     "SemiAnalysisAI/InferenceX (Apache-2.0) d053ae24e (2026-01-21): benchmarks/benchmark_lib.sh "
@@ -76,9 +77,9 @@ WARMUP_SOURCE = (
 
 def client_warmup(row: dict[str, str]) -> int | None:
     """Warm-up requests per client the run's client sent before measuring: InferenceX's
-    ``WARMUP_PER_CLIENT`` from ``WARMUP_SINCE``, 0 before the day of the change; None on that day
+    ``WARMUP_PER_CLIENT`` from ``WARMUP_SINCE``, 0 before ``WARMUP_CHANGED``; None on that day
     (either), without a measured date, or where no client is recorded."""
     date = measured_date(row)
-    if date is None or "2026-01-21" <= date < WARMUP_SINCE:
+    if date is None or date == WARMUP_CHANGED:
         return None
     return WARMUP_PER_CLIENT if date >= WARMUP_SINCE else 0
