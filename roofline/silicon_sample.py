@@ -60,6 +60,7 @@ from roofline.benchmark_clients import (  # noqa: F401  (the clients are read fr
     measured_date,
 )
 from roofline.hardware import get_hardware
+from roofline.inferencex_runs import why_speculative
 from roofline.inferencex_scripts import (
     INFERENCEX_MODELS,
     INFERENCEX_SETUP,
@@ -380,6 +381,8 @@ def why_not_scored(row: dict[str, str]) -> str | None:
         return "pipeline parallel"
     if _number(row, "attention_dp_size", 1) > 1:
         return "attention data parallel"
+    if speculative := why_speculative(row):
+        return speculative
     setup = documented_setup(row)
     if setup is not None and setup.attention_dp:
         return "attention data parallel (its script sets it; the row does not say)"

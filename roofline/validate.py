@@ -39,6 +39,7 @@ from roofline.accuracy import score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
+from roofline.inferencex_runs import run_decoding
 from roofline.models import ModelConfig, get_model
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
@@ -250,13 +251,17 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     if not rows:
         raise ValueError(f"no run {run_id!r} in the silicon sample")
     results, skipped = score_rows(rows, tables=True, with_ops=True)
+    decoding = run_decoding(rows[0])
     if not results:
-        raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}")
+        where = f" ({decoding.where})" if decoding and decoding.speculative is not False else ""
+        raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}{where}")
     documented = documented_kv_dtype(rows[0])
     kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"
     setup = documented_setup(rows[0])
     scheduler = f"{setup.words()} ({setup.where})" if setup else "the engine's defaults (the source records none)"
     extra = {"kv_cache": kv, "scheduler": scheduler}
+    if decoding:
+        extra["decoding"] = f"{decoding.kind} ({decoding.where})"
     if rows[0].get("recorded_parallelism"):
         extra["parallelism"] = (
             f"TP {_number(rows[0], 'tp_size'):g}, experts split {_number(rows[0], 'moe_tp_size'):g} x "
@@ -276,6 +281,7 @@ def render_explain(result: dict[str, object]) -> str:
         f"KV cache: {result.get('kv_cache', 'bf16')}",
         f"Scheduler (validate --load): {result.get('scheduler', 'the engine defaults')}",
         *([f"Parallelism: {result['parallelism']}"] if result.get("parallelism") else []),
+        *([f"Decoding: {result['decoding']}"] if result.get("decoding") else []),
         f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
     ]
     for op in result["ops"]:

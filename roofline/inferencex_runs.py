@@ -1,0 +1,167 @@
+"""Whether an InferenceX run decoded speculatively, read from the configurations that ran it.
+
+InferenceX's exports in the silicon sample do not say: a configuration with MTP (DeepSeek-R1's
+multi-token-prediction head drafting tokens that the model verifies in one step) and its plain twin
+export the same fields, often the same image, shape and day. Its repository says which ran:
+``engine_db/inferencex_runs.toml``, written by ``scripts/inferencex_runs.py`` from
+SemiAnalysisAI/InferenceX (Apache-2.0), holds every version of the single-node configurations of the
+models roofline scores (each search-space entry with its ``spec-decoding``) and every commit that
+added ``perf-changelog.yaml`` entries, with the configurations they reran.
+
+A run is read in this order (``run_decoding``):
+
+1. Measured before the first configuration with speculative decoding took effect: plain.
+2. The commits that started it: a measured time ``TRIGGER_WINDOW_S`` or less after a commit's (the
+   exports' measured time is the workflow's start, seconds after the merge); where the source
+   records the day only (a time of 00:00:00.000, or a date), every such commit of that day (UTC).
+   Of the configurations they reran, in their versions of that moment, those matching the run:
+   model, precision, GPU, engine, image (where the row names one), prompt and output tokens, TP,
+   EP and clients.
+3. No such commit matches: the configurations in effect at the measured time that match the run.
+
+Their ``spec-decoding``: all "none", plain; all one kind, that kind ("mtp"); both, "either" (the
+export holds one row and does not say which ran); no configuration matching, None (not
+established).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from pathlib import Path
+
+from roofline.inferencex_scripts import INFERENCEX_MODELS
+
+INFERENCEX_RUNS = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_runs.toml"
+TRIGGER_WINDOW_S = 300.0
+PLAIN, EITHER = "plain", "either"
+_MEASURED = re.compile(r"measured=([^;]+)")
+_IMAGE = re.compile(r"image=([^;]+)")
+_CLIENTS = re.compile(r"silicon_concurrency=(\d+)")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    kind: str  # PLAIN, a spec-decoding name ("mtp") or EITHER
+    where: str  # the configurations (and the commit) that say so
+
+    @property
+    def speculative(self) -> bool | None:
+        """True for a speculative kind, False for plain, None for either."""
+        return None if self.kind == EITHER else self.kind != PLAIN
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+@cache
+def _runs() -> dict:
+    with open(INFERENCEX_RUNS, "rb") as f:
+        data = tomllib.load(f)
+    for c in data.get("config", ()):
+        c["_since"] = _time(c["since"])
+        c["_until"] = _time(c["until"]) if c["until"] else None
+    by_day: dict = {}
+    for t in data.get("trigger", ()):
+        t["_time"] = _time(t["time"])
+        by_day.setdefault(t["_time"].date(), []).append(t)
+    data["_by_day"] = by_day
+    data["_since"] = _time(data["speculation_since"])
+    return data
+
+
+def _in_effect(key: str | None, when: datetime) -> list[dict]:
+    return [
+        c
+        for c in _runs().get("config", ())
+        if (key is None or c["key"] == key) and c["_since"] <= when and (c["_until"] is None or when < c["_until"])
+    ]
+
+
+def _number(row: dict[str, str], field: str) -> int | None:
+    try:
+        return int(float(row.get(field) or ""))
+    except ValueError:
+        return None
+
+
+def _kinds(configs: list[dict], row: dict[str, str], clients: int) -> tuple[set[str], set[str]]:
+    """The spec-decoding values of the shapes of ``configs`` that match the run, and their keys."""
+    source = row.get("silicon_data_source") or ""
+    image = m[1].strip().replace("#", "/") if (m := _IMAGE.search(source)) else None
+    want = (
+        INFERENCEX_MODELS.get(row.get("model_path", "")),
+        row.get("precision"),
+        (row.get("system") or "").removesuffix("_sxm"),
+        row.get("backend"),
+    )
+    tp, ep, dp = _number(row, "tp_size"), _number(row, "moe_ep_size") or 1, _number(row, "attention_dp_size") or 1
+    isl, osl = _number(row, "isl"), _number(row, "osl")
+    kinds, keys = set(), set()
+    for c in configs:
+        if (c["model"], c["precision"], c["gpu"], c["engine"]) != want or (image and c["image"] != image):
+            continue
+        for s_isl, s_osl, s_tp, s_ep, _, spec, s_clients in c["shapes"]:
+            if (s_isl, s_osl, s_ep) == (isl, osl, ep) and s_tp in (tp, (tp or 0) * dp) and clients in s_clients:
+                kinds.add(spec)
+                keys.add(c["key"])
+    return kinds, keys
+
+
+def run_decoding(row: dict[str, str]) -> Decoding | None:
+    """Plain or speculative decoding, as the InferenceX configurations that ran ``row`` say
+    (module notes); None for another source, a model InferenceX's configurations do not name, or a
+    run no configuration matches."""
+    source = row.get("silicon_data_source") or ""
+    stamp, clients = _MEASURED.search(source), _CLIENTS.search(source)
+    if stamp is None or clients is None or INFERENCEX_MODELS.get(row.get("model_path", "")) is None:
+        return None
+    text = stamp[1].strip()
+    day_only = "T" not in text or text.endswith("T00:00:00.000Z")
+    when = _time(text if "T" in text else text + "T00:00:00Z")
+    data = _runs()
+    if (when + timedelta(days=1) if day_only else when) <= data["_since"]:
+        first = data["speculation_since_commit"][:9]
+        return Decoding(
+            PLAIN,
+            f"measured before InferenceX's first speculative configuration ({first}, {data['speculation_since'][:10]})",
+        )
+    if day_only:
+        triggers = data["_by_day"].get(when.date(), [])
+    else:
+        triggers = [
+            t
+            for t in data["_by_day"].get(when.date(), []) + data["_by_day"].get((when - timedelta(days=1)).date(), [])
+            if 0.0 <= (when - t["_time"]).total_seconds() <= TRIGGER_WINDOW_S
+        ]
+    kinds, keys, how = set(), set(), ""
+    for t in triggers:
+        found = [c for key in t["keys"] for c in _in_effect(key, t["_time"])]
+        k, names = _kinds(found, row, int(clients[1]))
+        kinds |= k
+        keys |= names
+        if names:
+            how = f"rerun by {t['commit'][:9]} ({t['time']})" if len(triggers) == 1 else f"rerun on {when.date()}"
+    if not keys:
+        kinds, keys = _kinds(_in_effect(None, when + timedelta(days=1) if day_only else when), row, int(clients[1]))
+        how = f"in effect on {when.date()}"
+    if not keys:
+        return None
+    spec = sorted(kinds - {"none"})
+    kind = PLAIN if not spec else EITHER if "none" in kinds else "/".join(spec)
+    return Decoding(kind, f"InferenceX's configurations {', '.join(sorted(keys))} ({how})")
+
+
+def why_speculative(row: dict[str, str]) -> str | None:
+    """Why a run is not scored: its configuration decoded speculatively, which roofline does not
+    simulate under load and the sample records no acceptance for, or may have; None otherwise."""
+    decoding = run_decoding(row)
+    if decoding is None or decoding.speculative is False:
+        return None
+    if decoding.speculative:
+        return f"speculative decoding ({decoding.kind}: its configuration set it; the row does not say)"
+    return "speculative decoding or not (a plain and a speculative configuration ran its shape; the row does not say)"

@@ -1,0 +1,174 @@
+"""Whether an InferenceX run decoded speculatively (roofline.inferencex_runs), read from the
+configurations that ran it (scripts/inferencex_runs.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roofline import inferencex_runs
+from roofline.inferencex_runs import EITHER, PLAIN, run_decoding, why_speculative
+from roofline.silicon_sample import load_silicon_sample, why_not_scored
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAIN_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2"
+MTP_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+
+
+def row(measured: str, image: str, clients: int = 4, osl: int = 1024, source: str = "source_file=2026-03-25.csv"):
+    return {
+        "id": "r",
+        "model_path": "deepseek-ai/DeepSeek-R1",
+        "system": "b200_sxm",
+        "backend": "trtllm",
+        "precision": "fp8",
+        "mode": "agg",
+        "isl": "1024",
+        "osl": str(osl),
+        "tp_size": "8.0",
+        "moe_ep_size": "1.0",
+        "attention_dp_size": "1.0",
+        "batch_size": str(clients),
+        "silicon_tpot_ms": "5.0",
+        "silicon_ttft_ms": "200.0",
+        "silicon_data_source": f"{source}; model=DeepSeek-R1; silicon_concurrency={clients}; measured={measured}; "
+        f"wip=False; image={image}",
+    }
+
+
+def config(key: str, image: str, spec: str) -> str:
+    return (
+        f"{key}:\n  image: {image}\n  model: deepseek-ai/DeepSeek-R1-0528\n  model-prefix: dsr1\n"
+        "  runner: b200-trt\n  precision: fp8\n  framework: trt\n  multinode: false\n  seq-len-configs:\n"
+        "  - isl: 1024\n    osl: 1024\n    search-space:\n"
+        f"    - {{ tp: 8, ep: 1, conc-start: 4, conc-end: 16, spec-decoding: {spec} }}\n"
+    )
+
+
+def commit(repo: Path, when: str, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    env = os.environ | {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True, env=env, capture_output=True)
+    subprocess.run([*git, "commit", "-q", "-m", when], check=True, env=env, capture_output=True)
+
+
+@pytest.fixture
+def written(tmp_path, monkeypatch):
+    """A clone with three changes, run through scripts/inferencex_runs.py:
+    - 2026-01-10 12:00 UTC: the plain configuration, rerun;
+    - 2026-02-05 19:55: its MTP twin on a newer image, rerun alone;
+    - 2026-03-25 16:34: both on one image, rerun together (a glob)."""
+    pytest.importorskip("yaml")
+    repo = tmp_path / "InferenceX"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    master, log = "configs/nvidia-master.yaml", "perf-changelog.yaml"
+    plain = config("dsr1-fp8-b200-trt", PLAIN_IMAGE, "none")
+    entry = "- config-keys:\n    - {}\n  description:\n    - 'a change'\n\n"
+    commit(repo, "2026-01-10T12:00:00Z", {master: plain, log: entry.format("dsr1-fp8-b200-trt")})
+    mtp = config("dsr1-fp8-b200-trt-mtp", MTP_IMAGE, "mtp")
+    changelog = entry.format("dsr1-fp8-b200-trt") + entry.format("dsr1-fp8-b200-trt-mtp")
+    commit(repo, "2026-02-05T19:55:01Z", {master: plain + mtp, log: changelog})
+    both = plain + config("dsr1-fp8-b200-trt-mtp", PLAIN_IMAGE, "mtp")
+    commit(repo, "2026-03-25T16:34:10Z", {master: both, log: changelog + entry.format("dsr1-fp8-b200-trt*")})
+    out = tmp_path / "inferencex_runs.toml"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "inferencex_runs.py"), str(repo), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(inferencex_runs, "INFERENCEX_RUNS", out)
+    inferencex_runs._runs.cache_clear()
+    yield out
+    inferencex_runs._runs.cache_clear()
+
+
+def test_the_configurations_written_say_which_runs_decoded_speculatively(written):
+    text = written.read_text()
+    # The versions start with the first speculative configuration: the plain one's earlier version is
+    # not needed (nothing before it could have been speculative).
+    assert 'speculation_since = "2026-02-05T19:55:01Z"' in text
+    # Versions: the plain one (unchanged from then on), the MTP one on its own image, then on the plain
+    # one's; changes: the two that reran configurations from then on.
+    assert text.count("[[trigger]]") == 2 and text.count("[[config]]") == 3
+    assert '[1024, 1024, 8, 1, false, "mtp", [4, 8, 16]]' in text  # conc-start 4 to conc-end 16, doubling
+
+    # Before the first speculative configuration took effect: plain, whatever ran.
+    before = run_decoding(row("2026-01-10T12:00:04Z", PLAIN_IMAGE))
+    assert before.kind == PLAIN and before.speculative is False and "2026-02-05" in before.where
+    # Four seconds after the change that reran the MTP configuration alone: MTP, named with its commit.
+    mtp = run_decoding(row("2026-02-05T19:55:05Z", MTP_IMAGE))
+    assert mtp.kind == "mtp" and mtp.speculative is True
+    assert "dsr1-fp8-b200-trt-mtp" in mtp.where and "2026-02-05T19:55:01Z" in mtp.where
+    # A source that records the day only: every change of that day.
+    assert run_decoding(row("2026-02-05T00:00:00.000Z", MTP_IMAGE)).kind == "mtp"
+    assert run_decoding(row("2026-02-05", MTP_IMAGE)).kind == "mtp"
+    # Both reran on one image: the row cannot say which.
+    either = run_decoding(row("2026-03-25T16:34:14Z", PLAIN_IMAGE))
+    assert either.kind == EITHER and either.speculative is None
+    assert "dsr1-fp8-b200-trt, dsr1-fp8-b200-trt-mtp" in either.where
+    # Ten minutes after a change is not that change's run: the configurations then in effect decide
+    # (the plain one alone had the old image on 2026-02-06).
+    later = run_decoding(row("2026-02-06T10:00:00Z", PLAIN_IMAGE))
+    assert later.kind == PLAIN and "in effect on 2026-02-06" in later.where
+    # No configuration ran that shape (32 clients, 8,192 output tokens): not established.
+    assert run_decoding(row("2026-02-05T19:55:05Z", MTP_IMAGE, clients=32)) is None
+    assert run_decoding(row("2026-02-05T19:55:05Z", MTP_IMAGE, osl=8192)) is None
+    # Another source, or no measured time: nothing to read.
+    assert (
+        run_decoding(
+            row("2026-02-05T19:55:05Z", MTP_IMAGE, source="source_file=/x/gap.csv")
+            | {"silicon_data_source": "source_file=/x/gap.csv"}
+        )
+        is None
+    )
+
+
+def test_a_speculative_run_is_not_scored_and_says_why(written):
+    mtp, either = row("2026-02-05T19:55:05Z", MTP_IMAGE), row("2026-03-25T16:34:14Z", PLAIN_IMAGE)
+    assert (
+        why_not_scored(mtp)
+        == why_speculative(mtp)
+        == ("speculative decoding (mtp: its configuration set it; the row does not say)")
+    )
+    assert why_not_scored(either).startswith("speculative decoding or not")
+    assert why_speculative(row("2026-01-10T12:00:04Z", PLAIN_IMAGE)) is None
+
+
+def test_the_shipped_configurations_on_the_samples_deepseek_runs():
+    """engine_db/inferencex_runs.toml on real rows: DeepSeek-R1 FP8 on eight B200s with TensorRT-LLM,
+    1,024 tokens in and out, 4 clients. 5d517074c (2026-02-05 19:55 UTC) moved the MTP configuration to
+    TP 8, EP 1 on 1.2.0rc6.post3 and reran it alone: that row measured TPOT 5.4 ms, the plain one of
+    2026-01-29 (ec7bafaae, 1.2.0rc6.post2) 10.3 ms. On 2026-03-25 (12ba0ae07) SGLang's plain and MTP
+    configurations reran on one image: two rows of one shape, 6.7 and 8.8 ms, and neither says which."""
+    rows = {r["id"]: r for r in load_silicon_sample()}
+    prefix = "2026_03_25_deepseek_r1_b200_sxm_"
+    mtp = run_decoding(rows[prefix + "trtllm_fp8_agg_1024x1024_c4_tp8_0_ep1_0_1021"])
+    assert mtp.kind == "mtp" and "dsr1-fp8-b200-trt-mtp (rerun by 5d517074c" in mtp.where
+    plain = run_decoding(rows[prefix + "trtllm_fp8_agg_1024x1024_c4_tp8_0_ep1_0_1190"])
+    assert plain.kind == PLAIN and "dsr1-fp8-b200-trt (rerun by ec7bafaae" in plain.where
+    for run_id in ("sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_265", "sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_284"):
+        assert run_decoding(rows[prefix + run_id]).kind == EITHER
+    # Before 2026-01-14 InferenceX had no speculative configuration on one node.
+    early = [r for r in rows.values() if "measured=2025-12" in r["silicon_data_source"]]
+    assert early and all(run_decoding(r).kind == PLAIN for r in early if run_decoding(r))
+    # Other sources are not read.
+    assert all(run_decoding(r) is None for r in rows.values() if r["silicon_data_source"].startswith("source_file=/"))
+
+
+def test_explain_names_the_configurations_of_a_run_left_out_and_of_one_scored():
+    from roofline.validate import explain, render_explain
+
+    prefix = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep1_0_"
+    with pytest.raises(ValueError, match=r"not scored: speculative decoding \(mtp.*dsr1-fp8-b200-trt-mtp \(rerun by"):
+        explain(prefix + "1021")
+    text = render_explain(explain(prefix + "1190"))
+    assert "Decoding: plain (InferenceX's configurations dsr1-fp8-b200-trt (rerun by ec7bafaae" in text
