@@ -175,3 +175,11 @@ def by_warmup(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
         if pick.any():
             out.append((words, int(pick.sum()), errors(runs["expected_ms"][pick], runs["measured_ms"][pick])))
     return out
+
+
+def speculative_left_out(data: dict, part: str) -> tuple[int, int]:
+    """The report's runs of ``part`` left out because their configuration decoded speculatively,
+    and because it may have (``roofline.inferencex_runs.why_speculative``): (runs, maybe)."""
+    reasons = data[part].get("not_scored" if part == "load" else "skipped") or {}
+    maybe = sum(n for why, n in reasons.items() if why.startswith("speculative decoding or not"))
+    return sum(n for why, n in reasons.items() if why.startswith("speculative decoding")) - maybe, maybe

@@ -210,7 +210,12 @@ def score_load(
         raise ValueError(f"range ratio: expected a number in (0, 1], got {range_ratio}")
     cache: dict = {}
     results, skipped = [], {}
-    scoreable = [row for row in rows if why_not_scored(row) is None and np.isfinite(_number(row, "silicon_ttft_ms"))]
+    scoreable, not_scored = [], {}
+    for row in rows:
+        if (why := why_not_scored(row)) is not None:
+            not_scored[why] = not_scored.get(why, 0) + 1
+        elif np.isfinite(_number(row, "silicon_ttft_ms")):
+            scoreable.append(row)
     settings = Settings(moe_routing=moe_routing)  # a bad routing is refused here, not counted as a skipped run
     if launch_overhead_s is not None:
         settings = replace(settings, launch_overhead_s=launch_overhead_s)
@@ -302,6 +307,7 @@ def score_load(
             },
         },
         "groups": [{"model": m, "device": d, "engine": e, **scores(rs)} for (m, d, e), rs in sorted(groups.items())],
+        "not_scored": not_scored,  # rows roofline does not score (roofline.validate.why_not_scored), by reason
         "skipped": skipped,
         "results": results,
     }
@@ -357,6 +363,8 @@ def render_load(report: dict[str, object]) -> str:
             row(f"test set, InferenceX, {name} ({scores['runs']:,})", scores)
     for g in report["groups"]:
         row(f"{g['model']} {g['device']} {g['engine']} ({g['runs']})", g)
+    for reason, count in report.get("not_scored", {}).items():
+        lines.append(f"  not scored, {count}: {reason}")
     for reason, count in report["skipped"].items():
         lines.append(f"  not simulated, {count}: {reason}")
     return "\n".join(lines)

@@ -265,3 +265,28 @@ def test_an_engine_whose_runs_are_all_hollow_keeps_one_legend_entry():
     shown = {t.name: t.marker.symbol for t in points if t.showlegend is not False}
     # SGLang's only trace is hollow: it names the engine in the legend; vLLM's filled one does.
     assert shown == {"vLLM (3)": "circle", "SGLang (2)": "circle-open"}
+
+
+def test_the_runs_that_decoded_speculatively_are_left_out_of_both_parts_and_the_page_says_so():
+    """Runs whose InferenceX configuration set MTP (or may have) are not scored: the report counts
+    them by reason in both parts, none of its results is one, and the page says how many."""
+    from roofline.inferencex_runs import run_decoding
+    from roofline.silicon_sample import load_silicon_sample, why_not_scored
+
+    rows = load_silicon_sample()
+    why = {r["id"]: why_not_scored(r) for r in rows}
+    expected = {}
+    for reason in why.values():
+        if reason and reason.startswith("speculative decoding"):
+            expected[reason] = expected.get(reason, 0) + 1
+    assert len(expected) == 2 and min(expected.values()) > 0
+    report = load_report(REPORT_PATH)
+    for counts in (report["steady"]["skipped"], report["load"]["not_scored"]):
+        assert {k: v for k, v in counts.items() if k.startswith("speculative decoding")} == expected
+    decoded = {r["id"]: run_decoding(r) for r in rows}
+    for part in ("steady", "load"):
+        assert not any(decoded[r["id"]] and decoded[r["id"]].speculative is not False for r in report[part]["results"])
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60).run()
+    said = next(c.value for c in at.caption if c.value.startswith("Not scored: "))
+    maybe = next(n for k, n in expected.items() if k.startswith("speculative decoding or not"))
+    assert f"Not scored: {sum(expected.values()) - maybe:,} runs that" in said and f"and {maybe:,} that may" in said

@@ -16,6 +16,7 @@ from dashboard.accuracy_view import (
     hovers,
     report,
     runs_frame,
+    speculative_left_out,
 )
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
@@ -142,6 +143,15 @@ if len(warmups) > 1:
         )
         + ". The simulation has no one-time costs (a kernel compiled or tuned for the first batch of its shape), "
         "so it predicts both alike; they differ in models and engines too."
+    )
+speculative, maybe = speculative_left_out(data, METRICS[metric][0])
+if speculative or maybe:
+    page_report.caption(
+        f"Not scored: {speculative:,} runs that InferenceX's configurations decoded speculatively (MTP: a draft head "
+        "proposes tokens the model verifies in one step; the simulation decodes one token a step, and the sample "
+        f"records neither the setting nor an acceptance rate), and {maybe:,} that may have (a plain and an MTP "
+        "configuration ran the same shape that day, and the row does not say which). "
+        "`python -m roofline validate --explain RUN_ID` names the configurations."
     )
 if below and simulated:
     page_report.caption(
