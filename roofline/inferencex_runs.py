@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 
@@ -122,7 +122,12 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
         return None
     text = stamp[1].strip()
     day_only = "T" not in text or text.endswith("T00:00:00.000Z")
-    when = _time(text if "T" in text else text + "T00:00:00Z")
+    try:
+        when = _time(text if "T" in text else text + "T00:00:00Z")
+    except ValueError:  # not a time: nothing to read
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
     data = _runs()
     if (when + timedelta(days=1) if day_only else when) <= data["_since"]:
         first = data["speculation_since_commit"][:9]

@@ -122,6 +122,9 @@ def test_the_configurations_written_say_which_runs_decoded_speculatively(written
     # No configuration ran that shape (32 clients, 8,192 output tokens): not established.
     assert run_decoding(row("2026-02-05T19:55:05Z", MTP_IMAGE, clients=32)) is None
     assert run_decoding(row("2026-02-05T19:55:05Z", MTP_IMAGE, osl=8192)) is None
+    # A measured field that is no time, or a time without a zone (read as UTC).
+    assert run_decoding(row("last tuesday", MTP_IMAGE)) is None
+    assert run_decoding(row("2026-02-05T19:55:05", MTP_IMAGE)).kind == "mtp"
     # Another source, or no measured time: nothing to read.
     assert (
         run_decoding(
