@@ -41,6 +41,8 @@ Mapping of names and precisions (documented choices, not fitted):
   apart, else the fastest the engine timed; at the experts' split the script set where it decided
   it itself (``--ep_size=$TP``, an ``EP_SIZE`` it assigns); a run whose script turned attention data
   parallelism on (``enable_attention_dp``) is left out, as rows that say so are.
+- A run that InferenceX's configurations decoded speculatively (MTP), or may have, is left out
+  (``roofline.inferencex_runs``): the simulation decodes one token a step.
 """
 
 from __future__ import annotations
