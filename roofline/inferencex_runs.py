@@ -138,17 +138,26 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
     if day_only:
         triggers = data["_by_day"].get(when.date(), [])
     else:
-        triggers = [
-            t
-            for t in data["_by_day"].get(when.date(), []) + data["_by_day"].get((when - timedelta(days=1)).date(), [])
-            if 0.0 <= (when - t["_time"]).total_seconds() <= TRIGGER_WINDOW_S
-        ]
+        # The nearest change before the measured time that reran a configuration of this run's shape
+        # (two changes can land within the window: 2026-03-27 07:59:49 and 08:01:51).
+        triggers = sorted(
+            (
+                t
+                for t in data["_by_day"].get(when.date(), [])
+                + data["_by_day"].get((when - timedelta(days=1)).date(), [])
+                if 0.0 <= (when - t["_time"]).total_seconds() <= TRIGGER_WINDOW_S
+            ),
+            key=lambda t: when - t["_time"],
+        )
     kinds, keys, how = set(), set(), ""
     for t in triggers:
         found = [c for key in t["keys"] for c in _in_effect(key, t["_time"])]
         k, names = _kinds(found, row, int(clients[1]))
         kinds |= k
         keys |= names
+        if names and not day_only:
+            how = f"rerun by {t['commit'][:9]} ({t['time']})"
+            break
         if names:
             how = f"rerun by {t['commit'][:9]} ({t['time']})" if len(triggers) == 1 else f"rerun on {when.date()}"
     if not keys:

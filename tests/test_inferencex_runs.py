@@ -64,7 +64,8 @@ def written(tmp_path, monkeypatch):
     """A clone with three changes, run through scripts/inferencex_runs.py:
     - 2026-01-10 12:00 UTC: the plain configuration, rerun;
     - 2026-02-05 19:55: its MTP twin on a newer image, rerun alone;
-    - 2026-03-25 16:34: both on one image, rerun together (a glob)."""
+    - 2026-03-25 16:34: both on one image, rerun together (a glob);
+    - 2026-03-25 16:36: the plain one alone, rerun again."""
     pytest.importorskip("yaml")
     repo = tmp_path / "InferenceX"
     repo.mkdir()
@@ -77,7 +78,9 @@ def written(tmp_path, monkeypatch):
     changelog = entry.format("dsr1-fp8-b200-trt") + entry.format("dsr1-fp8-b200-trt-mtp")
     commit(repo, "2026-02-05T19:55:01Z", {master: plain + mtp, log: changelog})
     both = plain + config("dsr1-fp8-b200-trt-mtp", PLAIN_IMAGE, "mtp")
-    commit(repo, "2026-03-25T16:34:10Z", {master: both, log: changelog + entry.format("dsr1-fp8-b200-trt*")})
+    changelog += entry.format("dsr1-fp8-b200-trt*")
+    commit(repo, "2026-03-25T16:34:10Z", {master: both, log: changelog})
+    commit(repo, "2026-03-25T16:36:00Z", {log: changelog + entry.format("dsr1-fp8-b200-trt")})
     out = tmp_path / "inferencex_runs.toml"
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "inferencex_runs.py"), str(repo), "--out", str(out)],
@@ -97,8 +100,8 @@ def test_the_configurations_written_say_which_runs_decoded_speculatively(written
     # not needed (nothing before it could have been speculative).
     assert 'speculation_since = "2026-02-05T19:55:01Z"' in text
     # Versions: the plain one (unchanged from then on), the MTP one on its own image, then on the plain
-    # one's; changes: the two that reran configurations from then on.
-    assert text.count("[[trigger]]") == 2 and text.count("[[config]]") == 3
+    # one's; changes: the three that reran configurations from then on.
+    assert text.count("[[trigger]]") == 3 and text.count("[[config]]") == 3
     assert '[1024, 1024, 8, 1, false, "mtp", [4, 8, 16]]' in text  # conc-start 4 to conc-end 16, doubling
 
     # Before the first speculative configuration took effect: plain, whatever ran.
@@ -115,6 +118,8 @@ def test_the_configurations_written_say_which_runs_decoded_speculatively(written
     either = run_decoding(row("2026-03-25T16:34:14Z", PLAIN_IMAGE))
     assert either.kind == EITHER and either.speculative is None
     assert "dsr1-fp8-b200-trt, dsr1-fp8-b200-trt-mtp" in either.where
+    # Two changes within the window: the nearest before the measured time that reran its shape.
+    assert run_decoding(row("2026-03-25T16:36:04Z", PLAIN_IMAGE)).kind == PLAIN
     # Ten minutes after a change is not that change's run: the configurations then in effect decide
     # (the plain one alone had the old image on 2026-02-06).
     later = run_decoding(row("2026-02-06T10:00:00Z", PLAIN_IMAGE))
