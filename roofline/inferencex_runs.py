@@ -33,13 +33,24 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 
+from roofline.benchmark_clients import INFERENCEX_CLIENT, benchmark_client
 from roofline.inferencex_scripts import INFERENCEX_MODELS
 
 INFERENCEX_RUNS = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_runs.toml"
 TRIGGER_WINDOW_S = 300.0
 PLAIN, EITHER = "plain", "either"
 _MEASURED = re.compile(r"measured=([^;]+)")
-_IMAGE = re.compile(r"image=([^;]+)")
+_IMAGE = re.compile(r"image=([^;]+)|;\s*([\w.\-#]+(?:/[\w.\-#]+)+:[\w.\-]+)\s*$")  # a named field, or a bare last one
+# A run on more GPUs than one node (or on a rack-scale system, which InferenceX runs across trays):
+# its multi-node benchmarks took MTP on and off (benchmark-multinode-tmpl.yml's mtp-mode, from 2025),
+# and the configurations read here are single-node ones. Only DeepSeek-R1 has an MTP head.
+NODE_GPUS = 8
+RACK_SYSTEMS = ("gb200", "gb300")
+MTP_MODELS = ("dsr1",)
+MULTI_NODE = (
+    "a multi-node run: InferenceX ran its multi-node benchmarks with MTP on and off "
+    "(benchmark-multinode-tmpl.yml's mtp-mode), and roofline reads its single-node configurations only"
+)
 _CLIENTS = re.compile(r"silicon_concurrency=(\d+)")
 
 
@@ -47,6 +58,7 @@ _CLIENTS = re.compile(r"silicon_concurrency=(\d+)")
 class Decoding:
     kind: str  # PLAIN, a spec-decoding name ("mtp") or EITHER
     where: str  # the configurations (and the commit) that say so
+    multi_node: bool = False  # EITHER for a multi-node run (MULTI_NODE)
 
     @property
     def speculative(self) -> bool | None:
@@ -85,14 +97,14 @@ def _in_effect(key: str | None, when: datetime) -> list[dict]:
 def _number(row: dict[str, str], field: str) -> int | None:
     try:
         return int(float(row.get(field) or ""))
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
 def _kinds(configs: list[dict], row: dict[str, str], clients: int) -> tuple[set[str], set[str]]:
     """The spec-decoding values of the shapes of ``configs`` that match the run, and their keys."""
     source = row.get("silicon_data_source") or ""
-    image = m[1].strip().replace("#", "/") if (m := _IMAGE.search(source)) else None
+    image = (m[1] or m[2]).strip().replace("#", "/") if (m := _IMAGE.search(source)) else None
     want = (
         INFERENCEX_MODELS.get(row.get("model_path", "")),
         row.get("precision"),
@@ -118,16 +130,20 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
     run no configuration matches."""
     source = row.get("silicon_data_source") or ""
     stamp, clients = _MEASURED.search(source), _CLIENTS.search(source)
-    if stamp is None or clients is None or INFERENCEX_MODELS.get(row.get("model_path", "")) is None:
+    model = INFERENCEX_MODELS.get(row.get("model_path", ""))
+    if stamp is None or clients is None or model is None or benchmark_client(row) is not INFERENCEX_CLIENT:
         return None
+    gpus = (_number(row, "tp_size") or 1) * max(_number(row, "attention_dp_size") or 1, 1)
+    if gpus > NODE_GPUS or (row.get("system") or "") in RACK_SYSTEMS:
+        return Decoding(EITHER, MULTI_NODE, multi_node=True) if model in MTP_MODELS else None
     text = stamp[1].strip()
-    day_only = "T" not in text or text.endswith("T00:00:00.000Z")
     try:
         when = _time(text if "T" in text else text + "T00:00:00Z")
     except ValueError:  # not a time: nothing to read
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
+    day_only = (when.hour, when.minute, when.second, when.microsecond) == (0, 0, 0, 0)  # a date, no time
     data = _runs()
     if (when + timedelta(days=1) if day_only else when) <= data["_since"]:
         first = data["speculation_since_commit"][:9]
@@ -178,4 +194,6 @@ def why_speculative(row: dict[str, str]) -> str | None:
         return None
     if decoding.speculative:
         return f"speculative decoding ({decoding.kind}: its configuration set it; the row does not say)"
+    if decoding.multi_node:
+        return "speculative decoding or not (a multi-node run, which InferenceX ran with and without MTP)"
     return "speculative decoding or not (a plain and a speculative configuration ran its shape; the row does not say)"

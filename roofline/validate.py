@@ -253,7 +253,8 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     results, skipped = score_rows(rows, tables=True, with_ops=True)
     decoding = run_decoding(rows[0])
     if not results:
-        where = f" ({decoding.where})" if decoding and decoding.speculative is not False else ""
+        speculative = any(reason.startswith("speculative decoding") for reason in skipped)
+        where = f" ({decoding.where})" if decoding and speculative else ""
         raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}{where}")
     documented = documented_kv_dtype(rows[0])
     kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"

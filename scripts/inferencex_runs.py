@@ -23,7 +23,6 @@ they name. ``roofline.inferencex_runs`` reads them.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import re
 import subprocess
@@ -39,7 +38,8 @@ MASTER = ("configs/nvidia-master.yaml", ".github/configs/nvidia-master.yaml")
 CHANGELOG = "perf-changelog.yaml"
 MODELS = ("70b", "dsr1", "gptoss", "kimik2.5")  # roofline.inferencex_scripts.INFERENCEX_MODELS' values
 ENGINES = {"trt": "trtllm", "sglang": "sglang", "vllm": "vllm"}
-ADDED_KEY = re.compile(r"^\+\s+-\s+([\w.*?\[\]\-]+)\s*$")  # a config-keys line a commit added
+# run-sweep.yml's condition, in the versions that skipped a main-branch sweep for such a commit message
+SKIP_SWEEP = "head_commit.message, '[skip-sweep]'"
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -52,7 +52,8 @@ def utc(stamp: str) -> str:
 
 
 def concurrencies(entry: dict) -> list[int]:
-    """The client counts a search-space entry ran: its list, or start to end doubling."""
+    """The client counts a search-space entry ran: its list, or start to end doubling, the end
+    itself last where doubling misses it."""
     if entry.get("conc-list"):
         return sorted(int(c) for c in entry["conc-list"])
     start, end = entry.get("conc-start"), entry.get("conc-end")
@@ -62,7 +63,36 @@ def concurrencies(entry: dict) -> list[int]:
     while c <= int(end):
         out.append(c)
         c *= 2
+    if out and out[-1] < int(end):
+        out.append(int(end))
     return out
+
+
+def changelog_keys(repo: Path, commit: str) -> list[str] | None:
+    """The config-keys (globs) of the perf-changelog entries a commit added, as InferenceX's
+    utils/process_changelog.py reads them; None where that commit's sweep did not run: it deleted a
+    non-blank line (which process_changelog refuses), its added lines are not YAML, or its message
+    says [skip-sweep] while run-sweep.yml skipped such commits."""
+    added = []
+    for line in git(repo, "show", "--format=", commit, "--", CHANGELOG).split("\n"):
+        if line.startswith("-") and not line.startswith("---"):
+            if line[1:].strip():
+                return None
+        elif line.startswith("+") and not line.startswith("+++"):
+            added.append(line[1:])
+    if "[skip-sweep]" in git(repo, "log", "-1", "--format=%B", commit):
+        if SKIP_SWEEP in git(repo, "show", f"{commit}:.github/workflows/run-sweep.yml"):
+            return None
+    try:
+        entries = yaml.load("\n".join(added), Loader=LOADER) or []
+    except yaml.YAMLError:
+        return None
+    return [str(k) for e in entries if isinstance(e, dict) for k in e.get("config-keys") or []]
+
+
+def matches(glob: str, key: str) -> bool:
+    """process_changelog's wildcard: ``*`` alone, over the whole key."""
+    return re.fullmatch(re.escape(glob).replace(r"\*", ".*"), key) is not None
 
 
 def configs(text: str) -> dict[str, dict]:
@@ -129,6 +159,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     head = git(args.repo, "rev-parse", "HEAD").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", head):
+        sys.exit(f"{args.repo}: not a git clone of InferenceX (git rev-parse HEAD failed)")
     log = git(args.repo, "log", "--reverse", "--format=%H %cI", "HEAD", "--", *MASTER, CHANGELOG).split("\n")
     versions: dict[str, tuple[str, dict]] = {}  # key -> (since, content) of the version in effect
     out, triggers, since, current = [], [], None, {}
@@ -142,7 +174,7 @@ def main() -> None:
             if since is None and speculative(current):
                 since = (when, commit)
             if since is not None:
-                for key in set(versions) | set(current):
+                for key in sorted(set(versions) | set(current)):
                     old = versions.get(key)
                     if old is not None and current.get(key) == old[1]:
                         continue
@@ -153,9 +185,8 @@ def main() -> None:
                         versions[key] = (when, current[key])
         if since is None or CHANGELOG not in changed:
             continue
-        diff = git(args.repo, "show", "--format=", "-U0", commit, "--", CHANGELOG)
-        globs = [m[1] for line in diff.split("\n") if (m := ADDED_KEY.match(line))]
-        keys = sorted(k for k in current if any(fnmatch.fnmatchcase(k, g) for g in globs))
+        globs = changelog_keys(args.repo, commit) or []
+        keys = sorted(k for k in current if any(matches(g, k) for g in globs))
         if keys:  # a change that reran none of them is no run of theirs
             triggers += ["[[trigger]]", f'commit = "{commit}"', f'time = "{when}"', f"keys = {json.dumps(keys)}", ""]
     if since is None:
