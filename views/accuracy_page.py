@@ -150,7 +150,8 @@ if speculative or maybe:
         f"Not scored: {speculative:,} runs that InferenceX's configurations decoded speculatively (MTP: a draft head "
         "proposes tokens the model verifies in one step; the simulation decodes one token a step, and the sample "
         f"records neither the setting nor an acceptance rate), and {maybe:,} that may have (a plain and an MTP "
-        "configuration ran the same shape that day, and the row does not say which). "
+        "configuration ran the same shape that day, or a multi-node run, which InferenceX swept with MTP on and off; "
+        "the row does not say). "
         "`python -m roofline validate --explain RUN_ID` names the configurations."
     )
 if below and simulated:
