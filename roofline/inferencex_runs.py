@@ -10,13 +10,14 @@ added ``perf-changelog.yaml`` entries, with the configurations they reran.
 
 A run is read in this order (``run_decoding``):
 
+0. A DeepSeek run on more GPUs than one node, or on a rack-scale system: either (``MULTI_NODE``).
 1. Measured before the first configuration with speculative decoding took effect: plain.
-2. The commits that started it: a measured time ``TRIGGER_WINDOW_S`` or less after a commit's (the
-   exports' measured time is the workflow's start, seconds after the merge); where the source
-   records the day only (a time of 00:00:00.000, or a date), every such commit of that day (UTC).
-   Of the configurations they reran, in their versions of that moment, those matching the run:
-   model, precision, GPU, engine, image (where the row names one), prompt and output tokens, TP,
-   EP and clients.
+2. The commit that started it: the nearest whose time is ``TRIGGER_WINDOW_S`` or less before the
+   measured time (the exports' measured time is the workflow's start, seconds after the merge)
+   and that reran a configuration matching the run; where the source records the day only (a time
+   of midnight, or a date), every such commit of that day. A configuration matches in its version
+   of that moment, on model, precision, GPU, engine, image (where the row names one), prompt and
+   output tokens, TP, EP and clients.
 3. No such commit matches: the configurations in effect at the measured time that match the run.
 
 Their ``spec-decoding``: all "none", plain; all one kind, that kind ("mtp"); both, "either" (the
