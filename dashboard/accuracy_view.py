@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
+from roofline.inferencex_runs import MAYBE_REASON, SPECULATIVE_REASON
 from roofline.lazy import pandas as pd
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
@@ -181,5 +182,5 @@ def speculative_left_out(data: dict, part: str) -> tuple[int, int]:
     """The report's runs of ``part`` left out because their configuration decoded speculatively,
     and because it may have (``roofline.inferencex_runs.why_speculative``): (runs, maybe)."""
     reasons = data[part].get("not_scored" if part == "load" else "skipped") or {}
-    maybe = sum(n for why, n in reasons.items() if why.startswith("speculative decoding or not"))
-    return sum(n for why, n in reasons.items() if why.startswith("speculative decoding")) - maybe, maybe
+    maybe = sum(n for why, n in reasons.items() if why.startswith(MAYBE_REASON))
+    return sum(n for why, n in reasons.items() if why.startswith(SPECULATIVE_REASON)) - maybe, maybe

@@ -44,7 +44,7 @@ RECORDED_CLIENT = BenchmarkClient(
     10,
     "the sample's row: fixed isl and osl, batch_size clients starting together; the source records no client",
 )
-_MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+_MEASURED = re.compile(r"measured=([^;]+)")
 _INFERENCEX_SOURCE = re.compile(r"^(source_file=20\d\d-\d\d-\d\d\.csv|db-dump/)")
 
 
@@ -53,10 +53,16 @@ def benchmark_client(row: dict[str, str]) -> BenchmarkClient:
     return INFERENCEX_CLIENT if _INFERENCEX_SOURCE.match(row.get("silicon_data_source") or "") else RECORDED_CLIENT
 
 
+def measured_stamp(row: dict[str, str]) -> str | None:
+    """An InferenceX run's ``measured=`` field as its source records it (a time, or a day); None elsewhere."""
+    found = _MEASURED.search(row.get("silicon_data_source") or "")
+    return found[1].strip() if found and benchmark_client(row) is INFERENCEX_CLIENT else None
+
+
 def measured_date(row: dict[str, str]) -> str | None:
     """The day (YYYY-MM-DD) an InferenceX run was measured, as its source records it; None elsewhere."""
-    found = _MEASURED.search(row.get("silicon_data_source") or "")
-    return found[1] if found and benchmark_client(row) is INFERENCEX_CLIENT else None
+    stamp = measured_stamp(row)
+    return stamp[:10] if stamp and re.match(r"\d{4}-\d\d-\d\d", stamp) else None
 
 
 # InferenceX's client has warmed the server up before measuring since commit d053ae24e (2026-01-21

@@ -34,13 +34,14 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 
-from roofline.benchmark_clients import INFERENCEX_CLIENT, benchmark_client
+from roofline.benchmark_clients import measured_stamp
 from roofline.inferencex_scripts import INFERENCEX_MODELS
 
 INFERENCEX_RUNS = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_runs.toml"
 TRIGGER_WINDOW_S = 300.0
 PLAIN, EITHER = "plain", "either"
-_MEASURED = re.compile(r"measured=([^;]+)")
+# The reasons why_speculative gives start so (the report counts runs by reason).
+SPECULATIVE_REASON, MAYBE_REASON = "speculative decoding", "speculative decoding or not"
 _IMAGE = re.compile(r"image=([^;]+)|;\s*([\w.\-#]+(?:/[\w.\-#]+)+:[\w.\-]+)\s*$")  # a named field, or a bare last one
 # A run on more GPUs than one node (or on a rack-scale system, which InferenceX runs across trays):
 # its multi-node benchmarks took MTP on and off (benchmark-multinode-tmpl.yml's mtp-mode, from 2025),
@@ -129,15 +130,13 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
     """Plain or speculative decoding, as the InferenceX configurations that ran ``row`` say
     (module notes); None for another source, a model InferenceX's configurations do not name, or a
     run no configuration matches."""
-    source = row.get("silicon_data_source") or ""
-    stamp, clients = _MEASURED.search(source), _CLIENTS.search(source)
+    text, clients = measured_stamp(row), _CLIENTS.search(row.get("silicon_data_source") or "")
     model = INFERENCEX_MODELS.get(row.get("model_path", ""))
-    if stamp is None or clients is None or model is None or benchmark_client(row) is not INFERENCEX_CLIENT:
+    if text is None or clients is None or model is None:
         return None
     gpus = (_number(row, "tp_size") or 1) * max(_number(row, "attention_dp_size") or 1, 1)
     if gpus > NODE_GPUS or (row.get("system") or "") in RACK_SYSTEMS:
         return Decoding(EITHER, MULTI_NODE, multi_node=True) if model in MTP_MODELS else None
-    text = stamp[1].strip()
     try:
         when = _time(text if "T" in text else text + "T00:00:00Z")
     except ValueError:  # not a time: nothing to read
@@ -194,7 +193,7 @@ def why_speculative(row: dict[str, str]) -> str | None:
     if decoding is None or decoding.speculative is False:
         return None
     if decoding.speculative:
-        return f"speculative decoding ({decoding.kind}: its configuration set it; the row does not say)"
+        return f"{SPECULATIVE_REASON} ({decoding.kind}: its configuration set it; the row does not say)"
     if decoding.multi_node:
-        return "speculative decoding or not (a multi-node run, which InferenceX ran with and without MTP)"
-    return "speculative decoding or not (a plain and a speculative configuration ran its shape; the row does not say)"
+        return f"{MAYBE_REASON} (a multi-node run, which InferenceX ran with and without MTP)"
+    return f"{MAYBE_REASON} (a plain and a speculative configuration ran its shape; the row does not say)"

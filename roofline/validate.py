@@ -39,7 +39,7 @@ from roofline.accuracy import score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
-from roofline.inferencex_runs import run_decoding
+from roofline.inferencex_runs import SPECULATIVE_REASON, run_decoding
 from roofline.models import ModelConfig, get_model
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
@@ -253,7 +253,7 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     results, skipped = score_rows(rows, tables=True, with_ops=True)
     decoding = run_decoding(rows[0])
     if not results:
-        speculative = any(reason.startswith("speculative decoding") for reason in skipped)
+        speculative = any(reason.startswith(SPECULATIVE_REASON) for reason in skipped)
         where = f" ({decoding.where})" if decoding and speculative else ""
         raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}{where}")
     documented = documented_kv_dtype(rows[0])
