@@ -72,6 +72,7 @@ from roofline.inferencex_scripts import (
 )
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
+from roofline.sample_twins import SAME_RUN_REASON, mark_twins
 from roofline.tables import TablePredictor, store
 from roofline.tables.convert import SYSTEM_TO_HARDWARE
 from roofline.tables.source import KernelTables
@@ -266,7 +267,8 @@ def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
 
 
 def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
-    """The sample's rows as strings (empty where the run left a column blank)."""
+    """The sample's rows as strings (empty where the run left a column blank), each run's later
+    exports marked ``same_as`` the row kept (``roofline.sample_twins``)."""
     import gzip
 
     if path is None:
@@ -276,7 +278,7 @@ def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
         path = dirs[0] / "silicon_sample.csv.gz"
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", newline="") as f:
-        return [_config_parallelism(row) for row in csv.DictReader(f)]
+        return mark_twins([_config_parallelism(row) for row in csv.DictReader(f)])
 
 
 def _config_parallelism(row: dict[str, str]) -> dict[str, str]:
@@ -371,6 +373,8 @@ def run_tables(
 
 
 def why_not_scored(row: dict[str, str]) -> str | None:
+    if row.get("same_as"):
+        return SAME_RUN_REASON
     if row.get("mode") != "agg":
         return "disaggregated run (needs the serving simulation)"
     if row.get("model_path") not in MODEL_IDS:

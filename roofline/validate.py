@@ -255,6 +255,8 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     if not results:
         speculative = any(reason.startswith(SPECULATIVE_REASON) for reason in skipped)
         where = f" ({decoding.where})" if decoding and speculative else ""
+        if rows[0].get("same_as"):
+            where = f": {rows[0]['same_as']}"
         raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}{where}")
     documented = documented_kv_dtype(rows[0])
     kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"

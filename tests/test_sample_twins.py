@@ -1,0 +1,96 @@
+"""One measurement exported several times counts once (roofline.sample_twins)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from roofline.sample_twins import SAME_RUN_REASON, mark_twins
+from roofline.silicon_sample import load_silicon_sample, why_not_scored
+
+BASE = {
+    "system": "b200_sxm",
+    "backend": "sglang",
+    "precision": "fp4",
+    "isl": "1024",
+    "osl": "1024",
+    "batch_size": "32.0",
+    "silicon_ttft_ms": "7101.497480100079",
+    "silicon_tpot_ms": "18.621108686591846",
+    "mode": "agg",
+}
+
+
+def run(run_id: str, source: str, **changes: str) -> dict[str, str]:
+    return BASE | {"id": run_id, "silicon_data_source": source} | changes
+
+
+def test_the_row_that_records_the_most_is_kept_and_the_others_point_to_it():
+    dump = run("dump", "db-dump/2026-04-27; config_id=88; measured=2025-11-10T00:00:00.000Z")
+    april = run("april", "source_file=2026-04-06.csv; model=DeepSeek-R1; measured=2025-11-10T00:00:00.000Z")
+    march = run("march", "source_file=2026-03-25.csv; model=DeepSeek-R1; measured=2025-11-10T05:32:44Z")
+    # The time of day decides first, wherever the row stands in the file.
+    marked = mark_twins([dump, april, march])
+    assert [r.get("same_as") for r in marked] == ["march", "march", None]
+    # Without a time of day, the row whose source names the model.
+    assert [r.get("same_as") for r in mark_twins([dump, april])] == ["april", None]
+    # Where the rows record as much, the first in the file.
+    assert [r.get("same_as") for r in mark_twins([april, april | {"id": "again"}])] == [None, "april"]
+    # The rows given are not changed.
+    assert "same_as" not in dump and "same_as" not in april
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"silicon_ttft_ms": "7101.497480100080"},  # another measured figure: another run
+        {"batch_size": "16.0"},
+        {"system": "b300"},
+        {"backend": "vllm"},
+        {"isl": "8192"},
+        {"precision": "fp8"},
+        {"silicon_data_source": "db-dump/2026-04-27; measured=2025-11-11T00:00:00.000Z"},  # another day
+    ],
+)
+def test_rows_that_differ_in_what_was_run_or_measured_are_two_runs(change):
+    one = run("one", "db-dump/2026-04-27; measured=2025-11-10T00:00:00.000Z")
+    two = run("two", "source_file=2026-04-06.csv; measured=2025-11-10T00:00:00.000Z") | change
+    assert [r.get("same_as") for r in mark_twins([one, two])] == [None, None]
+
+
+def test_rows_without_both_measured_figures_are_never_twins():
+    one = run("one", "x", silicon_ttft_ms="")
+    assert [r.get("same_as") for r in mark_twins([one, one | {"id": "two"}])] == [None, None]
+
+
+def test_a_twin_is_not_scored_and_explain_names_the_row_kept():
+    from roofline.validate import explain
+
+    twin = run("dump", "db-dump/2026-04-27") | {"same_as": "march"}
+    assert why_not_scored(twin) == SAME_RUN_REASON
+    with pytest.raises(ValueError, match=r"the same run as another row .*: 2026_04_06_deepseek_r1_b200_sxm_sglang"):
+        explain("dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg88")
+
+
+def test_the_shipped_sample_scores_each_run_once():
+    """InferenceX's three exports repeat most runs measured before March 2026: 5,221 rows hold 4,084
+    runs. DeepSeek-R1 on four B200s with SGLang at 32 clients (measured 2025-11-10, TTFT 7,101 ms)
+    is in the db-dump as DeepSeek-V3 and in the 2026-04-06 export as DeepSeek-R1."""
+    rows = load_silicon_sample()
+    kept = [r for r in rows if not r.get("same_as")]
+    assert (len(rows), len(kept)) == (5221, 4084)
+    ids = {r["id"] for r in rows}
+    assert all(r["same_as"] in ids and r["same_as"] in {k["id"] for k in kept} for r in rows if r.get("same_as"))
+    same = [r for r in rows if r["silicon_ttft_ms"] == "7101.497480100079"]
+    assert {r["model_path"] for r in same} == {"deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1"}
+    assert [r["id"] for r in same if not r.get("same_as")] == [
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp4_ep1_212"
+    ]
+    # No two runs kept carry the same measured figures on the same setup.
+    seen = collections.Counter(
+        (r["system"], r["backend"], r["isl"], r["osl"], r["batch_size"], r["silicon_ttft_ms"], r["silicon_tpot_ms"])
+        for r in kept
+        if r["silicon_ttft_ms"]
+    )
+    assert max(seen.values()) == 1
