@@ -2,7 +2,8 @@
 (``source_file=2026-03-25.csv``, ``source_file=2026-04-06.csv`` and ``db-dump/2026-04-27``), and
 most runs measured before March 2026 are in two or three of them. The rows of one run agree on the
 device, the engine, the precision, the lengths, the concurrency and the measured day, and carry the
-same TTFT and TPOT to every digit, which two measurements never do; the exports differ only in what
+same TTFT and TPOT to 12 significant digits (the exports write the 16th or 17th differently), which
+two measurements never do; the exports differ only in what
 they record beside them (the 2026-03-25 export the time of day, the db-dump a config id, one of them
 DeepSeek-R1's runs under ``deepseek-ai/DeepSeek-V3``).
 
@@ -17,7 +18,8 @@ from __future__ import annotations
 import re
 
 SAME_RUN_REASON = "the same run as another row (another export of its source)"
-SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl", "batch_size", "silicon_ttft_ms", "silicon_tpot_ms")
+SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl", "batch_size")
+MEASURED_FIELDS = ("silicon_ttft_ms", "silicon_tpot_ms")
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)(?:T(\d\d:\d\d:\d\d))?")
 
 
@@ -40,9 +42,11 @@ def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     notes). Rows without both measured figures are never twins."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, row in enumerate(rows):
-        if not (row.get("silicon_ttft_ms") and row.get("silicon_tpot_ms")):
+        try:
+            measured = tuple(f"{float(row[f]):.12g}" for f in MEASURED_FIELDS)
+        except (KeyError, TypeError, ValueError):  # a figure missing or not a number: never a twin
             continue
-        key = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + (_measured(row)[0],)
+        key = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + measured + (_measured(row)[0],)
         groups.setdefault(key, []).append(i)
     out = list(rows)
     for members in groups.values():
