@@ -9,6 +9,7 @@ import streamlit as st
 from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
 from roofline.inferencex_runs import MAYBE_REASON, SPECULATIVE_REASON
 from roofline.lazy import pandas as pd
+from roofline.sample_twins import SAME_RUN_REASON
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
 METRICS = {
@@ -178,9 +179,18 @@ def by_warmup(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:
     return out
 
 
+def _left_out(data: dict, part: str) -> dict[str, int]:
+    return data[part].get("not_scored" if part == "load" else "skipped") or {}
+
+
+def repeats_left_out(data: dict, part: str) -> int:
+    """The report's rows of ``part`` that repeat a run another row holds (``roofline.sample_twins``)."""
+    return _left_out(data, part).get(SAME_RUN_REASON, 0)
+
+
 def speculative_left_out(data: dict, part: str) -> tuple[int, int]:
     """The report's runs of ``part`` left out because their configuration decoded speculatively,
     and because it may have (``roofline.inferencex_runs.why_speculative``): (runs, maybe)."""
-    reasons = data[part].get("not_scored" if part == "load" else "skipped") or {}
+    reasons = _left_out(data, part)
     maybe = sum(n for why, n in reasons.items() if why.startswith(MAYBE_REASON))
     return sum(n for why, n in reasons.items() if why.startswith(SPECULATIVE_REASON)) - maybe, maybe

@@ -290,3 +290,17 @@ def test_the_runs_that_decoded_speculatively_are_left_out_of_both_parts_and_the_
     said = next(c.value for c in at.caption if c.value.startswith("Not scored: "))
     maybe = sum(n for k, n in expected.items() if k.startswith("speculative decoding or not"))
     assert f"Not scored: {sum(expected.values()) - maybe:,} runs that" in said and f"and {maybe:,} that may" in said
+
+
+def test_a_run_exported_several_times_is_scored_once_and_the_page_says_so():
+    from roofline.sample_twins import SAME_RUN_REASON
+    from roofline.silicon_sample import load_silicon_sample
+
+    rows = load_silicon_sample()
+    repeats = {r["id"] for r in rows if r.get("same_as")}
+    report = load_report(REPORT_PATH)
+    for part, counts in (("steady", report["steady"]["skipped"]), ("load", report["load"]["not_scored"])):
+        assert counts[SAME_RUN_REASON] == len(repeats) > 1000
+        assert not repeats & {r["id"] for r in report[part]["results"]}
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60).run()
+    assert any(c.value.startswith(f"Counted once: {len(repeats):,} rows that repeat a run") for c in at.caption)

@@ -14,6 +14,7 @@ from dashboard.accuracy_view import (
     errors,
     group_table,
     hovers,
+    repeats_left_out,
     report,
     runs_frame,
     speculative_left_out,
@@ -153,6 +154,11 @@ if speculative or maybe:
         "configuration ran the same shape that day, or a multi-node run, which InferenceX swept with MTP on and off; "
         "the row does not say). "
         "`python -m roofline validate --explain RUN_ID` names the configurations."
+    )
+if repeats := repeats_left_out(data, METRICS[metric][0]):
+    page_report.caption(
+        f"Counted once: {repeats:,} rows that repeat a run another row holds (InferenceX's results come in three "
+        "exports; the same setup, day, TTFT and TPOT to every digit)."
     )
 if below and simulated:
     page_report.caption(
