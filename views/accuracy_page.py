@@ -158,7 +158,7 @@ if speculative or maybe:
 if repeats := repeats_left_out(data, METRICS[metric][0]):
     page_report.caption(
         f"Counted once: {repeats:,} rows that repeat a run another row holds (InferenceX's results come in three "
-        "exports; the same setup, day, TTFT and TPOT to every digit)."
+        "exports; the same setup and day, the same TTFT and TPOT to 12 significant digits)."
     )
 if below and simulated:
     page_report.caption(
