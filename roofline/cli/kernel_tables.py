@@ -76,7 +76,7 @@ def add_parsers(sub) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="write the published accuracy report (both scores, every run; about 20 minutes) that the Accuracy page "
+        help="write the published accuracy report (both scores, every run; 3 to 20 minutes) that the Accuracy page "
         "shows, e.g. docs/accuracy.json",
     )
     p.add_argument(
