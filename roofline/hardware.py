@@ -222,7 +222,8 @@ class Hardware(DataRecord):
     @property
     def memory_source(self) -> str:
         if self.memory_exposed_bytes:
-            return f"{self.memory_exposed_bytes:,} B as the runtime reports it"
+            gib = self.memory_exposed_bytes / 2**30
+            return f"{self.memory_exposed_bytes:,} B ({gib:.2f} GiB) as the runtime reports it"
         return (
             f"nominal {self.memory_gb:g} GB read as 10^9 B: the runtime's own figure is not recorded for this "
             "device (HBM parts usually expose about 1% less than the nominal GiB, GDDR cards with ECC 7-8% less)"

@@ -1,26 +1,39 @@
 """One measurement, several rows: the silicon sample carries InferenceX's results as three exports
 (``source_file=2026-03-25.csv``, ``source_file=2026-04-06.csv`` and ``db-dump/2026-04-27``), and
-most runs measured before March 2026 are in two or three of them. The rows of one run agree on the
-device, the engine, the precision, the lengths, the concurrency and the measured day, and carry the
-same TTFT and TPOT to 12 significant digits (the exports write the 16th or 17th differently), which
-two measurements never do; the exports differ only in what
-they record beside them (the 2026-03-25 export the time of day, the db-dump a config id, one of them
-DeepSeek-R1's runs under ``deepseek-ai/DeepSeek-V3``).
+most runs measured before March 2026 are in two or three of them (a few twice in one export). The
+rows of one run agree on the device, the engine, the precision, the lengths, the clients (the
+source's ``silicon_concurrency``, else ``batch_size``, which some exports write per attention data
+parallel rank) and the measured day, and carry the same TTFT and TPOT to 12 significant digits (the
+exports write the 16th or 17th differently), which two measurements never do; the exports differ
+only in what they record beside them (the 2026-03-25 export the time of day, the db-dump a config
+id and the image's full tag, one of them DeepSeek-R1's runs under ``deepseek-ai/DeepSeek-V3``).
 
 A run counts once: every row but one of its twins is marked ``same_as`` the row kept, and the
 accuracy report leaves it out with that reason (``roofline.silicon_sample.why_not_scored``). The
-row kept records the most: a measured time of day (which ties a run to the change that ran it,
-``roofline.inferencex_runs``), then a source that names the model, then the file's order.
+row kept is the one with a measured time of day (which ties a run to the change that ran it,
+``roofline.inferencex_runs``), then one whose source names the model, then the first in the file.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
-SAME_RUN_REASON = "the same run as another row (another export of its source)"
-SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl", "batch_size")
+SAME_RUN_REASON = "the same run as another row (the sample repeats it)"
+SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl")
 MEASURED_FIELDS = ("silicon_ttft_ms", "silicon_tpot_ms")
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)(?:T(\d\d:\d\d:\d\d))?")
+_CLIENTS = re.compile(r"silicon_concurrency=([^;]+)")
+
+
+def _clients(row: dict[str, str]) -> str:
+    """The run's clients as its source records them, else its ``batch_size``; '' where neither."""
+    found = _CLIENTS.search(row.get("silicon_data_source") or "")
+    value = found[1].strip() if found else row.get("batch_size") or ""
+    try:
+        return f"{float(value):g}"
+    except ValueError:
+        return value
 
 
 def _measured(row: dict[str, str]) -> tuple[str, bool]:
@@ -38,15 +51,18 @@ def _records(row: dict[str, str]) -> tuple[bool, bool]:
 
 
 def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The rows, each later export of a run marked ``same_as`` the id of the row kept (module
-    notes). Rows without both measured figures are never twins."""
+    """The rows, each repeat of a run marked ``same_as`` the id of the row kept (module notes).
+    Rows without both measured figures as finite numbers are never twins."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, row in enumerate(rows):
         try:
-            measured = tuple(f"{float(row[f]):.12g}" for f in MEASURED_FIELDS)
+            figures = [float(row[f]) for f in MEASURED_FIELDS]
         except (KeyError, TypeError, ValueError):  # a figure missing or not a number: never a twin
             continue
-        key = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + measured + (_measured(row)[0],)
+        if not all(math.isfinite(x) for x in figures):
+            continue
+        measured = tuple(f"{x:.12g}" for x in figures)
+        key = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + (_clients(row),) + measured + (_measured(row)[0],)
         groups.setdefault(key, []).append(i)
     out = list(rows)
     for members in groups.values():
@@ -55,5 +71,5 @@ def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
         kept = max(members, key=lambda i: (_records(rows[i]), -i))
         for i in members:
             if i != kept:
-                out[i] = rows[i] | {"same_as": rows[kept]["id"]}
+                out[i] = rows[i] | {"same_as": rows[kept].get("id") or f"row {kept + 1} of the sample"}
     return out

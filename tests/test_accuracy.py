@@ -314,4 +314,7 @@ def test_a_run_exported_several_times_is_scored_once_and_the_page_says_so():
         assert counts[SAME_RUN_REASON] == len(repeats) > 1000
         assert not repeats & {r["id"] for r in report[part]["results"]}
     at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60).run()
-    assert any(c.value.startswith(f"Counted once: {len(repeats):,} rows that repeat a run") for c in at.caption)
+    assert any(
+        c.value.startswith(f"Each run counts once: {len(repeats):,} rows of the sample repeat a run")
+        for c in at.caption
+    )

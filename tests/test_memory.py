@@ -107,12 +107,12 @@ def test_capacity_is_what_the_runtime_exposes():
     # Hopper's and Blackwell's larger parts expose more than their nominal GB read as 10^9 B: the H200
     # 139.80 GiB (150.1 GB, measured: examples/h200-sxm-quick-run.json) of its "141 GB", the B300
     # 267.69 GiB of its 270 GB, a GB200 184.31 GiB of its 186 GB. Read as 10^9 B, an H200's usable
-    # memory would be 8.1 GB short at 0.9 of it.
+    # memory would be 8.2 GB short at 0.9 of it.
     for device, gib in (("h200-sxm", 139.80), ("b300", 267.69), ("gb200", 184.31)):
         assert get_hardware(device).memory_bytes / 2**30 == pytest.approx(gib, abs=0.005)
-        assert "as the runtime reports it" in get_hardware(device).memory_source
+        assert f"({gib:.2f} GiB) as the runtime reports it" in get_hardware(device).memory_source
     h200 = footprint(Workload(LLAMA8, "decode", 1, 100), get_hardware("h200-sxm"), Settings(memory_utilization=0.9))
-    assert h200.capacity_bytes / 1e9 == pytest.approx(135.1, abs=0.05)  # 0.9 x 150.12 GB, not 0.9 x 141 GB = 126.9
+    assert h200.capacity_bytes / 1e9 == pytest.approx(135.1, abs=0.05)  # 0.9 x 150.11 GB, not 0.9 x 141 GB = 126.9
     # A device without a recorded figure falls back to the nominal GB (10^9 B) and says so.
     gh200 = get_hardware("gh200")
     assert gh200.memory_bytes == 144e9 and "not recorded" in gh200.memory_source

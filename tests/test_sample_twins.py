@@ -60,9 +60,31 @@ def test_rows_that_differ_in_what_was_run_or_measured_are_two_runs(change):
 
 
 def test_rows_without_both_measured_figures_are_never_twins():
-    for blank in ({"silicon_ttft_ms": ""}, {"silicon_tpot_ms": "n/a"}):
+    for blank in (
+        {"silicon_ttft_ms": ""},
+        {"silicon_tpot_ms": "n/a"},
+        {"silicon_ttft_ms": "nan"},
+        {"silicon_tpot_ms": "inf"},
+    ):
         one = run("one", "x", **blank)
         assert [r.get("same_as") for r in mark_twins([one, one | {"id": "two"}])] == [None, None]
+
+
+def test_the_clients_are_read_from_the_source_where_it_records_them():
+    # DeepSeek-R1 FP8 on eight H200s with TensorRT-LLM and attention data parallelism, 64 clients:
+    # the 2026-03-25 export writes batch_size 16 (attention DP 8), the 2026-04-06 one 2 (DP 64).
+    march = run("march", "source_file=2026-03-25.csv; silicon_concurrency=64; measured=2026-01-05T10:00:04Z")
+    april = run("april", "source_file=2026-04-06.csv; silicon_concurrency=64; measured=2026-01-05T00:00:00.000Z")
+    marked = mark_twins([march | {"batch_size": "16.0"}, april | {"batch_size": "2.0"}])
+    assert [r.get("same_as") for r in marked] == [None, "march"]
+    # Other clients are another run, whatever batch_size says.
+    other = run("other", "source_file=2026-04-06.csv; silicon_concurrency=32; measured=2026-01-05T00:00:00.000Z")
+    assert [r.get("same_as") for r in mark_twins([march, other])] == [None, None]
+
+
+def test_a_row_kept_without_an_id_is_still_named():
+    one, two = run("", "a"), run("two", "b")
+    assert [r.get("same_as") for r in mark_twins([one, two])] == [None, "row 1 of the sample"]
 
 
 def test_the_exports_last_digits_do_not_split_a_run():
@@ -85,12 +107,12 @@ def test_a_twin_is_not_scored_and_explain_names_the_row_kept():
 
 
 def test_the_shipped_sample_scores_each_run_once():
-    """InferenceX's three exports repeat most runs measured before March 2026: 5,221 rows hold 3,927
+    """InferenceX's three exports repeat most runs measured before March 2026: 5,221 rows hold 3,903
     runs. DeepSeek-R1 on four B200s with SGLang at 32 clients (measured 2025-11-10, TTFT 7,101 ms)
     is in the db-dump as DeepSeek-V3 and in the 2026-04-06 export as DeepSeek-R1."""
     rows = load_silicon_sample()
     kept = [r for r in rows if not r.get("same_as")]
-    assert (len(rows), len(kept)) == (5221, 3927)
+    assert (len(rows), len(kept)) == (5221, 3903)
     ids = {r["id"] for r in rows}
     assert all(r["same_as"] in ids and r["same_as"] in {k["id"] for k in kept} for r in rows if r.get("same_as"))
     same = [r for r in rows if r["silicon_ttft_ms"] == "7101.497480100079"]
@@ -98,6 +120,11 @@ def test_the_shipped_sample_scores_each_run_once():
     assert [r["id"] for r in same if not r.get("same_as")] == [
         "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp4_ep1_212"
     ]
+    # A repeat is scored exactly where the row kept is: the row kept never loses what its twin knew.
+    by_id = {r["id"]: r for r in rows}
+    for twin in (r for r in rows if r.get("same_as")):
+        alone = {k: v for k, v in twin.items() if k != "same_as"}
+        assert (why_not_scored(alone) is None) == (why_not_scored(by_id[twin["same_as"]]) is None), twin["id"]
     # No two runs kept carry the same measured figures on the same setup.
     seen = collections.Counter(
         (r["system"], r["backend"], r["isl"], r["osl"], r["batch_size"])

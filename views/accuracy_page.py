@@ -157,8 +157,9 @@ if speculative or maybe:
     )
 if repeats := repeats_left_out(data, METRICS[metric][0]):
     page_report.caption(
-        f"Counted once: {repeats:,} rows that repeat a run another row holds (InferenceX's results come in three "
-        "exports; the same setup and day, the same TTFT and TPOT to 12 significant digits)."
+        f"Each run counts once: {repeats:,} rows of the sample repeat a run another row holds, scored here or not "
+        "(InferenceX's results come in three exports; the same setup and day, the same TTFT and TPOT to 12 "
+        "significant digits)."
     )
 if below and simulated:
     page_report.caption(
