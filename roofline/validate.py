@@ -247,7 +247,8 @@ def validate(path: Path | None = None, tables: bool = True, moe_routing: str | N
 
 def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     """One run's prediction op by op: where each op's time comes from, on both columns."""
-    rows = [r for r in load_silicon_sample(path) if r["id"] == run_id]
+    sample = load_silicon_sample(path)
+    rows = [r for r in sample if r["id"] == run_id]
     if not rows:
         raise ValueError(f"no run {run_id!r} in the silicon sample")
     results, skipped = score_rows(rows, tables=True, with_ops=True)
@@ -263,6 +264,8 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     setup = documented_setup(rows[0])
     scheduler = f"{setup.words()} ({setup.where})" if setup else "the engine's defaults (the source records none)"
     extra = {"kv_cache": kv, "scheduler": scheduler}
+    if repeats := [r["id"] for r in sample if r.get("same_as") == run_id]:
+        extra["repeats"] = repeats  # the sample's other rows of this run (roofline.sample_twins)
     if decoding:
         extra["decoding"] = f"{decoding.kind} ({decoding.where})"
     if rows[0].get("recorded_parallelism"):
@@ -285,6 +288,7 @@ def render_explain(result: dict[str, object]) -> str:
         f"Scheduler (validate --load): {result.get('scheduler', 'the engine defaults')}",
         *([f"Parallelism: {result['parallelism']}"] if result.get("parallelism") else []),
         *([f"Decoding: {result['decoding']}"] if result.get("decoding") else []),
+        *([f"The sample repeats this run as: {', '.join(result['repeats'])}"] if result.get("repeats") else []),
         f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
     ]
     for op in result["ops"]:

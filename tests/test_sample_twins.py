@@ -98,12 +98,16 @@ def test_the_exports_last_digits_do_not_split_a_run():
 
 
 def test_a_twin_is_not_scored_and_explain_names_the_row_kept():
-    from roofline.validate import explain
+    from roofline.validate import explain, render_explain
 
     twin = run("dump", "db-dump/2026-04-27") | {"same_as": "march"}
     assert why_not_scored(twin) == SAME_RUN_REASON
     with pytest.raises(ValueError, match=r"the same run as another row .*: 2026_04_06_deepseek_r1_b200_sxm_sglang"):
         explain("dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg88")
+    # ... and the row kept names its repeats.
+    kept = explain("2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp4_ep1_212")
+    assert kept["repeats"] == ["dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg88"]
+    assert "The sample repeats this run as: dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg88" in render_explain(kept)
 
 
 def test_the_shipped_sample_scores_each_run_once():
