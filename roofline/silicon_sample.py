@@ -43,6 +43,7 @@ Mapping of names and precisions (documented choices, not fitted):
   parallelism on (``enable_attention_dp``) is left out, as rows that say so are.
 - A run that InferenceX's configurations decoded speculatively (MTP), or may have, is left out
   (``roofline.inferencex_runs``): the simulation decodes one token a step.
+- A run the sample holds more than once (InferenceX's three exports) counts once (``sample_twins``).
 """
 
 from __future__ import annotations
@@ -267,8 +268,8 @@ def _documented_setup(items: tuple[tuple[str, str], ...]) -> ScriptSetup | None:
 
 
 def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
-    """The sample's rows as strings (empty where the run left a column blank), each run's later
-    exports marked ``same_as`` the row kept (``roofline.sample_twins``)."""
+    """The sample's rows as strings (empty where the run left a column blank), each repeat of a
+    run marked ``same_as`` the row kept (``roofline.sample_twins``)."""
     import gzip
 
     if path is None:
