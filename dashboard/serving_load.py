@@ -14,16 +14,15 @@ from urllib.parse import urlencode
 import numpy as np
 import streamlit as st
 
-from dashboard.basis import basis_short
 from dashboard.cache import cached
+from dashboard.serving_capacity import render_capacity
 from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report, md_escape
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
-from roofline.known_error import ON_EVERY_DEVICE, for_settings
-from roofline.lazy import pandas as pd
+from roofline.known_error import for_settings
 from roofline.models import ModelConfig
 from roofline.plots.serving_load import (
     TPOT_COLOR,
@@ -36,7 +35,6 @@ from roofline.plots.serving_load import (
 from roofline.report import Metric
 from roofline.serving import Traffic, serving_sweep
 from roofline.serving.simulation.api import graph_words
-from roofline.serving.simulation.capacity import rank_capacity
 from roofline.serving.simulation.load import Lengths, Load
 from roofline.serving.simulation.metrics import PERCENTILES, Targets
 from roofline.serving.simulation.sweep import SWEEP_RATES, SWEEP_REQUESTS, latency_sweep, load_run
@@ -128,7 +126,7 @@ def render_load_section(
     settings = held_back(settings)
     measured = measured_upload()
     _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets, measured)
-    _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
+    render_capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
 
 
 def _one_device(
@@ -294,105 +292,3 @@ def _one_device(
             f"about {context:,} tokens cached per decoding request. "
             f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one device)."
         )
-
-
-def _capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int) -> None:
-    """The page's devices ranked by the largest rate within the targets (``rank_capacity``)."""
-    pct = st.columns([1, 3])[0].selectbox(
-        "Targets met at percentile",
-        PERCENTILES,
-        index=PERCENTILES.index(90),
-        key="load_pct",
-        bind="query-params",
-        help="The capacity is the largest Poisson rate whose TTFT and TPOT at this percentile meet the targets.",
-    )
-    # One device at a time, so picking another device computes only that one.
-    found, why_not = [], {}
-    with st.spinner(f"Searching each device's largest rate within the p{pct} targets…"):
-        for hw in devices:
-            ranked, why = cached(
-                rank_capacity,
-                model,
-                [hw],
-                prompt,
-                output,
-                targets,
-                precision,
-                (tp,),
-                settings,
-                {hw.id: prices[hw.id]} if hw.id in prices else {},
-                int(pct),
-                SWEEP_REQUESTS,
-                seed,
-            )
-            found += ranked
-            why_not |= why
-    # rank_capacity's order: setups that meet the targets, the cheapest per token first, then the fastest.
-    found.sort(
-        key=lambda c: (
-            c.rate_per_s <= 0,
-            c.usd_per_million_output_tokens is None,
-            c.usd_per_million_output_tokens or 0.0,
-            -c.rate_per_s,
-        )
-    )
-    known = {hw.id: for_settings(settings, hw) for hw in devices}
-    frame = pd.DataFrame(
-        [
-            {
-                "device": c.hardware,
-                "rests on": basis_short(c.roofs.split(" roofs")[0]),
-                "published bias": known[c.hardware].short(),
-                "TP": c.tp,
-                "max requests/s": c.rate_per_s,
-                "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
-                f"p{c.percentile} TTFT": fmt_seconds(c.ttft_s) if c.ttft_s is not None else "",
-                f"p{c.percentile} TPOT": fmt_seconds(c.tpot_s) if c.tpot_s is not None else "",
-                "output tokens/s": round(c.output_tokens_per_s),
-                "$ per M output (all-in)": c.usd_per_million_output_tokens,
-                "saturation requests/s": c.saturation_per_s,
-            }
-            for c in found
-        ]
-    )
-    heading = (
-        f"Capacity: the largest rate with p{pct} TTFT ≤ {fmt_seconds(targets.ttft_s)} and TPOT ≤ "
-        f"{fmt_seconds(targets.tpot_s)}"
-    )
-    report.markdown(f"**{heading}**")
-    report.table(
-        frame,
-        "",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "max requests/s": st.column_config.NumberColumn(format="%.2f"),
-            "published bias": st.column_config.TextColumn(
-                help="How far the same kind of prediction was off on the accuracy report's test runs of this engine "
-                "on this device (the ideal bound: every engine's): the median of predicted / measured - 1, below 0 "
-                f"too fast, so the rate is overstated. {ON_EVERY_DEVICE}"
-            ),
-            "saturation requests/s": st.column_config.NumberColumn(format="%.2f"),
-            "output tokens/s": st.column_config.NumberColumn(
-                format="localized",
-                help="sustained: the rate x the mean output length of the requests admitted (a server that meets "
-                "its targets carries all it admits; one that can never fit the KV cache is rejected)",
-            ),
-            "$ per M output (all-in)": st.column_config.NumberColumn(
-                format="$%.3f", help="every device-hour at this rate over the output tokens it puts out"
-            ),
-        },
-        placeholder="—",
-    )
-    for key, why in why_not.items():
-        st.caption(f"{key}: {why}")
-    report.caption(
-        f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
-        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill on; 'saturation': the targets still hold at "
-        "the server's full throughput. Cheapest per million output tokens first "
-        f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}`. "
-        "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
-        "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work; "
-        "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "
-        "so the rate is overstated)."
-    )
