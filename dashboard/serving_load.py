@@ -43,6 +43,7 @@ from roofline.workload import Precision
 
 LOAD_KINDS = ("rate", "concurrency")
 MAX_PAGE_REQUESTS = 5_000
+MAX_RAMP_S = 3600.0
 
 
 def _seconds(value: float | None) -> str:
@@ -98,9 +99,10 @@ def render_load_section(
             "load_seed": int_in(0, 2**31 - 1),
             "load_pct": one_of([str(p) for p in PERCENTILES]),
             "load_at": int_in(0, 100),
+            "load_ramp": float_in(0.0, MAX_RAMP_S),
         }
     )
-    c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1])
+    c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1])
     kind = c1.radio(
         "Load",
         LOAD_KINDS,
@@ -118,15 +120,52 @@ def render_load_section(
         amount = c2.number_input("Concurrent clients", 1, 4096, 64, key="load_conc", bind="query-params")
     n = c3.number_input("Requests", 10, MAX_PAGE_REQUESTS, 500, 100, key="load_n", bind="query-params")
     seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="load_seed", bind="query-params")
+    ramp_s = 0.0
+    if kind == "concurrency":
+        ramp_s = c5.number_input(
+            "Clients start over (s)",
+            0.0,
+            MAX_RAMP_S,
+            0.0,
+            1.0,
+            key="load_ramp",
+            bind="query-params",
+            format="%.1f",
+            help="0: every client sends its first request at once, as vllm bench serve, GuideLLM and aiperf do by "
+            "default. Above 0: they start one at a time over this many seconds, as aiperf's "
+            "--concurrency-ramp-duration starts them.",
+        )
     prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
     if kind == "rate":
         load = Load("poisson", int(n), prompt, output, rate_per_s=float(amount), seed=int(seed))
     else:
-        load = Load("concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed))
+        load = Load(
+            "concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed), ramp_s=float(ramp_s)
+        )
     settings = held_back(settings)
     measured = measured_upload()
     _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets, measured)
     render_capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
+
+
+def clients_words(load: Load, run: dict) -> str | None:
+    """What a closed loop's start does to its clients: in step or spread out (None for a rate)."""
+    if load.kind != "concurrency" or load.concurrency < 2:
+        return None
+    e2e = run["e2e_s"]["mean"]
+    if load.ramp_s:
+        return (
+            f"The {load.concurrency} clients start one at a time over {load.ramp_s:g} s, as aiperf's "
+            f"--concurrency-ramp-duration starts them; a request takes {_seconds(e2e)} from arrival to its last "
+            "token, so a ramp about that long leaves them out of step, each prompt arriving on its own."
+        )
+    return (
+        f"The {load.concurrency} clients start together and every request has the same lengths, so they stay in "
+        "step: each round's prompts arrive at once and each waits for the others' prefill, as in the first round. "
+        "A real benchmark's clients drift apart over a long run (a warm-up, requests that end at different times), "
+        f"which lowers TTFT and raises TPOT (other prompts' prefills land between its tokens). To see the clients "
+        f"out of step, start them over about one request's time ({_seconds(e2e)}): 'Clients start over'."
+    )
 
 
 def _one_device(
@@ -173,6 +212,8 @@ def _one_device(
     graphs = graph_words(run["engine"])
     if graphs:
         report.caption(f"CUDA graphs: {graphs}.")
+    if (clients := clients_words(load, run)) is not None:
+        report.caption(clients)
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])
@@ -217,7 +258,11 @@ def _one_device(
     # ---- distributions ---------------------------------------------------------------------------
     mean_batch = float(run["mean_running"])
     at_batch = _steady(model, hw, traffic, precision, tp, settings, chunked, np.array([mean_batch]))
-    shown = f"{amount:g} requests/s (Poisson)" if load.kind == "poisson" else f"{int(amount)} clients (closed loop)"
+    shown = (
+        f"{amount:g} requests/s (Poisson)"
+        if load.kind == "poisson"
+        else f"{int(amount)} clients (closed loop{f', started over {load.ramp_s:g} s' if load.ramp_s else ''})"
+    )
     d1, d2 = st.columns(2)
     for column, metric, label, color, target in (
         (d1, "ttft_s", "TTFT", TTFT_COLOR, targets.ttft_s),

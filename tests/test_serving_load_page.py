@@ -171,7 +171,7 @@ def test_the_series_shows_the_batch_cap_only_when_reached():
 
 @pytest.mark.parametrize("raw", ["inf", "nan", "1e400", "9" * 500, ""])
 def test_hostile_url_values_fall_back_without_a_traceback(raw):
-    keys = ("load_kind", "load_rate", "load_conc", "load_n", "load_seed", "load_pct", "load_at")
+    keys = ("load_kind", "load_rate", "load_conc", "load_n", "load_seed", "load_pct", "load_at", "load_ramp")
     at = serving(**{key: raw for key in keys})
     assert not at.exception, [e.message for e in at.exception]
     assert [c.key for c in at.get("plotly_chart")][-4:] == LOAD_CHARTS

@@ -178,9 +178,9 @@ def test_loads_are_drawn_as_the_benchmarks_define_them():
     # The clients' first requests at t = 0, the rest sent as requests finish (NaN until then).
     assert closed.concurrency == 3 and list(closed.arrival_s[:3]) == [0.0, 0.0, 0.0]
     assert np.all(np.isnan(closed.arrival_s[3:]))
-    # Spread over a 3 s window: one client a second.
+    # Ramped over 3 s as aiperf ramps 1 to 3 clients: one more every 3 / (3 - 1) = 1.5 s.
     ramped = make_requests(Load("concurrency", 10, Lengths(10), Lengths(5), concurrency=3, ramp_s=3.0))
-    assert list(ramped.arrival_s[:3]) == [0.0, 1.0, 2.0]
+    assert list(ramped.arrival_s[:3]) == [0.0, 1.5, 3.0]
 
 
 @pytest.mark.parametrize(

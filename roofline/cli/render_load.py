@@ -41,7 +41,8 @@ def render_capacity(d: dict, model_name: str) -> str:
 def render_text(d: dict, model_name: str, hw_name: str) -> str:
     load = d["load"]
     what = {
-        "concurrency": f"{load.get('concurrency')} concurrent clients",
+        "concurrency": f"{load.get('concurrency')} concurrent clients"
+        + (f" started one at a time over {fmt_seconds(load['ramp_s'])}" if load.get("ramp_s") else ""),
         "poisson": f"Poisson arrivals at {load.get('rate_per_s')} requests/s",
         "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
         "trace": f"the trace {load.get('file')}",

@@ -45,6 +45,13 @@ def launch_us(text: str) -> float:
     return value
 
 
+def ramp_seconds(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1e7:  # Load.ramp_s
+        raise argparse.ArgumentTypeError(f"expected seconds in [0, 10000000], got {text[:40]!r}")
+    return value
+
+
 def add_load(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("simulated load (one device setup, one run)")
     which = group.add_mutually_exclusive_group()
@@ -56,6 +63,14 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="a vllm bench serve, GuideLLM or aiperf result file: simulate each of its points, show measured beside",
+    )
+    group.add_argument(
+        "--ramp-s",
+        type=ramp_seconds,
+        default=0.0,
+        help="with --concurrency: start the clients one at a time over this many seconds, as aiperf's "
+        "--concurrency-ramp-duration does (default 0: all at once, as vllm bench serve, GuideLLM and aiperf do "
+        "by default; on identical requests such clients stay in step, each round's prompts arriving together)",
     )
     group.add_argument("--requests", type=positive_int, default=1000, help="requests to send (default 1000)")
     group.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths")
@@ -177,6 +192,8 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.serving.simulation.load import Lengths, Load, make_requests, read_trace
     from roofline.serving.simulation.metrics import Targets
 
+    if args.ramp_s and args.concurrency is None:
+        raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
     if args.capacity:
         from roofline.hardware import load_hardware
         from roofline.serving import load_prices
@@ -215,13 +232,22 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
                 kind, args.requests, prompt, output, rate_per_s=args.rate, burstiness=args.burstiness, seed=args.seed
             )
         else:
-            spec = Load("concurrency", args.requests, prompt, output, concurrency=args.concurrency, seed=args.seed)
+            spec = Load(
+                "concurrency",
+                args.requests,
+                prompt,
+                output,
+                concurrency=args.concurrency,
+                seed=args.seed,
+                ramp_s=args.ramp_s,
+            )
         requests = make_requests(spec)
         load = {
             "kind": spec.kind,
             "rate_per_s": spec.rate_per_s,
             "concurrency": spec.concurrency,
             "burstiness": spec.burstiness,
+            "ramp_s": spec.ramp_s,
             "requests": spec.requests,
             "prompt_tokens": [prompt.low, prompt.most],
             "output_tokens": [output.low, output.most],

@@ -5,8 +5,11 @@ one point, each metric ``{"unit", "avg", "p50", "p90", "p99", ...}`` in its disp
 aiperf's ``inter_token_latency`` is per request (request latency - TTFT) / (output tokens -
 1), read as TPOT; ``inter_chunk_latency``, the gaps between streamed chunks, is read as ITL.
 The load is the profiling phase of ``input_config.phases`` (``type`` concurrency with
-``concurrency``, poisson / constant / gamma with ``rate``, gamma's ``smoothness``) or, in
-older exports, ``input_config.loadgen`` (``concurrency``, ``request_rate``).
+``concurrency`` and its ``concurrency_ramp``, seconds or ``{"duration", "strategy"}``; poisson /
+constant / gamma with ``rate``, gamma's ``smoothness``) or, in older exports,
+``input_config.loadgen`` (``concurrency``, ``concurrency_ramp_duration``, ``request_rate``). A
+ramp is simulated as aiperf's linear one starts the clients (``--concurrency-ramp-duration``:
+1 to C clients, one more every duration / (C - 1)); its other shapes are refused.
 """
 
 from __future__ import annotations
@@ -52,8 +55,25 @@ def _aiperf_seconds(data: dict, name: str) -> dict[str, float | None]:
     return {k: None if v is None else v * scale for k, v in values.items()}
 
 
-def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | None, float, int | None]:
-    """The profiling phase's arrival, rate, concurrency, burstiness and requests."""
+def _aiperf_ramp(ramp: object, where: str) -> float:
+    """Seconds over which a concurrency ramp starts the clients (0 where none)."""
+    if ramp is None:
+        return 0.0
+    if isinstance(ramp, dict):
+        strategy = _text(ramp, where, "strategy") or "linear"
+        if strategy != "linear":
+            raise MeasuredError(
+                f"{_where(where, 'strategy')}: ramp {strategy!r} cannot be simulated; supported: linear"
+            )
+        ramp, where = ramp.get("duration"), _where(where, "duration")
+    number = isinstance(ramp, int | float) and not isinstance(ramp, bool)
+    if not number or not 0 <= ramp <= 1e7:  # NaN fails the comparison too
+        raise MeasuredError(f"{where}: expected seconds in [0, 1e7], got {_shown(ramp)}")
+    return float(ramp)
+
+
+def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | None, float, int | None, float]:
+    """The profiling phase's arrival, rate, concurrency, burstiness, requests and clients' ramp."""
     phases, ppath = _get(config, path, "phases")
     if isinstance(phases, list) and phases:
         chosen, where = None, ppath
@@ -68,13 +88,14 @@ def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | No
             concurrency = _count(chosen, where, "concurrency")
             if not concurrency:
                 raise MeasuredError(f"{_where(where, 'concurrency')}: expected a positive whole number")
-            return "concurrency", None, concurrency, 1.0, requests
+            ramp = _aiperf_ramp(chosen.get("concurrency_ramp"), _where(where, "concurrency_ramp"))
+            return "concurrency", None, concurrency, 1.0, requests, ramp
         if kind in ("poisson", "constant", "gamma"):
             rate = _number(chosen, where, "rate", required=True)
             if not rate:
                 raise MeasuredError(f"{_where(where, 'rate')}: expected a positive rate")
             burstiness = (_number(chosen, where, "smoothness") or 1.0) if kind == "gamma" else 1.0
-            return kind, rate, None, burstiness, requests
+            return kind, rate, None, burstiness, requests, 0.0
         raise MeasuredError(
             f"{_where(where, 'type')}: phase {kind!r} cannot be simulated; "
             "supported: concurrency, poisson, constant, gamma"
@@ -83,9 +104,10 @@ def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | No
     concurrency = _count(config, path, "loadgen", "concurrency")
     requests = _count(config, path, "loadgen", "request_count")
     if rate:
-        return "poisson", rate, None, 1.0, requests
+        return "poisson", rate, None, 1.0, requests, 0.0
     if concurrency:
-        return "concurrency", None, concurrency, 1.0, requests
+        ramp, rpath = _get(config, path, "loadgen", "concurrency_ramp_duration")
+        return "concurrency", None, concurrency, 1.0, requests, _aiperf_ramp(ramp, rpath)
     raise MeasuredError(f"{_where(path, 'phases')}: the load (concurrency or request rate) is not recorded")
 
 
@@ -99,7 +121,7 @@ def _aiperf_model(config: object, path: str) -> str | None:
 
 def _aiperf_point(data: dict) -> MeasuredRun:
     config, cpath = _get(data, "", "input_config")
-    arrival, rate, concurrency, burstiness, requests = _aiperf_load(config, cpath)
+    arrival, rate, concurrency, burstiness, requests, ramp_s = _aiperf_load(config, cpath)
     completed = _count(data, "", "request_count", "avg")
     if completed == 0:
         raise MeasuredError("request_count.avg: no request completed, nothing to compare")
@@ -120,4 +142,5 @@ def _aiperf_point(data: dict) -> MeasuredRun:
         model=_aiperf_model(config, cpath),
         backend=_text(config, cpath, "endpoint", "type"),
         notes=("inter_token_latency read as TPOT, inter_chunk_latency as ITL",),
+        ramp_s=ramp_s,
     )

@@ -20,7 +20,7 @@ def requests_for(run: MeasuredRun, seed: int = 0, default_requests: int = 1000, 
     prompt = Lengths(max(1, round(run.prompt_tokens_mean)))
     output = Lengths(max(1, round(run.output_tokens_mean)))
     if run.arrival == "concurrency":
-        load = Load("concurrency", count, prompt, output, concurrency=run.concurrency, seed=seed)
+        load = Load("concurrency", count, prompt, output, concurrency=run.concurrency, seed=seed, ramp_s=run.ramp_s)
     else:
         load = Load(run.arrival, count, prompt, output, rate_per_s=run.rate_per_s, burstiness=run.burstiness, seed=seed)
     return make_requests(load)

@@ -30,7 +30,8 @@ class MeasuredRun:
     """One benchmark point: its load, its mean lengths and the latencies it measured (seconds).
 
     ``arrival`` is in ARRIVALS: an open loop at ``rate_per_s`` (Poisson, gamma with
-    ``burstiness``, or evenly spaced) or a closed loop of ``concurrency`` clients. ``latency``
+    ``burstiness``, or evenly spaced) or a closed loop of ``concurrency`` clients (started over
+    ``ramp_s``, 0 for all at once). ``latency``
     maps each of METRICS to each of STATS, None where the file lacks it (listed in ``missing``);
     ``notes`` say how the file's figures were read."""
 
@@ -49,6 +50,7 @@ class MeasuredRun:
     model: str | None = None
     backend: str | None = None
     notes: tuple[str, ...] = field(default=())
+    ramp_s: float = 0.0  # a closed loop's clients started one at a time over this window (aiperf's ramp)
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -130,16 +132,18 @@ def _latency(stats: dict[str, dict[str, float | None]] | None = None) -> dict[st
     return out
 
 
-def _load_label(arrival: str, rate: float | None, concurrency: int | None, burstiness: float) -> str:
+def _load_label(arrival: str, rate: float | None, concurrency: int | None, burstiness: float, ramp_s: float) -> str:
     if arrival == "concurrency":
-        return f"{concurrency} concurrent"
+        return f"{concurrency} concurrent" + (f", started over {ramp_s:g} s" if ramp_s else "")
     shape = {"poisson": "Poisson", "constant": "evenly spaced", "gamma": f"gamma, burstiness {burstiness:g}"}[arrival]
     return f"{rate:g} requests/s ({shape})"
 
 
 def _run(fmt: str, index: int, total: int, **kw) -> MeasuredRun:
     where = f"point {index + 1} of {total}: " if total > 1 else ""
-    label = where + _load_label(kw["arrival"], kw["rate_per_s"], kw["concurrency"], kw["burstiness"])
+    label = where + _load_label(
+        kw["arrival"], kw["rate_per_s"], kw["concurrency"], kw["burstiness"], kw.get("ramp_s", 0)
+    )
     return MeasuredRun(format=fmt, label=label, **kw)
 
 

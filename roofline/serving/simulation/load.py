@@ -2,8 +2,11 @@
 
 - Closed loop (``vllm bench serve --max-concurrency``, GuideLLM's concurrent profile, aiperf's
   concurrency): C clients, each sending its next request as soon as its last one finishes. They
-  start together, or (``ramp_s``) evenly spread over a window: a long benchmark's clients drift
-  out of step, which a simulation of identical requests would never do by itself.
+  start together, as those tools start them by default, or one at a time over ``ramp_s`` as
+  aiperf's ``--concurrency-ramp-duration`` starts them (its linear ramp from 1 to C clients: client
+  k of 1..C starts at (k - 1) / (C - 1) x ``ramp_s``). Clients that start together on identical
+  requests stay in step: every round's prompts arrive at once, each waiting for the others'
+  prefill. A ramp as long as one request spreads them out of step.
 - Open loop at a rate (``--request-rate``, GuideLLM's poisson / constant profiles): arrivals
   with exponential gaps (Poisson), gamma gaps with a burstiness factor (vLLM's ``--burstiness``:
   shape = burstiness, mean gap = 1 / rate; 1 is Poisson, lower is burstier), or evenly spaced.
@@ -82,7 +85,7 @@ class Load:
     concurrency: int | None = None
     burstiness: float = 1.0
     seed: int = 0
-    ramp_s: float = 0.0  # closed loop: the clients' first requests spread evenly over this window
+    ramp_s: float = 0.0  # closed loop: the clients start one at a time over this window (aiperf's linear ramp)
 
     def __post_init__(self) -> None:
         if self.kind not in LOAD_KINDS:
@@ -95,6 +98,8 @@ class Load:
         _check_number(self.burstiness, "burstiness", 0.0, 1e3)
         if self.ramp_s:
             _check_number(self.ramp_s, "ramp_s", 0.0, 1e7)
+            if self.kind != "concurrency":
+                raise ValueError(f"ramp_s: the clients' ramp is a closed loop's (kind concurrency), not {self.kind}'s")
         _check_int(self.seed + 1, "seed + 1", 2**62)
 
 
@@ -121,7 +126,10 @@ def make_requests(load: Load) -> Requests:
     if load.kind == "concurrency":
         arrival = np.full(n, np.nan)
         starting = min(load.concurrency, n)
-        arrival[:starting] = np.arange(starting) * (load.ramp_s / load.concurrency)
+        if starting > 1:  # aiperf's linear ramp: one more client every ramp_s / (C - 1)
+            arrival[:starting] = np.arange(starting) * (load.ramp_s / (load.concurrency - 1))
+        else:
+            arrival[:starting] = 0.0
         return Requests(arrival, prompt, output, concurrency=load.concurrency)
     mean_gap = 1.0 / load.rate_per_s
     if load.kind == "constant":

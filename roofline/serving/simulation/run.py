@@ -337,10 +337,17 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
 
 
 def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
-    """A closed-loop client whose request ended sends the next unsent one at ``t``."""
+    """A closed-loop client whose request ended sends the next unsent one at ``t``. Requests are
+    sent in index order, so where clients still to start (a ramp) hold later arrivals, this one
+    takes its place before them and their starts move one request on (every request's lengths
+    were drawn alike)."""
     pending = np.flatnonzero(np.isnan(arrival[sent:]))
-    if pending.size:
-        arrival[sent + pending[0]] = t
+    if not pending.size:
+        return
+    j = sent + int(pending[0])  # the first request with no arrival yet
+    i = sent + int(np.searchsorted(arrival[sent:j], t, side="right"))  # the starts still to come are sorted
+    arrival[i + 1 : j + 1] = arrival[i:j].copy()
+    arrival[i] = t
 
 
 def _decode_stretch(

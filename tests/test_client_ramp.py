@@ -1,0 +1,224 @@
+"""A closed loop's clients started together or one at a time (aiperf's
+``--concurrency-ramp-duration``): the schedule worked by hand, what being in step does to TTFT
+and TPOT, and the ramp through the command line, aiperf's result files and the Serving page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.serving.measured import parse_measured, requests_for
+from roofline.serving.simulation.load import Lengths, Load, make_requests
+from roofline.serving.simulation.metrics import per_request
+from roofline.serving.simulation.run import simulate
+from roofline.serving.simulation.scheduler import EngineKnobs
+from roofline.serving.simulation.steptime import StepTimes, Table1, Table2, step_times
+from roofline.settings import Settings
+from roofline.workload import Precision
+
+MS = 1e-3
+ROOT = Path(__file__).resolve().parent.parent
+AIPERF = ROOT / "tests/data/serving_results/aiperf_profile_export.json"
+
+
+def flat_times(step_s: float = MS) -> StepTimes:
+    """Every step costs ``step_s``, whatever it holds."""
+    g = np.array([1.0, 1e6])
+    zero = np.full((2, 2), 1e-30)
+    return StepTimes(
+        roofs="test",
+        rows=Table1(g, np.full(2, step_s)),
+        logits=Table1(g, np.full(2, 1e-30)),
+        decode_attention=Table2(g, g, zero),
+        chunk_attention=Table2(g, g, zero),
+    )
+
+
+def test_the_clients_start_as_aiperfs_linear_ramp_starts_them():
+    """aiperf ramps the clients from 1 to C in steps of one over the duration: client k of 1..C
+    starts at (k - 1) / (C - 1) x the duration, the last at the duration itself."""
+    five = make_requests(Load("concurrency", 12, Lengths(8), Lengths(4), concurrency=5, ramp_s=2.0))
+    assert list(five.arrival_s[:5]) == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert np.isnan(five.arrival_s[5:]).all()  # sent as requests end
+    one = make_requests(Load("concurrency", 3, Lengths(8), Lengths(4), concurrency=1, ramp_s=2.0))
+    assert one.arrival_s[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    "load, message",
+    [
+        (dict(kind="poisson", rate_per_s=1.0, ramp_s=2.0), "ramp_s: the clients' ramp is a closed loop's"),
+        (dict(kind="concurrency", concurrency=2, ramp_s=-1.0), "ramp_s must be a number"),
+        (dict(kind="concurrency", concurrency=2, ramp_s=float("inf")), "ramp_s must be a number"),
+    ],
+)
+def test_a_bad_ramp_is_named(load, message):
+    with pytest.raises(ValueError, match=message):
+        Load(requests=4, prompt=Lengths(8), output=Lengths(4), **load)
+
+
+def test_a_client_that_finishes_before_the_last_one_starts_sends_on_at_once():
+    """Two clients, the second starting at 10 ms; steps of 1 ms; prompts of 4 tokens, 2 outputs,
+    so a request takes 2 steps (its prefill samples the first token, one decode the second).
+    Client A: 0-2 ms, its next 2-4 ms, its next 4-6 ms; client B starts at 10 ms, done at 12 ms.
+    Client A's requests go out as it finishes, ahead of B's start, not after it."""
+    load = Load("concurrency", 4, Lengths(4), Lengths(2), concurrency=2, ramp_s=10 * MS)
+    run = simulate(make_requests(load), flat_times(), kv_blocks=100, knobs=EngineKnobs(block_size=4))
+    assert run.arrival_s == pytest.approx([0.0, 2 * MS, 4 * MS, 10 * MS])
+    assert run.first_token_s == pytest.approx([1 * MS, 3 * MS, 5 * MS, 11 * MS])
+    assert run.finish_s == pytest.approx([2 * MS, 4 * MS, 6 * MS, 12 * MS])
+
+
+@pytest.fixture(scope="module")
+def h100_8b() -> StepTimes:
+    return step_times(get_model("llama-3.1-8b"), get_hardware("h100-sxm"), Precision(), 1, Settings(), 8192, 256)
+
+
+def test_clients_in_step_wait_for_each_others_prefill_and_spread_out_they_do_not(h100_8b):
+    """Eight clients on identical requests: started together, every round's prompts arrive at once
+    and every TTFT is the eight prompts' joint prefill, round after round; started over one
+    request's time, each prompt comes alone (TTFT about one prompt's prefill) and lands between
+    the other clients' tokens (TPOT higher than the decodes' alone)."""
+    c, n = 8, 80
+    knobs = EngineKnobs()
+    together = per_request(
+        simulate(
+            make_requests(Load("concurrency", n, Lengths(1024), Lengths(64), concurrency=c)), h100_8b, 50_000, knobs
+        )
+    )
+    joint = h100_8b.rows.at(c * 1024) + h100_8b.logits.at(c) + c * h100_8b.chunk_attention_s(1024, 0)
+    assert together["ttft_s"] == pytest.approx(np.full(n, joint), rel=1e-9)  # every round in step
+    cycle = float(np.mean(together["e2e_s"]))
+    spread = Load("concurrency", n, Lengths(1024), Lengths(64), concurrency=c, ramp_s=cycle)
+    apart = per_request(simulate(make_requests(spread), h100_8b, 50_000, knobs))
+    alone = h100_8b.rows.at(1024) + h100_8b.logits.at(1) + h100_8b.chunk_attention_s(1024, 0)
+    assert np.median(apart["ttft_s"]) < 2 * alone < joint / 2
+    assert np.mean(apart["tpot_s"]) > np.mean(together["tpot_s"])
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    from roofline.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse refuses a value before the command runs
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+SERVE = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "512", "--output-len", "32"]
+
+
+def test_serve_ramps_the_clients(capsys):
+    argv = SERVE + ["--concurrency", "4", "--requests", "40", "--ramp-s", "0.5"]
+    code, out, err = _cli(argv + ["--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["load"]["ramp_s"] == 0.5 and data["completed"] == 40
+    code, out, err = _cli(argv, capsys)
+    assert code == 0 and "4 concurrent clients started one at a time over 500 ms" in out
+    # Behind a router too: two replicas, every request done.
+    code, out, err = _cli(argv + ["--replicas", "2", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["completed"] == 40
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--rate", "2", "--ramp-s", "3"],
+            "--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency",
+        ),
+        (["--sweep", "--ramp-s", "3"], "--ramp-s: the clients' ramp is a closed loop's"),
+        (["--concurrency", "2", "--ramp-s", "-1"], "argument --ramp-s: expected a finite number >= 0"),
+        (["--concurrency", "2", "--ramp-s", "nan"], "argument --ramp-s: expected a finite number >= 0"),
+        (["--concurrency", "2", "--ramp-s", "1e8"], "argument --ramp-s: expected seconds in [0, 10000000]"),
+    ],
+)
+def test_serve_refuses_a_bad_ramp_clearly(extra, message, capsys):
+    code, out, err = _cli(SERVE + extra, capsys)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def _aiperf(change) -> str:
+    data = json.loads(AIPERF.read_text())
+    change(data)
+    return json.dumps(data)
+
+
+def test_an_aiperf_ramp_is_read_and_simulated():
+    def ramp(value):
+        return _aiperf(lambda d: d["input_config"]["phases"][1].update(concurrency_ramp=value))
+
+    (run,) = parse_measured(ramp(12.4))
+    assert run.ramp_s == 12.4 and run.label == "32 concurrent, started over 12.4 s"
+    (run,) = parse_measured(ramp({"duration": 6.2, "strategy": "linear"}))
+    assert run.ramp_s == 6.2
+    starts = requests_for(run).arrival_s[:32]
+    assert starts[0] == 0.0 and starts[-1] == pytest.approx(6.2) and np.all(np.diff(starts) > 0)
+    # Older exports: loadgen.concurrency_ramp_duration.
+    old = _aiperf(lambda d: d.update(input_config={"loadgen": {"concurrency": 4, "concurrency_ramp_duration": 3.0}}))
+    (run,) = parse_measured(old)
+    assert (run.arrival, run.concurrency, run.ramp_s) == ("concurrency", 4, 3.0)
+    # No ramp recorded: every client at once.
+    (run,) = parse_measured(AIPERF.read_text())
+    assert run.ramp_s == 0.0 and np.all(requests_for(run).arrival_s[:32] == 0.0)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            {"duration": 5, "strategy": "exponential"},
+            r"concurrency_ramp.strategy: ramp 'exponential' cannot be simulated",
+        ),
+        ({"strategy": "linear"}, r"concurrency_ramp.duration: expected seconds in \[0, 1e7\], got None"),
+        ("30s", r"concurrency_ramp: expected seconds in \[0, 1e7\], got '30s'"),
+        (True, r"concurrency_ramp: expected seconds"),
+        (-2, r"concurrency_ramp: expected seconds"),
+    ],
+)
+def test_an_aiperf_ramp_that_cannot_be_simulated_is_named(value, message):
+    from roofline.serving.measured.record import MeasuredError
+
+    with pytest.raises(MeasuredError, match=message):
+        parse_measured(_aiperf(lambda d: d["input_config"]["phases"][1].update(concurrency_ramp=value)))
+
+
+def _serving(**params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=120)
+    at.query_params["hw"] = "h100-sxm"
+    at.query_params["view"] = "Under load"
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_the_serving_page_says_when_its_clients_are_in_step_and_ramps_them():
+    at = _serving(load_kind="concurrency", load_conc="8", load_n="80")
+    assert not at.exception and not at.warning, [e.message for e in at.exception]
+    said = " ".join(c.value for c in at.caption)
+    assert "The 8 clients start together and every request has the same lengths, so they stay in step" in said
+    in_step = at.number_input(key="load_ramp")
+    assert in_step.value == 0.0
+    in_step.set_value(20.0).run()
+    assert not at.exception
+    said = " ".join(c.value for c in at.caption)
+    assert "The 8 clients start one at a time over 20 s, as aiperf's --concurrency-ramp-duration starts them" in said
+    # In the URL: the view is shared with its ramp.
+    shared = _serving(load_kind="concurrency", load_conc="8", load_n="80", load_ramp="20")
+    assert not shared.exception and not shared.warning
+    assert shared.number_input(key="load_ramp").value == 20.0
+    # A rate has no clients to ramp: no input, no such caption.
+    at = _serving(load_kind="rate", load_ramp="20")
+    assert not at.exception
+    assert not [n for n in at.number_input if n.key == "load_ramp"]
+    assert "clients start" not in " ".join(c.value for c in at.caption)
