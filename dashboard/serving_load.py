@@ -156,8 +156,9 @@ def clients_words(load: Load, run: dict) -> str | None:
     if load.ramp_s:
         return (
             f"The {load.concurrency} clients start one at a time over {load.ramp_s:g} s, as aiperf's "
-            f"--concurrency-ramp-duration starts them; a request takes {_seconds(e2e)} from arrival to its last "
-            "token, so a ramp about that long leaves them out of step, each prompt arriving on its own."
+            f"--concurrency-ramp-duration starts them, so fewer are in flight until the last one starts. A request "
+            f"takes {_seconds(e2e)} from arrival to its last token: a ramp about that long leaves the clients out of "
+            "step, each prompt arriving on its own."
         )
     return (
         f"The {load.concurrency} clients start together and every request has the same lengths, so they stay in "
