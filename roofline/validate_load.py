@@ -30,7 +30,7 @@ from roofline.benchmark_clients import (
     benchmark_client,
     client_warmup,
 )
-from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S
+from roofline.defaults import CLIENT_STARTS, DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
@@ -75,6 +75,7 @@ def simulate_row(
     profile: EngineProfile | None = None,
     kv_dtype: str | None = None,
     range_ratio: float | None = None,
+    clients: str | None = None,
 ) -> dict[str, object]:
     """One run's mean TTFT and TPOT from a closed-loop simulation at its concurrency, on the
     datasheet roofs and (``tables``) on its engine's kernel tables with its host work per step
@@ -84,7 +85,9 @@ def simulate_row(
     bf16: ``roofline.silicon_sample.kv_dtype_for``); ``range_ratio`` in (0, 1] draws every prompt and output
     length of every run uniformly in [ratio x nominal, nominal], as ``--random-range-ratio`` does in
     vLLM's benchmark client and its forks, 1 for fixed lengths (default None: as the run's own
-    client drew them, ``benchmark_client``)."""
+    client drew them, ``benchmark_client``); ``clients`` "out-of-step" starts every run's clients one at
+    a time over one request's mean time as simulated with them together (the column's own), so
+    their phases spread evenly over a request, "together" or None as the run's client started them."""
     settings = settings or Settings()
     model = get_model(MODEL_IDS[row["model_path"]])
     hw = get_hardware(DEVICE_IDS[row["system"]])
@@ -132,7 +135,8 @@ def simulate_row(
     if range_ratio < 1.0:
         prompts = Lengths(max(1, int(isl * range_ratio)), isl)
         outputs = Lengths(max(1, int(osl * range_ratio)), osl)
-    requests = make_requests(Load("concurrency", n, prompts, outputs, concurrency=concurrency))
+    load = Load("concurrency", n, prompts, outputs, concurrency=concurrency)
+    requests = make_requests(load)
     ideal = replace(settings, engine="ideal").ceilings(hw, tp, cuda_graphs=True)
     roofs = {"datasheet": ideal}
     source = run_tables(row, cache.setdefault("predictors", {}), settings.moe_routing) if tables else None
@@ -180,6 +184,10 @@ def simulate_row(
             )
         sim = simulate(requests, cache[key], blocks, knobs)
         r = per_request(sim)
+        if clients == "out-of-step" and concurrency > 1:  # one client every (a request's time) / C
+            ramp_s = float(np.nanmean(r["e2e_s"])) * (concurrency - 1) / concurrency
+            sim = simulate(make_requests(replace(load, ramp_s=ramp_s)), cache[key], blocks, knobs)
+            r = per_request(sim)
         out[f"{column}_ttft_ms"] = float(np.nanmean(r["ttft_s"])) * 1e3
         out[f"{column}_tpot_ms"] = float(np.nanmean(r["tpot_s"])) * 1e3 if osl > 1 else None
         out[f"{column}_preemptions"] = int(sim.preemptions.sum())
@@ -200,6 +208,7 @@ def score_load(
     range_ratio: float | None = None,
     moe_routing: str = "auto",
     launch_overhead_s: float | None = None,
+    clients: str | None = None,
 ) -> dict[str, object]:
     """Simulate every ``every``-th scoreable row; errors per model x device x engine and overall.
     ``kv_dtype`` and ``range_ratio``: ``simulate_row``'s assumptions, for every run (None: each
@@ -208,6 +217,8 @@ def score_load(
     CUDA graph (None: the measured default, ``Settings.launch_overhead_s``)."""
     if range_ratio is not None and not 0.0 < range_ratio <= 1.0:
         raise ValueError(f"range ratio: expected a number in (0, 1], got {range_ratio}")
+    if clients is not None and clients not in CLIENT_STARTS:
+        raise ValueError(f"clients: expected one of {', '.join(CLIENT_STARTS)}, got {clients!r}")
     cache: dict = {}
     results, skipped = [], {}
     scoreable, not_scored = [], {}
@@ -221,7 +232,9 @@ def score_load(
         settings = replace(settings, launch_overhead_s=launch_overhead_s)
     for row in scoreable[::every]:
         try:
-            results.append(simulate_row(row, cache, settings, kv_dtype=kv_dtype, range_ratio=range_ratio))
+            results.append(
+                simulate_row(row, cache, settings, kv_dtype=kv_dtype, range_ratio=range_ratio, clients=clients)
+            )
         except ValueError as exc:
             reason = str(exc).split(";")[0][:120]
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -256,6 +269,7 @@ def score_load(
         "kv_dtype": kv_dtype
         or "each run's own: as its benchmark script set it where the source documents it (InferenceX), else bf16",
         "range_ratio": range_ratio,
+        "clients_start": clients or "as each run's client started them: together",
         "moe_routing": moe_routing,
         "launch_overhead_us": round(settings.launch_overhead_s * 1e6, 6),
         "clients": {
@@ -326,7 +340,8 @@ def render_load(report: dict[str, object]) -> str:
     else:
         lengths = "fixed lengths" if ratio >= 1.0 else f"lengths uniform in [{ratio:g}×, 1×] the run's"
     lines.append(
-        f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}; MoE routing: {report.get('moe_routing', 'auto')}; "
+        f"KV cache: {report.get('kv_dtype', 'bf16')}; {lengths}; clients started "
+        f"{report.get('clients_start', 'together')}; MoE routing: {report.get('moe_routing', 'auto')}; "
         f"host dispatch of an eager kernel: {report.get('launch_overhead_us', DEFAULT_LAUNCH_OVERHEAD_S * 1e6):g} µs "
         "a tiny op (steps with prompt tokens past the engine's CUDA-graph limit)"
     )

@@ -222,3 +222,27 @@ def test_the_serving_page_says_when_its_clients_are_in_step_and_ramps_them():
     assert not at.exception
     assert not [n for n in at.number_input if n.key == "load_ramp"]
     assert "clients start" not in " ".join(c.value for c in at.caption)
+
+
+def test_validate_scores_the_runs_with_their_clients_out_of_step_when_asked(capsys):
+    """--clients out-of-step: each run's clients start one at a time over one request's time (as
+    simulated with them together): on fixed lengths each prompt then arrives on its own, so the
+    first token comes sooner and the other clients' prefills land between a request's tokens."""
+    from roofline.cli import main
+    from roofline.validate import load_silicon_sample, why_not_scored
+    from roofline.validate_load import score_load, simulate_row
+
+    rows = [r for r in load_silicon_sample() if why_not_scored(r) is None and r["model_path"].endswith("8B-Instruct")]
+    row = next(r for r in rows if float(r["batch_size"]) >= 16 and r["osl"] == "128")
+    together = simulate_row(row, {}, tables=False)
+    assert simulate_row(row, {}, tables=False, clients="together") == together
+    apart = simulate_row(row, {}, tables=False, clients="out-of-step")
+    assert apart["datasheet_ttft_ms"] < together["datasheet_ttft_ms"] / 2
+    assert apart["datasheet_tpot_ms"] > together["datasheet_tpot_ms"]
+    with pytest.raises(ValueError, match="clients: expected one of together, out-of-step"):
+        score_load(rows[:1], clients="apart")
+    assert main(["validate", "--load", "--every", "400", "--clients", "out-of-step", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clients_start"] == "out-of-step"
+    for extra in (["--report", "/tmp/x.json"], ["--memory"], []):
+        assert main(["validate", "--clients", "out-of-step", *extra]) == 2
+        assert "--clients: only with --load" in capsys.readouterr().err

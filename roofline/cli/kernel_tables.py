@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from roofline.cli.args import non_negative_float
+from roofline.defaults import CLIENT_STARTS
 from roofline.format import dumps_strict
 from roofline.routing import MOE_ROUTINGS
 
@@ -50,6 +51,14 @@ def add_parsers(sub) -> None:
         help="with --load: draw every prompt and output length uniformly in [R x, 1 x] the run's, as a benchmark "
         "client's --random-range-ratio R does, 1 for fixed lengths (default: as each run's own client drew them: "
         "InferenceX's runs 0.8, the rest fixed)",
+    )
+    p.add_argument(
+        "--clients",
+        choices=CLIENT_STARTS,
+        default=None,
+        help="with --load: start every run's clients together, or out of step: one at a time over one request's "
+        "time (as simulated with them together), as a long benchmark's clients drift (default: as each run's own "
+        "client started them, together)",
     )
     p.add_argument(
         "--moe-routing",
@@ -121,6 +130,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
         for f, v in (
             ("--kv-dtype", args.kv_dtype),
             ("--range-ratio", args.range_ratio),
+            ("--clients", args.clients),
             ("--launch-overhead-us", args.launch_overhead_us),
         )
         if v is not None
@@ -172,6 +182,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
             args.range_ratio,
             args.moe_routing or "auto",
             None if us is None else us * 1e-6,
+            args.clients,
         )
         if args.csv:
             write_csv(report["results"], args.csv, LOAD_FIELDS)
