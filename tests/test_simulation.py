@@ -11,11 +11,12 @@ import pytest
 
 from roofline.hardware import get_hardware
 from roofline.models import get_model
-from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests, read_trace
+from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests
 from roofline.serving.simulation.metrics import Targets, in_system_mean, per_request, summary
 from roofline.serving.simulation.run import simulate
 from roofline.serving.simulation.scheduler import EngineKnobs
 from roofline.serving.simulation.steptime import StepTimes, Table1, Table2, step_times
+from roofline.serving.simulation.traces import read_trace
 from roofline.settings import Settings
 from roofline.workload import Precision
 
@@ -217,7 +218,8 @@ def test_a_trace_file(tmp_path):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ("not json", "trace line 1: not JSON"),
+        ("not json", "trace line 1: neither a JSON object .a JSONL trace. nor a CSV header"),
+        ('{"timestamp": 0, "input_length": 5, "output_length": 1}\n{"timestamp": 1', "trace line 2: not JSON"),
         ("[1, 2]", "expected an object"),
         ('{"timestamp": 0, "input_length": 5}', "missing output_tokens or output_length"),
         ('{"timestamp": NaN, "input_length": 5, "output_length": 1}', "not JSON"),

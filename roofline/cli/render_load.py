@@ -45,7 +45,13 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         + (f" started one at a time over {fmt_seconds(load['ramp_s'])}" if load.get("ramp_s") else ""),
         "poisson": f"Poisson arrivals at {load.get('rate_per_s')} requests/s",
         "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
-        "trace": f"the trace {load.get('file')}",
+        "trace": f"the trace {load.get('file')}"
+        + (
+            f" ({load['skipped']:,} request{'s' if load['skipped'] > 1 else ''} without prompt or output tokens "
+            "left out)"
+            if load.get("skipped")
+            else ""
+        ),
     }[load["kind"]]
     fleet = d["engine"].get("replicas", 1)
     where = (

@@ -22,6 +22,7 @@ from roofline.hardware import get_hardware
 from roofline.models import get_model
 
 MAX_SIMULATED_REQUESTS = 200_000
+DEFAULT_REQUESTS = 1000
 
 
 def recv_interval(text: str) -> int:
@@ -72,7 +73,12 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         "--concurrency-ramp-duration does (default 0: all at once, as vllm bench serve, GuideLLM and aiperf do "
         "by default; on identical requests such clients stay in step, each round's prompts arriving together)",
     )
-    group.add_argument("--requests", type=positive_int, default=1000, help="requests to send (default 1000)")
+    group.add_argument(
+        "--requests",
+        type=positive_int,
+        default=None,
+        help="requests to send (default 1000); with --trace, the trace's first N lines (default all of them)",
+    )
     group.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths")
     group.add_argument(
         "--burstiness", type=non_negative_float, default=1.0, help="gamma arrivals' shape: 1 Poisson, < 1 burstier"
@@ -189,11 +195,13 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
 def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.known_error import for_settings
     from roofline.serving.simulation.api import simulate_serving, to_json
-    from roofline.serving.simulation.load import Lengths, Load, make_requests, read_trace
+    from roofline.serving.simulation.load import Lengths, Load, make_requests
     from roofline.serving.simulation.metrics import Targets
+    from roofline.serving.simulation.traces import read_trace
 
     if args.ramp_s and args.concurrency is None:
         raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
+    trace_first, args.requests = args.requests, args.requests or DEFAULT_REQUESTS
     if args.capacity:
         from roofline.hardware import load_hardware
         from roofline.serving import load_prices
@@ -219,8 +227,8 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     if args.measured is not None:
         return cmd_measured(args, model, hw, emit)
     if args.trace is not None:
-        requests = read_trace(args.trace, MAX_SIMULATED_REQUESTS)
-        load = {"kind": "trace", "file": args.trace}
+        requests = read_trace(args.trace, MAX_SIMULATED_REQUESTS, first=trace_first)
+        load = {"kind": "trace", "file": args.trace, "requests": requests.count, "skipped": requests.skipped}
     else:
         prompt = Lengths(args.prompt_len, args.prompt_max)
         output = Lengths(args.output_len, args.output_max)

@@ -10,7 +10,8 @@
 - Open loop at a rate (``--request-rate``, GuideLLM's poisson / constant profiles): arrivals
   with exponential gaps (Poisson), gamma gaps with a burstiness factor (vLLM's ``--burstiness``:
   shape = burstiness, mean gap = 1 / rate; 1 is Poisson, lower is burstier), or evenly spaced.
-- A trace: a JSONL file, one request per line (the format is in ``read_trace``).
+- A trace: a file of arrivals and lengths (``roofline.serving.simulation.traces``: JSONL, or the
+  CSV of Azure's and BurstGPT's public traces).
 
 Prompt and output lengths are fixed, uniform within a range, or drawn from a list, with a seed.
 """
@@ -19,14 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from roofline.datafiles import strict_json
-
 MAX_REQUESTS = 1_000_000
-MAX_TRACE_BYTES = 64 * 2**20
 MAX_TOKENS = 1 << 24
 LOAD_KINDS = ("concurrency", "poisson", "gamma", "constant", "trace")
 
@@ -112,6 +109,7 @@ class Requests:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     concurrency: int | None = None  # closed loop: this many clients (their first requests' arrivals given)
+    skipped: int = 0  # a trace's requests left out (no prompt or no output tokens)
 
     @property
     def count(self) -> int:
@@ -140,56 +138,3 @@ def make_requests(load: Load) -> Requests:
         gaps = rng.gamma(load.burstiness, mean_gap / load.burstiness, n)
     arrival = np.cumsum(gaps) - gaps[0]  # the first request at t = 0
     return Requests(arrival, prompt, output)
-
-
-_TIME_KEYS = ("arrival_s", "timestamp")
-_PROMPT_KEYS = ("prompt_tokens", "input_length")
-_OUTPUT_KEYS = ("output_tokens", "output_length")
-
-
-def read_trace(path: str | Path, limit: int = MAX_REQUESTS) -> Requests:
-    """A JSONL trace, one request per line: its arrival in seconds from the start
-    (``arrival_s``, or ``timestamp`` in seconds or, above 1e6, in milliseconds as Mooncake's
-    traces record it), and its prompt and output tokens (``prompt_tokens`` / ``input_length``,
-    ``output_tokens`` / ``output_length``). Lines are sorted by arrival; the first arrives at 0."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"trace: {path} is not a file")
-    if path.stat().st_size > MAX_TRACE_BYTES:
-        raise ValueError(f"trace: {path} is larger than {MAX_TRACE_BYTES // 2**20} MiB")
-    times, prompts, outputs = [], [], []
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            if len(times) >= limit:
-                raise ValueError(f"trace: more than {limit:,} requests")
-            where = f"trace line {number}"
-            try:
-                row = strict_json(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected an object with arrival, prompt and output tokens")
-            times.append(_field(row, _TIME_KEYS, where, number=True))
-            prompts.append(_field(row, _PROMPT_KEYS, where))
-            outputs.append(_field(row, _OUTPUT_KEYS, where))
-    if not times:
-        raise ValueError(f"trace: {path} has no requests")
-    t = np.asarray(times, float)
-    if t.max() > 1e6:
-        t = t / 1e3  # milliseconds
-    order = np.argsort(t, kind="stable")
-    return Requests(t[order] - t[order][0], np.asarray(prompts, np.int64)[order], np.asarray(outputs, np.int64)[order])
-
-
-def _field(row: dict, keys: tuple[str, ...], where: str, number: bool = False):
-    for key in keys:
-        if key in row:
-            value = row[key]
-            if number:
-                _check_number(value, f"{where}: {key}", -1.0, 1e12)
-            else:
-                _check_int(value, f"{where}: {key}", MAX_TOKENS)
-            return value
-    raise ValueError(f"{where}: missing {' or '.join(keys)}")

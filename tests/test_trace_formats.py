@@ -1,0 +1,137 @@
+"""Request traces in the shapes public traces are published in: Azure's LLM inference traces
+and BurstGPT (CSV), Mooncake and the documented JSONL; arrivals worked by hand, failed requests
+left out and counted, a slice of a large file, and bad files named by line and column."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline.serving.simulation.traces import MAX_TRACE_BYTES, read_trace
+
+AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:15:46.6805900,374,44
+2023-11-16 18:15:50.9951690,396,109
+2023-11-16 18:16:46.6805900,20000,5000
+2023-11-16 18:17:00.0000000,0,7
+"""
+
+BURSTGPT = """Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+5,ChatGPT,472,18,490,Conversation log
+45,ChatGPT,1087,230,1317,Conversation log
+118,GPT-4,417,276,693,Conversation log
+120,GPT-4,300,0,300,API log
+"""
+
+
+def _write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_azures_trace_reads_its_wall_clock_times_as_seconds_from_the_first(tmp_path):
+    """18:15:46.6805900 is 0; 18:15:50.9951690 is 4.314579 s later; 18:16:46.6805900 is 60 s.
+    The request with 0 context tokens is left out and counted."""
+    trace = read_trace(_write(tmp_path, "AzureLLMInferenceTrace_conv.csv", AZURE))
+    assert trace.arrival_s == pytest.approx([0.0, 4.314579, 60.0], abs=1e-6)
+    assert list(trace.prompt_tokens) == [374, 396, 20000]
+    assert list(trace.output_tokens) == [44, 109, 5000]
+    assert trace.skipped == 1 and trace.concurrency is None
+
+
+def test_burstgpts_trace_is_in_seconds_however_large(tmp_path):
+    """Timestamps 5, 45, 118 s: arrivals 0, 40, 113 s. The failed request (0 response tokens) is
+    left out. A later file's timestamps (past 1e6 s, BurstGPT_2's start) stay seconds, not ms."""
+    trace = read_trace(_write(tmp_path, "BurstGPT_1.csv", BURSTGPT))
+    assert list(trace.arrival_s) == [0.0, 40.0, 113.0]
+    assert list(trace.prompt_tokens) == [472, 1087, 417] and list(trace.output_tokens) == [18, 230, 276]
+    assert trace.skipped == 1
+    late = BURSTGPT.splitlines()[0] + "\n5270414.0,ChatGPT,10,5,15,x\n5270416.5,ChatGPT,20,6,26,x\n"
+    assert list(read_trace(_write(tmp_path, "BurstGPT_2.csv", late)).arrival_s) == [0.0, 2.5]
+    # The release with sessions: two more columns, found by name.
+    sessions = "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    sessions += "3.5,ab-12,0.9,ChatGPT,100,20,120,Conversation log\n1.5,cd-34,1.1,GPT-4,50,10,60,API log\n"
+    trace = read_trace(_write(tmp_path, "BurstGPT_3.csv", sessions))
+    assert list(trace.arrival_s) == [0.0, 2.0] and list(trace.prompt_tokens) == [50, 100]
+
+
+def test_a_csv_with_the_jsonl_columns_and_mooncakes_milliseconds(tmp_path):
+    trace = read_trace(_write(tmp_path, "t.csv", "arrival_s,prompt_tokens,output_tokens\n0.5,10,2\n0.25,20,3\n"))
+    assert list(trace.arrival_s) == [0.0, 0.25] and list(trace.prompt_tokens) == [20, 10]
+    # Mooncake's JSONL: timestamps in milliseconds.
+    lines = [
+        {"timestamp": 27482 + 1000 * i, "input_length": 6955, "output_length": 52, "hash_ids": [i]} for i in range(3)
+    ]
+    path = _write(tmp_path, "mooncake.jsonl", "\n".join(json.dumps(x) for x in lines) + "\n")
+    assert list(read_trace(path).arrival_s) == [0.0, 1000.0, 2000.0]  # below 1e6: read as seconds
+    lines = [{"timestamp": 1_700_000_000 + 500 * i, "input_length": 10, "output_length": 2} for i in range(3)]
+    path = _write(tmp_path, "ms.jsonl", "\n".join(json.dumps(x) for x in lines))
+    assert list(read_trace(path).arrival_s) == [0.0, 0.5, 1.0]  # above 1e6: milliseconds
+
+
+def test_the_first_requests_of_a_file_larger_than_the_limit(tmp_path):
+    path = tmp_path / "big.csv"
+    row = "1.0,ChatGPT,100,20,120," + "x" * 1000 + "\n"
+    with path.open("w") as f:
+        f.write(BURSTGPT.splitlines()[0] + "\n")
+        for i in range(MAX_TRACE_BYTES // len(row) + 10):
+            f.write(f"{i}" + row[3:])
+    with pytest.raises(ValueError, match="larger than 64 MiB; simulate its first requests"):
+        read_trace(path)
+    first = read_trace(path, first=5)
+    assert first.count == 5 and list(first.arrival_s) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(ValueError, match="more than 3 requests"):
+        read_trace(_write(tmp_path, "b.csv", BURSTGPT.replace(",0,300", ",9,309")), limit=3)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("time,prompt,output\n1,2,3\n", "trace line 1: neither a JSON object .a JSONL trace. nor a CSV header"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,5,5\n", "trace line 2: TIMESTAMP must be a date and time"),
+        (
+            "Timestamp,Request tokens,Response tokens\n1,-5,3\n",
+            r"trace line 2: Request tokens must be an integer in \[0",
+        ),
+        ("Timestamp,Request tokens,Response tokens\n1,5.5,3\n", "trace line 2: Request tokens must be an integer"),
+        ("Timestamp,Request tokens,Response tokens\nnan,5,3\n", "trace line 2: Timestamp must be a number in"),
+        ("Timestamp,Request tokens,Response tokens\n1,5\n", "trace line 2: 2 columns where the header has 3"),
+        ("Timestamp,Request tokens,Response tokens\n", "has no requests"),
+        ("Timestamp,Request tokens,Response tokens\n1,0,3\n2,4,0\n", r"has no requests \(2 without prompt or output"),
+        ('{"timestamp": 1e13, "input_length": 1, "output_length": 1}', r"timestamp must be a number in \(-1, 1e12\]"),
+    ],
+)
+def test_a_bad_trace_is_named_by_line_and_column(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        read_trace(_write(tmp_path, "bad.csv", text))
+
+
+def test_a_line_too_long_or_not_text_is_refused(tmp_path):
+    path = tmp_path / "long.csv"
+    path.write_bytes(b"Timestamp,Request tokens,Response tokens\n1,2," + b"3" * (2 << 20) + b"\n")
+    with pytest.raises(ValueError, match="trace line 2: longer than 1 MiB"):
+        read_trace(path)
+    path.write_bytes(b"Timestamp,Request tokens,Response tokens\n\xff\xfe,2,3\n")
+    with pytest.raises(ValueError, match="trace line 2: not UTF-8 text"):
+        read_trace(path)
+
+
+def test_serve_simulates_a_public_trace_and_a_slice_of_it(tmp_path, capsys):
+    from roofline.cli import main
+
+    path = _write(tmp_path, "BurstGPT_1.csv", BURSTGPT)
+    argv = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--trace", str(path)]
+    assert main(argv + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["completed"] == 3 and data["load"] == {
+        "kind": "trace",
+        "file": str(path),
+        "requests": 3,
+        "skipped": 1,
+    }
+    assert main(argv) == 0
+    assert "(1 request without prompt or output tokens left out)" in capsys.readouterr().out
+    assert main(argv + ["--requests", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["completed"] == 2
