@@ -18,26 +18,13 @@ from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import per_request
 from roofline.serving.simulation.run import simulate
 from roofline.serving.simulation.scheduler import EngineKnobs
-from roofline.serving.simulation.steptime import StepTimes, Table1, Table2, step_times
+from roofline.serving.simulation.steptime import StepTimes, step_times
 from roofline.settings import Settings
 from roofline.workload import Precision
+from tests.test_simulation import MS, flat_times
 
-MS = 1e-3
 ROOT = Path(__file__).resolve().parent.parent
 AIPERF = ROOT / "tests/data/serving_results/aiperf_profile_export.json"
-
-
-def flat_times(step_s: float = MS) -> StepTimes:
-    """Every step costs ``step_s``, whatever it holds."""
-    g = np.array([1.0, 1e6])
-    zero = np.full((2, 2), 1e-30)
-    return StepTimes(
-        roofs="test",
-        rows=Table1(g, np.full(2, step_s)),
-        logits=Table1(g, np.full(2, 1e-30)),
-        decode_attention=Table2(g, g, zero),
-        chunk_attention=Table2(g, g, zero),
-    )
 
 
 def test_the_clients_start_as_aiperfs_linear_ramp_starts_them():
