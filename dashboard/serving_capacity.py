@@ -12,7 +12,7 @@ from dashboard.cache import cached
 from roofline.format import fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
-from roofline.serving.simulation.capacity import rank_capacity
+from roofline.serving.simulation.capacity import rank_capacity, ranking_key
 from roofline.serving.simulation.metrics import PERCENTILES
 from roofline.serving.simulation.sweep import SWEEP_REQUESTS
 
@@ -50,15 +50,7 @@ def render_capacity(
             )
             found += ranked
             why_not |= why
-    # rank_capacity's order: setups that meet the targets, the cheapest per token first, then the fastest.
-    found.sort(
-        key=lambda c: (
-            c.rate_per_s <= 0,
-            c.usd_per_million_output_tokens is None,
-            c.usd_per_million_output_tokens or 0.0,
-            -c.rate_per_s,
-        )
-    )
+    found.sort(key=ranking_key)  # rank_capacity's order, over the devices ranked one at a time
     known = {hw.id: for_settings(settings, hw) for hw in devices}
     frame = pd.DataFrame(
         [

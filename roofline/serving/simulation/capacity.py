@@ -233,12 +233,15 @@ def rank_capacity(
             why_not[f"{hw.id} TP={tp}"] = answer
         else:
             found.append(answer)
-    found.sort(
-        key=lambda c: (
-            c.rate_per_s <= 0,
-            c.usd_per_million_output_tokens is None,
-            c.usd_per_million_output_tokens or 0.0,
-            -c.rate_per_s,
-        )
-    )
+    found.sort(key=ranking_key)
     return found, why_not
+
+
+def ranking_key(c: Capacity) -> tuple:
+    """The ranking's order: setups that meet the targets, the cheapest per token first, then the fastest."""
+    return (
+        c.rate_per_s <= 0,
+        c.usd_per_million_output_tokens is None,
+        c.usd_per_million_output_tokens or 0.0,
+        -c.rate_per_s,
+    )
