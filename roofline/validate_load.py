@@ -53,6 +53,7 @@ LOAD_FIELDS = (
     "measured_tpot_ms",
     "client",
     "client_warmup",
+    "clients_start",
     "range_ratio",
     "kv_dtype",
     "scheduler",
@@ -85,8 +86,8 @@ def simulate_row(
     bf16: ``roofline.silicon_sample.kv_dtype_for``); ``range_ratio`` in (0, 1] draws every prompt and output
     length of every run uniformly in [ratio x nominal, nominal], as ``--random-range-ratio`` does in
     vLLM's benchmark client and its forks, 1 for fixed lengths (default None: as the run's own
-    client drew them, ``benchmark_client``); ``clients`` "out-of-step" starts every run's clients one at
-    a time over one request's mean time as simulated with them together (the column's own), so
+    client drew them, ``benchmark_client``); ``clients`` "out-of-step" starts every run's clients one
+    every T / C, T a request's mean time as simulated with them together (the column's own), so
     their phases spread evenly over a request, "together" or None as the run's client started them."""
     settings = settings or Settings()
     model = get_model(MODEL_IDS[row["model_path"]])
@@ -130,7 +131,8 @@ def simulate_row(
     if range_ratio is None:
         range_ratio = client.range_ratio
     n = min(MAX_REQUESTS, client.prompts_per_client * concurrency)
-    # Every client starts at once (C clients behind a semaphore, every request sent at once).
+    # Every client starts at once (C clients behind a semaphore, every request sent at once), or
+    # with ``clients`` "out-of-step" one every (a request's time) / C, below.
     prompts, outputs = Lengths(isl), Lengths(osl)
     if range_ratio < 1.0:
         prompts = Lengths(max(1, int(isl * range_ratio)), isl)
@@ -170,6 +172,7 @@ def simulate_row(
         "measured_ttft_ms": _number(row, "silicon_ttft_ms"),
         "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
         "host_fit_split": in_host_fit_split(row),
+        "clients_start": clients or "together",
     }
     for column, ceilings in roofs.items():
         key = (column, model.id, hw.id, precision, tp, settings.max_batched_tokens, settings.max_num_seqs)

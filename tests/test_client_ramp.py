@@ -5,6 +5,7 @@ and TPOT, and the ramp through the command line, aiperf's result files and the S
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,15 +52,26 @@ def test_a_bad_ramp_is_named(load, message):
 
 
 def test_a_client_that_finishes_before_the_last_one_starts_sends_on_at_once():
-    """Two clients, the second starting at 10 ms; steps of 1 ms; prompts of 4 tokens, 2 outputs,
+    """Two clients, the second to start at 5.5 ms; steps of 1 ms; prompts of 4 tokens, 2 outputs,
     so a request takes 2 steps (its prefill samples the first token, one decode the second).
-    Client A: 0-2 ms, its next 2-4 ms, its next 4-6 ms; client B starts at 10 ms, done at 12 ms.
-    Client A's requests go out as it finishes, ahead of B's start, not after it."""
-    load = Load("concurrency", 4, Lengths(4), Lengths(2), concurrency=2, ramp_s=10 * MS)
-    run = simulate(make_requests(load), flat_times(), kv_blocks=100, knobs=EngineKnobs(block_size=4))
-    assert run.arrival_s == pytest.approx([0.0, 2 * MS, 4 * MS, 10 * MS])
-    assert run.first_token_s == pytest.approx([1 * MS, 3 * MS, 5 * MS, 11 * MS])
-    assert run.finish_s == pytest.approx([2 * MS, 4 * MS, 6 * MS, 12 * MS])
+    Five requests: client A runs 0-2 ms, then 2-4 ms and 4-6 ms, each sent as the last ends, ahead
+    of B's start. B arrives at 5.5 ms, during A's decode: its prefill runs 6-7, its decode 7-8. A's
+    fourth, sent at 6 ms as its third ends, is a moment late for the step composed then: its
+    prefill runs 7-8 beside B's decode, its decode 8-9. The load's requests are one budget, as
+    aiperf counts them: with four, A's third ends when every request is sent (B's included), and A
+    stops; with three, A takes the last request at 4 ms, before B's start, and B never starts."""
+    knobs = EngineKnobs(block_size=4)
+    load = Load("concurrency", 5, Lengths(4), Lengths(2), concurrency=2, ramp_s=5.5 * MS)
+    run = simulate(make_requests(load), flat_times(), kv_blocks=100, knobs=knobs)
+    assert run.arrival_s == pytest.approx([0.0, 2 * MS, 4 * MS, 5.5 * MS, 6 * MS])
+    assert run.first_token_s == pytest.approx([1 * MS, 3 * MS, 5 * MS, 7 * MS, 8 * MS])
+    assert run.finish_s == pytest.approx([2 * MS, 4 * MS, 6 * MS, 8 * MS, 9 * MS])
+    four = simulate(make_requests(replace(load, requests=4)), flat_times(), kv_blocks=100, knobs=knobs)
+    assert four.arrival_s == pytest.approx([0.0, 2 * MS, 4 * MS, 5.5 * MS])
+    assert four.finish_s == pytest.approx([2 * MS, 4 * MS, 6 * MS, 8 * MS])
+    three = simulate(make_requests(replace(load, requests=3)), flat_times(), kv_blocks=100, knobs=knobs)
+    assert three.arrival_s == pytest.approx([0.0, 2 * MS, 4 * MS])
+    assert three.finish_s == pytest.approx([2 * MS, 4 * MS, 6 * MS])
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +159,7 @@ def test_an_aiperf_ramp_is_read_and_simulated():
 
     (run,) = parse_measured(ramp(12.4))
     assert run.ramp_s == 12.4 and run.label == "32 concurrent, started over 12.4 s"
-    (run,) = parse_measured(ramp({"duration": 6.2, "strategy": "linear"}))
+    (run,) = parse_measured(ramp({"duration": 6.2, "strategy": "LINEAR"}))  # aiperf's names in any case
     assert run.ramp_s == 6.2
     starts = requests_for(run).arrival_s[:32]
     assert starts[0] == 0.0 and starts[-1] == pytest.approx(6.2) and np.all(np.diff(starts) > 0)
@@ -155,6 +167,11 @@ def test_an_aiperf_ramp_is_read_and_simulated():
     old = _aiperf(lambda d: d.update(input_config={"loadgen": {"concurrency": 4, "concurrency_ramp_duration": 3.0}}))
     (run,) = parse_measured(old)
     assert (run.arrival, run.concurrency, run.ramp_s) == ("concurrency", 4, 3.0)
+    # A ramp of a rate is not simulated, and the point says so.
+    poisson = _aiperf(lambda d: d["input_config"]["phases"][1].update(type="poisson", rate=5.0, rate_ramp=10))
+    (run,) = parse_measured(poisson)
+    assert (run.arrival, run.ramp_s) == ("poisson", 0.0)
+    assert "input_config.phases[1].rate_ramp: the ramp is not simulated (the target rate is)" in run.notes
     # No ramp recorded: every client at once.
     (run,) = parse_measured(AIPERF.read_text())
     assert run.ramp_s == 0.0 and np.all(requests_for(run).arrival_s[:32] == 0.0)
@@ -233,3 +250,28 @@ def test_validate_scores_the_runs_with_their_clients_out_of_step_when_asked(caps
     for extra in (["--report", "/tmp/x.json"], ["--memory"], []):
         assert main(["validate", "--clients", "out-of-step", *extra]) == 2
         assert "--clients: only with --load" in capsys.readouterr().err
+
+
+def test_requests_turned_away_never_count_as_in_the_server():
+    """A cache of 8 blocks turns away the longer requests; with a ramp, some of them are never
+    sent before the run ends. Neither kind was ever in the server: the mean in it stays finite."""
+    from roofline.serving.simulation.metrics import in_system_mean
+
+    for seed in range(40):
+        load = Load("concurrency", 30, Lengths(8, 200), Lengths(1, 8), concurrency=2, ramp_s=1.0, seed=seed)
+        run = simulate(make_requests(load), flat_times(), 8, EngineKnobs())
+        assert run.rejected.any()
+        end = float(np.nanmax(run.finish_s))
+        assert np.isfinite(in_system_mean(run, 0.0, end))
+
+
+def test_serve_measured_sends_requests_n_where_the_file_records_no_count(tmp_path, capsys):
+    data = json.loads(AIPERF.read_text())
+    data.pop("request_count")
+    data["input_config"]["phases"][1].pop("requests")
+    path = tmp_path / "aiperf.json"
+    path.write_text(json.dumps(data))
+    argv = ["serve", "--model", "qwen3-8b", "--hardware", "h100-sxm", "--measured", str(path), "--json"]
+    code, out, err = _cli(argv + ["--requests", "40"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["points"][0]["predicted_summary"]["requests"] == 40

@@ -100,7 +100,7 @@ def test_the_first_requests_of_a_file_larger_than_the_limit(tmp_path):
         ("Timestamp,Request tokens,Response tokens\n1,5\n", "trace line 2: 2 columns where the header has 3"),
         ("Timestamp,Request tokens,Response tokens\n", "has no requests"),
         ("Timestamp,Request tokens,Response tokens\n1,0,3\n2,4,0\n", r"has no requests \(2 without prompt or output"),
-        ('{"timestamp": 1e13, "input_length": 1, "output_length": 1}', r"timestamp must be a number in \(-1, 1e12\]"),
+        ('{"timestamp": 1e14, "input_length": 1, "output_length": 1}', r"timestamp must be a number in \(-1, 1e13\]"),
     ],
 )
 def test_a_bad_trace_is_named_by_line_and_column(tmp_path, text, message):
@@ -135,3 +135,61 @@ def test_serve_simulates_a_public_trace_and_a_slice_of_it(tmp_path, capsys):
     assert "(1 request without prompt or output tokens left out)" in capsys.readouterr().out
     assert main(argv + ["--requests", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["completed"] == 2
+
+
+def test_a_timestamps_unit_is_judged_on_the_whole_file_not_the_slice_read(tmp_path):
+    """Mooncake's milliseconds: 2,000 requests a second apart, timestamps 0 to 1,999,000. Read
+    whole or its first 500 lines, they are a second apart; only ``timestamp`` is read so, never
+    ``arrival_s``; epoch milliseconds are read too."""
+    lines = [json.dumps({"timestamp": 1000 * i, "input_length": 500, "output_length": 20}) for i in range(2000)]
+    path = _write(tmp_path, "mooncake.jsonl", "\n".join(lines))
+    assert read_trace(path).arrival_s[-1] == 1999.0
+    for first in (500, 1001, 1002):
+        part = read_trace(path, first=first)
+        assert part.count == first and part.arrival_s[-1] == first - 1.0
+    seconds = _write(tmp_path, "s.jsonl", '{"arrival_s": 2000000, "prompt_tokens": 5, "output_tokens": 2}\n' * 2)
+    seconds.write_text(seconds.read_text() + '{"arrival_s": 2000010, "prompt_tokens": 5, "output_tokens": 2}\n')
+    assert list(read_trace(seconds).arrival_s) == [0.0, 0.0, 10.0]
+    epoch = [json.dumps({"timestamp": 1.7e12 + 250 * i, "input_length": 5, "output_length": 2}) for i in range(3)]
+    assert list(read_trace(_write(tmp_path, "epoch.jsonl", "\n".join(epoch))).arrival_s) == [0.0, 0.25, 0.5]
+
+
+def test_a_large_file_whose_first_lines_leave_the_unit_open_is_refused(tmp_path):
+    path = tmp_path / "big.jsonl"
+    pad = "x" * 2000
+    with path.open("w") as f:
+        for i in range(MAX_TRACE_BYTES // 2000 + 10):
+            f.write(json.dumps({"timestamp": i, "input_length": 5, "output_length": 2, "pad": pad}) + "\n")
+    with pytest.raises(ValueError, match="none of whose first lines says: write the arrivals as arrival_s"):
+        read_trace(path, first=100)
+
+
+def test_the_request_limit_counts_the_requests_kept(tmp_path):
+    trace = read_trace(_write(tmp_path, "b.csv", BURSTGPT), limit=3)  # 4 lines, one of them a failed request
+    assert trace.count == 3 and trace.skipped == 1
+    with pytest.raises(ValueError, match=r"more than 2 requests; simulate its first \(--requests N\)"):
+        read_trace(_write(tmp_path, "c.csv", BURSTGPT), limit=2)
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"Timestamp,Request tokens,Response tokens\n1,\xc2\xb2,3\n", r"Request tokens must be an integer .*'²'"),
+        (b"Timestamp,Request tokens,Response tokens\n1," + b"9" * 5000 + b",3\n", "Request tokens must be an integer"),
+        (b"Timestamp,Request tokens,Response tokens\r1,2,3\r2,3,4\r", "not a CSV row"),
+        (b'Timestamp,Request tokens,Response tokens\n1,2,"' + b"3" * 200_000 + b'"\n', "not a CSV row"),
+    ],
+)
+def test_odd_cells_are_named_not_a_traceback(tmp_path, raw, message):
+    path = tmp_path / "odd.csv"
+    path.write_bytes(raw)
+    with pytest.raises(ValueError, match=message):
+        read_trace(path)
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2}\n')
+    assert read_trace(path).count == 1
+    path.write_bytes(b"\xef\xbb\xbf" + BURSTGPT.encode())
+    assert read_trace(path).count == 3

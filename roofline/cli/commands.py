@@ -249,6 +249,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     if wants_simulation(args):
         return cmd_simulate(args, emit, render)
+    if args.ramp_s:
+        raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
     if (
         args.recv_interval > 1
         or args.batch_wait_iters

@@ -56,9 +56,9 @@ def add_parsers(sub) -> None:
         "--clients",
         choices=CLIENT_STARTS,
         default=None,
-        help="with --load: start every run's clients together, or out of step: one at a time over one request's "
-        "time (as simulated with them together), as a long benchmark's clients drift (default: as each run's own "
-        "client started them, together)",
+        help="with --load: start every run's clients together, or out of step: one every T / C, T a request's mean "
+        "time as simulated with them together, so their phases spread evenly over a request, as a long benchmark's "
+        "clients drift (default: as each run's own client started them, together)",
     )
     p.add_argument(
         "--moe-routing",

@@ -38,11 +38,19 @@ def render_capacity(d: dict, model_name: str) -> str:
     return "\n".join(lines)
 
 
+def _clients(count: int, ramp_s: float) -> str:
+    if count < 2:
+        return f"{count} client"
+    if not ramp_s:
+        return f"{count} concurrent clients"
+    spread = fmt_seconds(ramp_s) if ramp_s >= 1e-9 else f"{ramp_s:.3g} s"
+    return f"{count} concurrent clients started one at a time over {spread}"
+
+
 def render_text(d: dict, model_name: str, hw_name: str) -> str:
     load = d["load"]
     what = {
-        "concurrency": f"{load.get('concurrency')} concurrent clients"
-        + (f" started one at a time over {fmt_seconds(load['ramp_s'])}" if load.get("ramp_s") else ""),
+        "concurrency": _clients(load.get("concurrency") or 0, load.get("ramp_s") or 0.0),
         "poisson": f"Poisson arrivals at {load.get('rate_per_s')} requests/s",
         "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
         "trace": f"the trace {load.get('file')}"

@@ -199,8 +199,11 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.serving.simulation.metrics import Targets
     from roofline.serving.simulation.traces import read_trace
 
-    if args.ramp_s and args.concurrency is None:
-        raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
+    if args.ramp_s and (args.concurrency is None or args.sweep or args.capacity):
+        raise CliError(
+            "--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency (not with --sweep or "
+            "--capacity, which run Poisson rates)"
+        )
     trace_first, args.requests = args.requests, args.requests or DEFAULT_REQUESTS
     if args.capacity:
         from roofline.hardware import load_hardware
@@ -295,7 +298,14 @@ def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
         )
     tp = args.tp[0] if args.tp else 1
     simulate_fn = simulator(
-        model, hw, precision_from_args(args), tp, settings_from_args(args), not args.no_chunked_prefill, args.seed
+        model,
+        hw,
+        precision_from_args(args),
+        tp,
+        settings_from_args(args),
+        not args.no_chunked_prefill,
+        args.seed,
+        args.requests,
     )
     data = {
         "model": model.id,

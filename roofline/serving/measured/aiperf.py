@@ -60,7 +60,7 @@ def _aiperf_ramp(ramp: object, where: str) -> float:
     if ramp is None:
         return 0.0
     if isinstance(ramp, dict):
-        strategy = _text(ramp, where, "strategy") or "linear"
+        strategy = (_text(ramp, where, "strategy") or "linear").lower()  # aiperf reads its names in any case
         if strategy != "linear":
             raise MeasuredError(
                 f"{_where(where, 'strategy')}: ramp {strategy!r} cannot be simulated; supported: linear"
@@ -72,8 +72,11 @@ def _aiperf_ramp(ramp: object, where: str) -> float:
     return float(ramp)
 
 
-def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | None, float, int | None, float]:
-    """The profiling phase's arrival, rate, concurrency, burstiness, requests and clients' ramp."""
+def _aiperf_load(
+    config: object, path: str
+) -> tuple[str, float | None, int | None, float, int | None, float, tuple[str, ...]]:
+    """The profiling phase's arrival, rate, concurrency, burstiness, requests, clients' ramp, and
+    notes on what of it is not simulated."""
     phases, ppath = _get(config, path, "phases")
     if isinstance(phases, list) and phases:
         chosen, where = None, ppath
@@ -89,13 +92,18 @@ def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | No
             if not concurrency:
                 raise MeasuredError(f"{_where(where, 'concurrency')}: expected a positive whole number")
             ramp = _aiperf_ramp(chosen.get("concurrency_ramp"), _where(where, "concurrency_ramp"))
-            return "concurrency", None, concurrency, 1.0, requests, ramp
+            return "concurrency", None, concurrency, 1.0, requests, ramp, ()
         if kind in ("poisson", "constant", "gamma"):
             rate = _number(chosen, where, "rate", required=True)
             if not rate:
                 raise MeasuredError(f"{_where(where, 'rate')}: expected a positive rate")
             burstiness = (_number(chosen, where, "smoothness") or 1.0) if kind == "gamma" else 1.0
-            return kind, rate, None, burstiness, requests, 0.0
+            notes = tuple(
+                f"{_where(where, key)}: the ramp is not simulated (the target {what} is)"
+                for key, what in (("rate_ramp", "rate"), ("concurrency_ramp", "concurrency cap"))
+                if chosen.get(key) not in (None, 0)
+            )
+            return kind, rate, None, burstiness, requests, 0.0, notes
         raise MeasuredError(
             f"{_where(where, 'type')}: phase {kind!r} cannot be simulated; "
             "supported: concurrency, poisson, constant, gamma"
@@ -104,10 +112,12 @@ def _aiperf_load(config: object, path: str) -> tuple[str, float | None, int | No
     concurrency = _count(config, path, "loadgen", "concurrency")
     requests = _count(config, path, "loadgen", "request_count")
     if rate:
-        return "poisson", rate, None, 1.0, requests, 0.0
+        ramp, rpath = _get(config, path, "loadgen", "request_rate_ramp_duration")
+        notes = (f"{rpath}: the ramp is not simulated (the target rate is)",) if ramp not in (None, 0) else ()
+        return "poisson", rate, None, 1.0, requests, 0.0, notes
     if concurrency:
         ramp, rpath = _get(config, path, "loadgen", "concurrency_ramp_duration")
-        return "concurrency", None, concurrency, 1.0, requests, _aiperf_ramp(ramp, rpath)
+        return "concurrency", None, concurrency, 1.0, requests, _aiperf_ramp(ramp, rpath), ()
     raise MeasuredError(f"{_where(path, 'phases')}: the load (concurrency or request rate) is not recorded")
 
 
@@ -121,7 +131,7 @@ def _aiperf_model(config: object, path: str) -> str | None:
 
 def _aiperf_point(data: dict) -> MeasuredRun:
     config, cpath = _get(data, "", "input_config")
-    arrival, rate, concurrency, burstiness, requests, ramp_s = _aiperf_load(config, cpath)
+    arrival, rate, concurrency, burstiness, requests, ramp_s, ramp_notes = _aiperf_load(config, cpath)
     completed = _count(data, "", "request_count", "avg")
     if completed == 0:
         raise MeasuredError("request_count.avg: no request completed, nothing to compare")
@@ -141,6 +151,6 @@ def _aiperf_point(data: dict) -> MeasuredRun:
         output_throughput_tokens_per_s=_number(data, "", "output_token_throughput", "avg"),
         model=_aiperf_model(config, cpath),
         backend=_text(config, cpath, "endpoint", "type"),
-        notes=("inter_token_latency read as TPOT, inter_chunk_latency as ITL",),
+        notes=("inter_token_latency read as TPOT, inter_chunk_latency as ITL", *ramp_notes),
         ramp_s=ramp_s,
     )

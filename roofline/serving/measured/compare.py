@@ -26,9 +26,19 @@ def requests_for(run: MeasuredRun, seed: int = 0, default_requests: int = 1000, 
     return make_requests(load)
 
 
-def simulator(model, hw, precision=None, tp: int = 1, settings=None, chunked_prefill: bool = True, seed: int = 0):
-    """``simulate_fn`` for ``compare``: each point's load through the serving simulation, the
-    step times computed once and shared by the points."""
+def simulator(
+    model,
+    hw,
+    precision=None,
+    tp: int = 1,
+    settings=None,
+    chunked_prefill: bool = True,
+    seed: int = 0,
+    default_requests: int = 1000,
+):
+    """``simulate_fn`` for ``compare``: each point's load through the serving simulation (a point
+    whose file records no number of requests sends ``default_requests``), the step times computed
+    once and shared by the points."""
     from roofline.serving.simulation.api import simulate_serving
     from roofline.serving.simulation.metrics import summary
 
@@ -36,7 +46,7 @@ def simulator(model, hw, precision=None, tp: int = 1, settings=None, chunked_pre
 
     def simulate_fn(run: MeasuredRun) -> dict[str, object]:
         try:
-            requests = requests_for(run, seed)
+            requests = requests_for(run, seed, default_requests)
             sim = simulate_serving(model, hw, requests, precision, tp, settings, chunked_prefill, shared.get("times"))
         except MeasuredError:
             raise

@@ -126,7 +126,10 @@ def _time_mean(run: Run, values: np.ndarray) -> float:
 
 def in_system_mean(run: Run, start_s: float, end_s: float) -> float:
     """Mean number of requests in the server (waiting or running) over [start, end): from each
-    request's arrival and finish, the quantity Little's law relates to rate x latency."""
-    a = np.clip(run.arrival_s, start_s, end_s)
-    f = np.clip(np.where(np.isnan(run.finish_s), end_s, run.finish_s), start_s, end_s)
+    request's arrival and finish, the quantity Little's law relates to rate x latency. A request
+    turned away (larger than the cache) or never sent was never in it."""
+    entered = ~run.rejected & ~np.isnan(run.arrival_s)
+    a = np.clip(run.arrival_s[entered], start_s, end_s)
+    finish = run.finish_s[entered]
+    f = np.clip(np.where(np.isnan(finish), end_s, finish), start_s, end_s)
     return float(np.sum(np.maximum(f - a, 0.0)) / (end_s - start_s))

@@ -15,8 +15,10 @@ from a file in one of the shapes public traces and benchmark tools write.
 
 A request with no prompt or no output tokens is left out and counted (BurstGPT records a failed
 request with 0 response tokens). Requests are sorted by arrival; the first arrives at 0. ``first``
-reads only the file's first requests, so a slice of a trace larger than the size limit (BurstGPT's
-files run to 140 MB) can be simulated.
+keeps only the requests of the file's first lines, so a slice of a trace larger than the size
+limit (BurstGPT's files run to 140 MB) can be simulated. A ``timestamp``'s unit is judged on the
+whole file (read to its end where it is within the size limit); a larger file whose first lines
+leave it open is refused rather than guessed.
 """
 
 from __future__ import annotations
@@ -45,45 +47,61 @@ _CSV_OUTPUTS = (*_OUTPUT_KEYS, "GeneratedTokens", "Response tokens")
 
 def read_trace(path: str | Path, limit: int = MAX_REQUESTS, first: int | None = None) -> Requests:
     """The requests of the trace at ``path`` (the formats are in the module's notes): at most
-    ``limit`` (more is an error), or only the file's ``first`` requests."""
+    ``limit`` (more is an error), or only those of the file's ``first`` lines. A ``timestamp``'s
+    unit (seconds, or milliseconds where one exceeds 1e6) is judged on the whole file."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"trace: {path} is not a file")
-    if first is None and path.stat().st_size > MAX_TRACE_BYTES:
+    whole = path.stat().st_size <= MAX_TRACE_BYTES
+    if first is None and not whole:
         raise ValueError(
             f"trace: {path} is larger than {MAX_TRACE_BYTES // 2**20} MiB; simulate its first requests "
             "(serve --trace FILE --requests N)"
         )
-    wanted = limit if first is None else min(first, limit)
-    times, prompts, outputs = [], [], []
-    skipped, millis, parse = 0, False, None
+    rows = first if first is not None else math.inf
+    times, prompts, outputs, stamped = [], [], [], []
+    skipped, largest_stamp, parse, read = 0, -math.inf, None, 0
     with path.open("rb") as f:
         for number, raw in _lines(f):
             where = f"trace line {number}"
             if parse is None:  # the first line says the format: a JSON object, or a CSV header
-                if raw.lstrip()[:1] in (b"{", b"["):
+                if raw.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
                     parse = _json_row
                 else:
                     parse = _csv_parser(raw, where)
                     continue
-            if len(times) + skipped >= wanted:
-                if first is None:
-                    raise ValueError(f"trace: more than {limit:,} requests")
-                break
+            if read >= rows:
+                if not whole or largest_stamp > 1e6:  # nothing left to learn from the rest
+                    break
+                t, _, _, ms = parse(raw, where)  # past the lines asked for: only a timestamp's unit
+                if ms:
+                    largest_stamp = max(largest_stamp, t)
+                continue
+            read += 1
             t, p, o, ms = parse(raw, where)
-            millis |= ms
+            if ms:
+                largest_stamp = max(largest_stamp, t)
             if p == 0 or o == 0:
                 skipped += 1
                 continue
+            if len(times) >= limit:
+                raise ValueError(f"trace: more than {limit:,} requests; simulate its first (--requests N)")
             times.append(t)
             prompts.append(p)
             outputs.append(o)
+            stamped.append(ms)
     if not times:
         without = f" ({skipped:,} without prompt or output tokens)" if skipped else ""
         raise ValueError(f"trace: {path} has no requests{without}")
-    t = np.asarray(times, float)
-    if millis and t.max() > 1e6:
-        t = t / 1e3  # Mooncake's timestamps, in milliseconds
+    t, stamped = np.asarray(times, float), np.asarray(stamped, bool)
+    if stamped.any() and not whole and largest_stamp <= 1e6:
+        raise ValueError(
+            f"trace: {path}'s timestamp is in seconds or, where one exceeds 1e6, in milliseconds, judged on the "
+            f"whole file, which is larger than {MAX_TRACE_BYTES // 2**20} MiB and none of whose first lines says: "
+            "write the arrivals as arrival_s (seconds), or cut the file"
+        )
+    if largest_stamp > 1e6:
+        t[stamped] /= 1e3  # Mooncake's timestamps, in milliseconds
     order = np.argsort(t, kind="stable")
     return Requests(
         t[order] - t[order][0],
@@ -111,7 +129,7 @@ def _tokens(value: object, where: str) -> int:
     """A token count: a whole number in [0, MAX_TOKENS] (0: a request left out)."""
     if isinstance(value, str):
         text = value.strip()
-        value = int(text) if text.isdigit() else text
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 12 else text[:40]
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
         raise ValueError(f"{where} must be an integer in [0, {MAX_TOKENS:,}], got {value!r}")
     return int(value)
@@ -124,8 +142,8 @@ def _seconds(value: object, where: str) -> float:
         except ValueError:
             raise ValueError(f"{where} must be a number of seconds, got {value[:40]!r}") from None
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not -1.0 < value <= 1e12:
-        raise ValueError(f"{where} must be a number in (-1, 1e12], got {value!r}")
+    if not ok or not -1.0 < value <= 1e13:
+        raise ValueError(f"{where} must be a number in (-1, 1e13], got {value!r}")
     return float(value)
 
 
@@ -140,8 +158,9 @@ def _date(value: str, where: str) -> float:
 
 
 def _json_row(raw: bytes, where: str) -> tuple[float, int, int, bool]:
+    """(arrival, prompt, output, whether the arrival is a ``timestamp``, seconds or milliseconds)."""
     try:
-        row = strict_json(raw)
+        row = strict_json(raw.removeprefix(b"\xef\xbb\xbf"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
     if not isinstance(row, dict):
@@ -150,7 +169,7 @@ def _json_row(raw: bytes, where: str) -> tuple[float, int, int, bool]:
     t = _seconds(row[key], f"{where}: {key}")
     p = _key(row, _PROMPT_KEYS, where)
     o = _key(row, _OUTPUT_KEYS, where)
-    return t, _tokens(row[p], f"{where}: {p}"), _tokens(row[o], f"{where}: {o}"), True
+    return t, _tokens(row[p], f"{where}: {p}"), _tokens(row[o], f"{where}: {o}"), key == "timestamp"
 
 
 def _key(row: dict, keys: tuple[str, ...], where: str) -> str:
@@ -192,6 +211,8 @@ def _csv_parser(header: bytes, where: str):
 def _cells(raw: bytes, where: str) -> list[str]:
     try:
         text = raw.decode("utf-8-sig")
+        return [c.strip() for c in next(csv.reader(io.StringIO(text)), [])]
     except UnicodeDecodeError:
         raise ValueError(f"{where}: not UTF-8 text") from None
-    return [c.strip() for c in next(csv.reader(io.StringIO(text)), [])]
+    except csv.Error as exc:
+        raise ValueError(f"{where}: not a CSV row ({str(exc)[:80]})") from None
