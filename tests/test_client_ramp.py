@@ -275,3 +275,20 @@ def test_serve_measured_sends_requests_n_where_the_file_records_no_count(tmp_pat
     code, out, err = _cli(argv + ["--requests", "40"], capsys)
     assert code == 0, err
     assert json.loads(out)["points"][0]["predicted_summary"]["requests"] == 40
+
+
+@pytest.mark.parametrize("clients, requests, ramp_s", [(1, 5, 1.0), (3, 40, 0.003), (8, 200, 0.05), (8, 30, 1e3)])
+def test_a_ramped_closed_loop_keeps_its_clients_and_its_budget(clients, requests, ramp_s):
+    """Every request arrives once, in index order; never more in flight than clients started by
+    then; the arrivals are the starts still within the budget and the earliest finishes."""
+    load = Load("concurrency", requests, Lengths(4, 40), Lengths(1, 12), concurrency=clients, ramp_s=ramp_s, seed=7)
+    run = simulate(make_requests(load), flat_times(), kv_blocks=10_000, knobs=EngineKnobs())
+    a, f = run.arrival_s, run.finish_s
+    assert not np.isnan(a).any() and not np.isnan(f).any() and np.all(np.diff(a) >= 0)
+    starts = np.arange(clients) * (ramp_s / (clients - 1)) if clients > 1 else np.zeros(1)
+    for t in np.unique(np.concatenate([a, f])):
+        in_flight = np.count_nonzero((a <= t) & (f > t))
+        assert in_flight <= np.count_nonzero(starts <= t)
+    # Each arrival after the first is either a client's start or a finish (its client's next).
+    later = a[1:]
+    assert np.all(np.isin(later, np.concatenate([starts, f])))
