@@ -156,9 +156,10 @@ def clients_words(load: Load, run: dict) -> str | None:
     if load.ramp_s:
         return (
             f"The {load.concurrency} clients start one at a time over {load.ramp_s:g} s, as aiperf's "
-            f"--concurrency-ramp-duration starts them, so fewer are in flight until the last one starts. A request "
-            f"takes {_seconds(e2e)} from arrival to its last token: a ramp about that long leaves the clients out of "
-            "step, each prompt arriving on its own."
+            f"--concurrency-ramp-duration starts them, so fewer are in flight until the last one starts (the "
+            f"{load.requests:,} requests are one budget, as aiperf counts them: a client whose start comes after it "
+            f"is spent never starts). A request takes {_seconds(e2e)} from arrival to its last token: a ramp about "
+            "that long leaves the clients out of step, each prompt arriving on its own."
         )
     return (
         f"The {load.concurrency} clients start together and every request has the same lengths, so they stay in "
