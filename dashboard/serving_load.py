@@ -15,6 +15,7 @@ import numpy as np
 import streamlit as st
 
 from dashboard.cache import cached
+from dashboard.serving_arrivals import MAX_PAGE_REQUESTS, Trace, clients_words, trace_upload
 from dashboard.serving_capacity import render_capacity
 from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
@@ -41,8 +42,7 @@ from roofline.serving.simulation.sweep import SWEEP_RATES, SWEEP_REQUESTS, laten
 from roofline.settings import Settings
 from roofline.workload import Precision
 
-LOAD_KINDS = ("rate", "concurrency")
-MAX_PAGE_REQUESTS = 5_000
+LOAD_KINDS = ("rate", "concurrency", "trace")
 MAX_RAMP_S = 3600.0
 
 
@@ -110,15 +110,26 @@ def render_load_section(
         key="load_kind",
         bind="query-params",
         help="rate: Poisson arrivals (vllm bench serve --request-rate); concurrency: that many clients, each "
-        "sending its next request when its last one ends (--max-concurrency).",
+        "sending its next request when its last one ends (--max-concurrency); trace: the arrivals and lengths of a "
+        "file you upload (JSONL, or Azure's or BurstGPT's CSV), as serve --trace reads them.",
     )
+    amount = None
     if kind == "rate":
         amount = c2.number_input(
             "Requests/s", 0.01, 1e4, 10.0, 1.0, key="load_rate", bind="query-params", format="%.2f"
         )
-    else:
+    elif kind == "concurrency":
         amount = c2.number_input("Concurrent clients", 1, 4096, 64, key="load_conc", bind="query-params")
-    n = c3.number_input("Requests", 10, MAX_PAGE_REQUESTS, 500, 100, key="load_n", bind="query-params")
+    n = c3.number_input(
+        "Requests",
+        10,
+        MAX_PAGE_REQUESTS,
+        500,
+        100,
+        key="load_n",
+        bind="query-params",
+        help="How many requests the run sends; a trace's first this many lines.",
+    )
     seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="load_seed", bind="query-params")
     ramp_s = 0.0
     if kind == "concurrency":
@@ -138,53 +149,37 @@ def render_load_section(
     prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
     if kind == "rate":
         load = Load("poisson", int(n), prompt, output, rate_per_s=float(amount), seed=int(seed))
-    else:
+    elif kind == "concurrency":
         load = Load(
             "concurrency", int(n), prompt, output, concurrency=int(amount), seed=int(seed), ramp_s=float(ramp_s)
         )
+    else:
+        load = trace_upload(int(n))
     settings = held_back(settings)
     measured = measured_upload()
-    _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, targets, measured)
+    if load is not None:
+        _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, int(seed), targets, measured)
     render_capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
 
 
-def clients_words(load: Load, run: dict) -> str | None:
-    """What a closed loop's start does to its clients: in step or spread out (None for a rate)."""
-    if load.kind != "concurrency" or load.concurrency < 2:
-        return None
-    e2e = run["e2e_s"]["mean"]
-    if load.ramp_s:
-        return (
-            f"The {load.concurrency} clients start one at a time over {load.ramp_s:g} s, as aiperf's "
-            f"--concurrency-ramp-duration starts them, so fewer are in flight until the last one starts (the "
-            f"{load.requests:,} requests are one budget, as aiperf counts them: a client whose start comes after it "
-            f"is spent never starts). A request takes {_seconds(e2e)} from arrival to its last token: a ramp about "
-            "that long leaves the clients out of step, each prompt arriving on its own."
-        )
-    return (
-        f"The {load.concurrency} clients start together and every request has the same lengths, so they stay in "
-        "step: each round's prompts arrive at once and each waits for the others' prefill, as in the first round. "
-        "A real benchmark's clients drift apart over a long run (a warm-up, requests that end at different times), "
-        f"which lowers TTFT and raises TPOT (other prompts' prefills land between its tokens). To see the clients "
-        f"out of step, start them over about one request's time ({_seconds(e2e)}): 'Clients start over'."
-    )
-
-
 def _one_device(
-    report, model, hw, traffic, precision, tp, settings, chunked, load: Load, targets: Targets, measured=()
+    report, model, hw, traffic, precision, tp, settings, chunked, load: Load | Trace, seed: int, targets, measured=()
 ) -> None:
     """The sweep over rates, the chosen run's distributions and its time series."""
+    trace = isinstance(load, Trace)
+    count = load.requests.count if trace else load.requests
     try:
         if tp > 1 and hw.group_link(tp)[0] is None:
             raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
-        with st.spinner(f"Simulating {load.requests:,} requests on {hw.name}, then {SWEEP_RATES} rates…"):
-            run = cached(load_run, model, hw, traffic, precision, tp, settings, chunked, load, targets)
-            sweep = cached(latency_sweep, model, hw, traffic, precision, tp, settings, chunked, load.seed)
+        with st.spinner(f"Simulating {count:,} requests on {hw.name}, then {SWEEP_RATES} rates…"):
+            sent = load.requests if trace else load
+            run = cached(load_run, model, hw, traffic, precision, tp, settings, chunked, sent, targets)
+            sweep = cached(latency_sweep, model, hw, traffic, precision, tp, settings, chunked, seed)
     except ValueError as exc:
         st.info(f"No simulation of {model.name} on {tp} x {hw.name} (the first device picked): {exc}")
         return
-    seed = load.seed
-    amount = load.rate_per_s if load.kind == "poisson" else load.concurrency
+    poisson = not trace and load.kind == "poisson"
+    amount = None if trace else load.rate_per_s if poisson else load.concurrency
     roofs = run["roofs"]
     done = f"{run['completed']:,} of {run['requests']:,} requests in {run['duration_s']:.1f} s simulated"
     ttft, tpot = run["ttft_s"], run["tpot_s"]
@@ -219,7 +214,8 @@ def _one_device(
 
     # ---- latency against rate --------------------------------------------------------------------
     steady = _steady(model, hw, traffic, precision, tp, settings, chunked, sweep["mean_running"])
-    run_rate = float(amount) if load.kind == "poisson" else run["request_throughput_per_s"]
+    # A trace's run is not placed on the sweep: its lengths are the file's, not the page's.
+    run_rate = None if trace else float(amount) if poisson else run["request_throughput_per_s"]
     rate_fig = latency_rate_figure(
         sweep["rate_per_s"],
         sweep["percentiles"],
@@ -254,17 +250,25 @@ def _one_device(
         "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
         "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing "
         "(on engine-measured kernels it keeps the timings' own steps, so a larger batch can read a few percent less)."
-        + ("" if load.kind == "poisson" else " The closed-loop run is placed at the rate it achieved.")
+        + (
+            " The trace's run is not placed on it: its lengths are the file's, the sweep's the page's."
+            if trace
+            else ""
+            if poisson
+            else " The closed-loop run is placed at the rate it achieved."
+        )
     )
 
     # ---- distributions ---------------------------------------------------------------------------
     mean_batch = float(run["mean_running"])
-    at_batch = _steady(model, hw, traffic, precision, tp, settings, chunked, np.array([mean_batch]))
-    shown = (
-        f"{amount:g} requests/s (Poisson)"
-        if load.kind == "poisson"
-        else f"{int(amount)} clients (closed loop{f', started over {load.ramp_s:g} s' if load.ramp_s else ''})"
-    )
+    # The steady state at the page's lengths; not for a trace, whose lengths are the file's.
+    at_batch = None if trace else _steady(model, hw, traffic, precision, tp, settings, chunked, np.array([mean_batch]))
+    if trace:
+        shown = f"the trace {load.name}"
+    elif poisson:
+        shown = f"{amount:g} requests/s (Poisson)"
+    else:
+        shown = f"{int(amount)} clients (closed loop{f', started over {load.ramp_s:g} s' if load.ramp_s else ''})"
     d1, d2 = st.columns(2)
     for column, metric, label, color, target in (
         (d1, "ttft_s", "TTFT", TTFT_COLOR, targets.ttft_s),
@@ -293,8 +297,12 @@ def _one_device(
             if run["engine"].get("schedules_ahead")
             else ""
         )
-        + f". Dotted: the steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the Frontier "
-        "view predicts for a server that never queues."
+        + (
+            f". Dotted: the steady-state figure at the run's mean running batch ({mean_batch:.1f}), what the "
+            "Frontier view predicts for a server that never queues."
+            if at_batch is not None
+            else "."
+        )
     )
 
     # ---- the run over time -----------------------------------------------------------------------

@@ -217,3 +217,20 @@ def test_each_tab_is_titled_by_its_page_and_roofline_has_its_own_address(app_url
         page.wait_for_function("(t) => document.title === t", arg=title, timeout=30_000)
         assert page.get_by_text("Page not found").count() == 0
     page.close()
+
+
+def test_a_trace_uploaded_on_the_serving_page_is_simulated_as_it_arrived(app_url, browser, tmp_path):
+    trace = tmp_path / "BurstGPT_1.csv"
+    trace.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,230,1317,Conversation log\n"
+        "118,GPT-4,417,276,693,Conversation log\n120,GPT-4,300,0,300,API log\n"
+    )
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/serving?hw=h100-sxm&view=Under+load&load_kind=trace")
+    page.get_by_text("Upload a trace to simulate its requests").wait_for(timeout=60_000)
+    uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Trace of requests")
+    uploader.locator('input[type="file"]').set_input_files(str(trace))
+    page.get_by_text("TTFT of each request at the trace BurstGPT_1.csv").first.wait_for(timeout=90_000)
+    page.get_by_text("3 of 3 requests in").first.wait_for(timeout=30_000)
+    page.close()

@@ -193,3 +193,58 @@ def test_a_byte_order_mark_is_read_past(tmp_path):
     assert read_trace(path).count == 1
     path.write_bytes(b"\xef\xbb\xbf" + BURSTGPT.encode())
     assert read_trace(path).count == 3
+
+
+def _serving(**params):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.page_helpers import ROOT
+
+    at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=120)
+    at.query_params["hw"] = "h100-sxm"
+    at.query_params["view"] = "Under load"
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_the_serving_page_asks_for_a_trace_and_says_it_cannot_travel_in_the_url():
+    at = _serving(load_kind="trace")
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    said = " ".join(i.value for i in at.info)
+    assert (
+        "Upload a trace to simulate its requests as they arrived" in said and "cannot travel in the page's URL" in said
+    )
+    assert any("max requests/s" in d.value.columns for d in at.dataframe)  # the capacity table still shows
+
+
+def test_the_page_runs_an_uploaded_traces_requests_as_they_arrived():
+    """The page's run of a trace (what an upload hands it): every request of the file's first lines,
+    at its own arrival, not placed on the sweep of the page's lengths."""
+    from dashboard.serving_arrivals import Trace
+    from roofline.hardware import get_hardware
+    from roofline.models import get_model
+    from roofline.serving import Traffic
+    from roofline.serving.simulation.metrics import Targets
+    from roofline.serving.simulation.sweep import load_run
+    from roofline.serving.simulation.traces import parse_trace
+    from roofline.settings import Settings
+    from roofline.workload import Precision
+
+    trace = Trace("BurstGPT_1.csv", parse_trace(BURSTGPT.encode(), "BurstGPT_1.csv", 5000, 3))
+    assert trace.requests.count == 3 and list(trace.requests.arrival_s) == [0.0, 40.0, 113.0]
+    run = load_run(
+        get_model("llama-3.1-8b"),
+        get_hardware("h100-sxm"),
+        Traffic(1024, 128),
+        Precision(),
+        1,
+        Settings(),
+        True,
+        trace.requests,
+        Targets(),
+    )
+    assert run["completed"] == 3 and run["requests"] == 3
+    # 40 s apart, each prompt meets an idle server: its TTFT is its own prefill, well under a second.
+    assert all(0 < t < 1 for t in run["per_request"]["ttft_s"])
+    assert run["duration_s"] > 113.0  # the last request arrives 113 s in

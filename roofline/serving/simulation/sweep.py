@@ -9,7 +9,7 @@ from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.serving.simulation.api import simulate_serving, to_json
 from roofline.serving.simulation.capacity import saturation_rate
-from roofline.serving.simulation.load import Lengths, Load, make_requests
+from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests
 from roofline.serving.simulation.metrics import PERCENTILES, Targets, per_request, summary
 from roofline.serving.simulation.steptime import step_times
 from roofline.serving.traffic import Traffic
@@ -71,12 +71,14 @@ def load_run(
     tp: int,
     settings: Settings,
     chunked: bool,
-    load: Load,
+    load: Load | Requests,
     targets: Targets,
 ) -> dict[str, object]:
     """One simulated benchmark: the summary the command line prints (``serve --rate``), every
-    request's TTFT and TPOT, and the server over time with the decoding requests' mean context."""
-    sim = simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked)
+    request's TTFT and TPOT, and the server over time with the decoding requests' mean context.
+    ``load``: drawn as a load, or requests as they are (a trace's)."""
+    requests = load if isinstance(load, Requests) else make_requests(load)
+    sim = simulate_serving(model, hw, requests, precision, tp, settings, chunked)
     data = to_json(sim, targets)
     data["per_request"] = {k: v for k, v in per_request(sim.run).items() if k in ("ttft_s", "tpot_s")}
     data["series"]["context"] = decode_context(sim.run, np.asarray(data["series"]["time_s"], float)).tolist()

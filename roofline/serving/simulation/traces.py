@@ -52,7 +52,17 @@ def read_trace(path: str | Path, limit: int = MAX_REQUESTS, first: int | None = 
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"trace: {path} is not a file")
-    whole = path.stat().st_size <= MAX_TRACE_BYTES
+    with path.open("rb") as f:
+        return _read(f, str(path), path.stat().st_size, limit, first)
+
+
+def parse_trace(data: bytes, name: str = "the trace", limit: int = MAX_REQUESTS, first: int | None = None) -> Requests:
+    """``read_trace`` of a file's bytes (an upload), ``name`` naming it in errors."""
+    return _read(io.BytesIO(data), name, len(data), limit, first)
+
+
+def _read(f, path: str, size: int, limit: int, first: int | None) -> Requests:
+    whole = size <= MAX_TRACE_BYTES
     if first is None and not whole:
         raise ValueError(
             f"trace: {path} is larger than {MAX_TRACE_BYTES // 2**20} MiB; simulate its first requests "
@@ -61,35 +71,34 @@ def read_trace(path: str | Path, limit: int = MAX_REQUESTS, first: int | None = 
     rows = first if first is not None else math.inf
     times, prompts, outputs, stamped = [], [], [], []
     skipped, largest_stamp, parse, read = 0, -math.inf, None, 0
-    with path.open("rb") as f:
-        for number, raw in _lines(f):
-            where = f"trace line {number}"
-            if parse is None:  # the first line says the format: a JSON object, or a CSV header
-                if raw.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
-                    parse = _json_row
-                else:
-                    parse = _csv_parser(raw, where)
-                    continue
-            if read >= rows:
-                if not whole or largest_stamp > 1e6:  # nothing left to learn from the rest
-                    break
-                t, _, _, ms = parse(raw, where)  # past the lines asked for: only a timestamp's unit
-                if ms:
-                    largest_stamp = max(largest_stamp, t)
+    for number, raw in _lines(f):
+        where = f"trace line {number}"
+        if parse is None:  # the first line says the format: a JSON object, or a CSV header
+            if raw.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
+                parse = _json_row
+            else:
+                parse = _csv_parser(raw, where)
                 continue
-            read += 1
-            t, p, o, ms = parse(raw, where)
+        if read >= rows:
+            if not whole or largest_stamp > 1e6:  # nothing left to learn from the rest
+                break
+            t, _, _, ms = parse(raw, where)  # past the lines asked for: only a timestamp's unit
             if ms:
                 largest_stamp = max(largest_stamp, t)
-            if p == 0 or o == 0:
-                skipped += 1
-                continue
-            if len(times) >= limit:
-                raise ValueError(f"trace: more than {limit:,} requests; simulate its first (--requests N)")
-            times.append(t)
-            prompts.append(p)
-            outputs.append(o)
-            stamped.append(ms)
+            continue
+        read += 1
+        t, p, o, ms = parse(raw, where)
+        if ms:
+            largest_stamp = max(largest_stamp, t)
+        if p == 0 or o == 0:
+            skipped += 1
+            continue
+        if len(times) >= limit:
+            raise ValueError(f"trace: more than {limit:,} requests; simulate its first (--requests N)")
+        times.append(t)
+        prompts.append(p)
+        outputs.append(o)
+        stamped.append(ms)
     if not times:
         without = f" ({skipped:,} without prompt or output tokens)" if skipped else ""
         raise ValueError(f"trace: {path} has no requests{without}")
