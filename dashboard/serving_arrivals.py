@@ -18,11 +18,12 @@ MAX_PAGE_REQUESTS = 5_000  # the most requests a run of the page sends (a trace:
 
 def trace_upload(first: int) -> Trace | None:
     """The requests of an uploaded trace's first lines, or none; a bad file is one error line."""
+    most_mb = min(MAX_TRACE_BYTES // 2**20, int(st.get_option("server.maxUploadSize")))  # the server's limit too
     upload = st.file_uploader(
         "Trace of requests",
         type=["jsonl", "json", "csv"],
         key="load_trace",
-        max_upload_size=MAX_TRACE_BYTES // 2**20,
+        max_upload_size=most_mb,
         help="JSONL, one request a line (arrival_s or timestamp, prompt_tokens or input_length, output_tokens or "
         "output_length: Mooncake's traces), or CSV with a header: Azure's LLM inference traces "
         "(TIMESTAMP,ContextTokens,GeneratedTokens) or BurstGPT's (Timestamp,…,Request tokens,Response tokens,…).",
@@ -36,13 +37,12 @@ def trace_upload(first: int) -> Trace | None:
     try:
         requests = parse_trace(upload.getvalue(), upload.name, MAX_PAGE_REQUESTS, first)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))  # it names the file and echoes its cells
         return None
     left = f"; {requests.skipped:,} without prompt or output tokens left out" if requests.skipped else ""
-    st.caption(
-        f"{md_escape(upload.name)}: {requests.count:,} requests over {requests.arrival_s[-1]:,.1f} s, from its first "
-        f"{first:,} lines at most{left}."
-    )
+    count = f"{requests.count:,} request{'s' if requests.count > 1 else ''}"
+    span = f" arriving over {requests.arrival_s[-1]:,.1f} s" if requests.count > 1 else ""
+    st.caption(f"{md_escape(upload.name)}: {count}{span}, from its first {first:,} lines at most{left}.")
     return Trace(upload.name, requests)
 
 

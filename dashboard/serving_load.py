@@ -81,14 +81,15 @@ def render_load_section(
         return
     hw = devices[0]
     st.caption(
-        f"Requests arrive at {hw.name} (the first device picked, TP={tp}) one by one: prompts of "
-        f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, scheduled as the page's engine "
-        "schedules them (vLLM V1's continuous batching with chunked prefill and preemption, SGLang's prefill-first "
-        "batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the roofs are ideal; SGLang's intake "
-        "interval and TensorRT-LLM's batch waiting below, off as in the engines), each step timed "
-        "on the roofline. Unlike the Frontier view's steady state, requests queue: latency grows with the rate and "
-        "turns up sharply at saturation. Times rest on the page's roofs and the engine's host work per step, "
-        "and a step the engine runs without a CUDA graph on the host's dispatch of every kernel."
+        f"Requests arrive at {hw.name} (the first device picked, TP={tp}) one by one (prompts of "
+        f"{traffic.prompt_len:,} and outputs of {traffic.output_len:,} tokens, or a trace's own), scheduled as "
+        f"the page's engine schedules them (vLLM V1's continuous batching with chunked prefill and preemption, "
+        f"SGLang's prefill-first batches, or TensorRT-LLM's no-evict in-flight batching; vLLM's where the "
+        f"roofs are ideal; SGLang's intake interval and TensorRT-LLM's batch waiting below, off as in the "
+        f"engines), each step timed on the roofline. Unlike the Frontier view's steady state, requests queue: "
+        f"latency grows with the rate and turns up sharply at saturation. Times rest on the page's roofs and "
+        f"the engine's host work per step, and a step the engine runs without a CUDA graph on the host's "
+        f"dispatch of every kernel."
     )
     warn_bad_params(
         {
@@ -335,15 +336,23 @@ def _one_device(
         key="load_series_chart",
     )
     if time_s.size:
-        batch = max(1, int(series["running"][pick]))
+        running_then = int(series["running"][pick])
         context = series["context"][pick]
-        context = max(1, int(round(context))) if context is not None and np.isfinite(context) else traffic.prompt_len
-        link = "/roofline?" + urlencode(
-            {"hw": hw.id, "llm": model.id, "llm_phase": "decode", "llm_batch": batch, "llm_seq": context}
-        )
-        report.markdown(
-            f"At {time_s[pick]:.2f} s (the dashed line): {batch} requests running, "
-            f"{int(series['waiting'][pick])} waiting, "
-            f"about {context:,} tokens cached per decoding request. "
-            f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one device)."
-        )
+        decoding = context is not None and np.isfinite(context)
+        if running_then and decoding:
+            context = max(1, int(round(context)))
+            link = "/roofline?" + urlencode(
+                {"hw": hw.id, "llm": model.id, "llm_phase": "decode", "llm_batch": running_then, "llm_seq": context}
+            )
+            report.markdown(
+                f"At {time_s[pick]:.2f} s (the dashed line): {running_then} running, "
+                f"{int(series['waiting'][pick])} waiting, about {context:,} tokens cached per decoding request. "
+                f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one "
+                "device)."
+            )
+        else:
+            report.markdown(
+                f"At {time_s[pick]:.2f} s (the dashed line): {running_then} running, "
+                f"{int(series['waiting'][pick])} waiting, no request decoding: no decode step to open. Move the "
+                "slider to a busy moment."
+            )

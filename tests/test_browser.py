@@ -234,3 +234,17 @@ def test_a_trace_uploaded_on_the_serving_page_is_simulated_as_it_arrived(app_url
     page.get_by_text("TTFT of each request at the trace BurstGPT_1.csv").first.wait_for(timeout=90_000)
     page.get_by_text("3 of 3 requests in").first.wait_for(timeout=30_000)
     page.close()
+
+
+def test_a_bad_trace_upload_is_one_error_naming_the_file_as_it_is(app_url, browser, tmp_path):
+    bad = tmp_path / "*em*_[x](y).csv"
+    bad.write_text("Timestamp,Request tokens,Response tokens\n")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/serving?hw=h100-sxm&view=Under+load&load_kind=trace")
+    page.get_by_text("Upload a trace to simulate its requests").wait_for(timeout=60_000)
+    uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Trace of requests")
+    uploader.locator('input[type="file"]').set_input_files(str(bad))
+    error = page.locator('[data-testid="stAlertContentError"]').filter(has_text="has no requests")
+    error.wait_for(timeout=60_000)
+    assert "trace: *em*_[x](y).csv has no requests" in error.inner_text()
+    page.close()

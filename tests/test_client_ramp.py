@@ -123,10 +123,14 @@ def test_serve_ramps_the_clients(capsys):
     assert data["load"]["ramp_s"] == 0.5 and data["completed"] == 40
     code, out, err = _cli(argv, capsys)
     assert code == 0 and "4 concurrent clients started one at a time over 500 ms" in out
-    # Behind a router too: two replicas, every request done.
-    code, out, err = _cli(argv + ["--replicas", "2", "--json"], capsys)
+    # Behind the least-loaded router too, which spends one budget across the fleet; the routers that
+    # simulate each replica's share apart would spend one each, and refuse.
+    code, out, err = _cli(argv + ["--replicas", "2", "--router", "least-loaded", "--json"], capsys)
     assert code == 0, err
     assert json.loads(out)["completed"] == 40
+    for router in ("round-robin", "random"):
+        code, out, err = _cli(argv + ["--replicas", "2", "--router", router], capsys)
+        assert code == 2 and "spends one budget of requests across the fleet" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from roofline.serving.simulation.traces import MAX_TRACE_BYTES, read_trace
@@ -247,4 +248,40 @@ def test_the_page_runs_an_uploaded_traces_requests_as_they_arrived():
     assert run["completed"] == 3 and run["requests"] == 3
     # 40 s apart, each prompt meets an idle server: its TTFT is its own prefill, well under a second.
     assert all(0 < t < 1 for t in run["per_request"]["ttft_s"])
+    # The server over the run: empty between the requests, drawn at 0, not joined across the gaps.
+    time_s, running = np.asarray(run["series"]["time_s"]), np.asarray(run["series"]["running"])
+    assert np.all(np.diff(time_s) >= 0)
+    for arrival in (40.0, 113.0):  # each gap ends at 0 as the next request arrives, and began at 0
+        at = np.flatnonzero(time_s == arrival)
+        assert at.size and running[at[0]] == 0 and running[at[0] - 1] == 0
     assert run["duration_s"] > 113.0  # the last request arrives 113 s in
+
+
+def test_a_slice_reads_no_further_than_it_needs(tmp_path):
+    """Lines past the slice asked for are not requests: a bad one there is no error. A CSV in
+    seconds, or JSONL arrivals in seconds, say nothing of a unit, so the read stops at the slice."""
+    rows = [BURSTGPT.splitlines()[0]] + [f"{i},ChatGPT,10,2,12,x" for i in range(100)] + ["oops,ChatGPT,1,1,2,x"]
+    path = _write(tmp_path, "b.csv", "\n".join(rows) + "\n")
+    assert read_trace(path, first=5).count == 5
+    with pytest.raises(ValueError, match="trace line 102: Timestamp must be a number"):
+        read_trace(path)
+    lines = [json.dumps({"arrival_s": i, "prompt_tokens": 5, "output_tokens": 2}) for i in range(100)]
+    cut = _write(tmp_path, "cut.jsonl", "\n".join(lines) + '\n{"arrival_s": 100, "prompt_t')
+    assert read_trace(cut, first=10).count == 10
+    # A timestamp's unit is still read from the lines past the slice, a bad one there skipped.
+    stamps = [json.dumps({"timestamp": 1000 * i, "input_length": 5, "output_length": 2}) for i in range(1500)]
+    mixed = _write(tmp_path, "ms.jsonl", "\n".join(stamps[:10] + ["{not json"] + stamps[10:]))
+    assert read_trace(mixed, first=10).arrival_s[-1] == 9.0
+
+
+def test_a_line_nested_too_deep_is_named(tmp_path):
+    deep = '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 2, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(ValueError, match="trace line 1: not JSON"):
+        read_trace(_write(tmp_path, "deep.jsonl", deep + "\n"))
+
+
+def test_an_arrival_in_seconds_is_bounded_as_before():
+    from roofline.serving.simulation.traces import parse_trace
+
+    with pytest.raises(ValueError, match=r"arrival_s must be a number in \(-1, 1e12\]"):
+        parse_trace(b'{"arrival_s": 1e13, "prompt_tokens": 5, "output_tokens": 2}\n')

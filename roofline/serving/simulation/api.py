@@ -113,6 +113,11 @@ def simulate_serving(
     if router == "least-loaded":
         runs, parts = least_loaded(requests, times, blocks, knobs, replicas)
         return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router)
+    if requests.concurrency is not None and np.any(requests.arrival_s[: requests.concurrency] > 0):
+        raise ValueError(
+            f"a closed loop whose clients start one at a time spends one budget of requests across the fleet; "
+            f"the {router} router simulates each replica's share apart: use the least-loaded router"
+        )
     parts = split(requests, replicas, router, seed)
     clients = [None] * replicas
     if requests.concurrency is not None:
@@ -151,14 +156,38 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
     pick = np.unique(
         np.linspace(0, max(run.step_end_s.size - 1, 0), min(SERIES_POINTS, run.step_end_s.size)).astype(int)
     )
+    time_s, columns = run.step_end_s[pick], [run.step_running[pick], run.step_waiting[pick], run.step_kv_used[pick]]
+    idle = idle_spans(run.arrival_s, run.finish_s, SERIES_POINTS // 2)
+    if idle.size:  # the server empty between steps: drawn at 0, not joined across
+        time_s = np.concatenate([time_s, idle.ravel()])
+        columns = [np.concatenate([c, np.zeros(idle.size, c.dtype)]) for c in columns]
+        order = np.argsort(time_s, kind="stable")
+        time_s, columns = time_s[order], [c[order] for c in columns]
     data["series"] = {
         "of": f"the busiest of {sim.replicas} replicas" if sim.replicas > 1 else "the replica",
-        "time_s": run.step_end_s[pick].tolist(),
-        "running": run.step_running[pick].tolist(),
-        "waiting": run.step_waiting[pick].tolist(),
-        "kv_used": run.step_kv_used[pick].tolist(),
+        "time_s": time_s.tolist(),
+        "running": columns[0].tolist(),
+        "waiting": columns[1].tolist(),
+        "kv_used": columns[2].tolist(),
     }
     return data
+
+
+def idle_spans(arrival_s: np.ndarray, finish_s: np.ndarray, most: int) -> np.ndarray:
+    """(start, end) of the ``most`` longest spans in which no request was in the server (after one
+    finished and before the next arrived), shape (n, 2)."""
+    ok = np.isfinite(arrival_s) & np.isfinite(finish_s)
+    a, f = arrival_s[ok], finish_s[ok]
+    if a.size < 2:
+        return np.zeros((0, 2))
+    order = np.argsort(a, kind="stable")
+    a, f = a[order], f[order]
+    last_finish = np.maximum.accumulate(f)[:-1]  # when the server emptied, if it did, before each next arrival
+    gap = a[1:] - last_finish
+    spans = np.flatnonzero(gap > 0)
+    spans = spans[np.argsort(gap[spans])[::-1][:most]]
+    pairs = np.column_stack([last_finish[spans], a[1:][spans]])
+    return pairs[np.argsort(pairs[:, 0], kind="stable")]
 
 
 def kv_blocks(model, hw, precision, tp: int, settings) -> int:

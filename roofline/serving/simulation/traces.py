@@ -80,9 +80,14 @@ def _read(f, path: str, size: int, limit: int, first: int | None) -> Requests:
                 parse = _csv_parser(raw, where)
                 continue
         if read >= rows:
-            if not whole or largest_stamp > 1e6:  # nothing left to learn from the rest
+            # Past the lines asked for, only a timestamp's unit is left to learn, where the format can
+            # carry one and the file has not already said; a bad line there is no error.
+            if not whole or largest_stamp > 1e6 or not getattr(parse, "stamps", False):
                 break
-            t, _, _, ms = parse(raw, where)  # past the lines asked for: only a timestamp's unit
+            try:
+                t, _, _, ms = parse(raw, where)
+            except ValueError:
+                continue
             if ms:
                 largest_stamp = max(largest_stamp, t)
             continue
@@ -144,15 +149,16 @@ def _tokens(value: object, where: str) -> int:
     return int(value)
 
 
-def _seconds(value: object, where: str) -> float:
+def _seconds(value: object, where: str, most: float = 1e12) -> float:
+    """A time, at most ``most`` (a ``timestamp`` may be epoch milliseconds, up to 1e13)."""
     if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
             raise ValueError(f"{where} must be a number of seconds, got {value[:40]!r}") from None
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not -1.0 < value <= 1e13:
-        raise ValueError(f"{where} must be a number in (-1, 1e13], got {value!r}")
+    if not ok or not -1.0 < value <= most:
+        raise ValueError(f"{where} must be a number in (-1, {f'{most:.0e}'.replace('+', '')}], got {value!r}")
     return float(value)
 
 
@@ -172,10 +178,12 @@ def _json_row(raw: bytes, where: str) -> tuple[float, int, int, bool]:
         row = strict_json(raw.removeprefix(b"\xef\xbb\xbf"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{where}: not JSON ({str(exc)[:80]})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: not JSON (nested too deep)") from None
     if not isinstance(row, dict):
         raise ValueError(f"{where}: expected an object with arrival, prompt and output tokens")
     key = _key(row, _TIME_KEYS, where)
-    t = _seconds(row[key], f"{where}: {key}")
+    t = _seconds(row[key], f"{where}: {key}", 1e13 if key == "timestamp" else 1e12)
     p = _key(row, _PROMPT_KEYS, where)
     o = _key(row, _OUTPUT_KEYS, where)
     return t, _tokens(row[p], f"{where}: {p}"), _tokens(row[o], f"{where}: {o}"), key == "timestamp"
@@ -210,11 +218,18 @@ def _csv_parser(header: bytes, where: str):
         if len(cells) < len(names):
             raise ValueError(f"{where}: {len(cells)} columns where the header has {len(names)}")
         value = cells[at[time]]
-        t = _date(value, f"{where}: {time}") if kind == "date" else _seconds(value, f"{where}: {time}")
+        if kind == "date":
+            t = _date(value, f"{where}: {time}")
+        else:
+            t = _seconds(value, f"{where}: {time}", 1e13 if kind == "seconds or ms" else 1e12)
         p = _tokens(cells[at[prompt]], f"{where}: {prompt}")
         return t, p, _tokens(cells[at[output]], f"{where}: {output}"), kind == "seconds or ms"
 
+    parse.stamps = kind == "seconds or ms"  # its time column may be milliseconds, judged on the whole file
     return parse
+
+
+_json_row.stamps = True  # a JSONL line may hold a timestamp
 
 
 def _cells(raw: bytes, where: str) -> list[str]:
