@@ -14,6 +14,7 @@ from roofline.serving.simulation.load import Load, Requests
 from roofline.serving.simulation.traces import MAX_TRACE_BYTES, parse_trace
 
 MAX_PAGE_REQUESTS = 5_000  # the most requests a run of the page sends (a trace: its first lines)
+TRACE_NOTE = "The link reproduces this view's inputs; the trace file is not in it: share the file beside the link."
 
 
 def trace_upload(first: int) -> Trace | None:

@@ -217,6 +217,7 @@ def test_the_serving_page_asks_for_a_trace_and_says_it_cannot_travel_in_the_url(
         "Upload a trace to simulate its requests as they arrived" in said and "cannot travel in the page's URL" in said
     )
     assert any("max requests/s" in d.value.columns for d in at.dataframe)  # the capacity table still shows
+    assert any("the trace file is not in it" in c.value for c in at.caption)  # the Share panel says so
 
 
 def test_the_page_runs_an_uploaded_traces_requests_as_they_arrived():

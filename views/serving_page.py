@@ -12,6 +12,7 @@ from dashboard import custom
 from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
+from dashboard.serving_arrivals import TRACE_NOTE
 from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
 from dashboard.serving_view import disaggregation_frame, steady_bias_sentence, targets_columns, targets_frame
@@ -393,4 +394,4 @@ st.download_button(
     mime="application/json",
     on_click="ignore",
 )
-share_panel("Serving", report.sections)
+share_panel("Serving", report.sections, note=TRACE_NOTE if st.query_params.get("load_kind") == "trace" else "")
