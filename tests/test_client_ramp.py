@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from roofline.hardware import get_hardware
 from roofline.models import get_model
@@ -201,13 +200,10 @@ def test_an_aiperf_ramp_that_cannot_be_simulated_is_named(value, message):
         parse_measured(_aiperf(lambda d: d["input_config"]["phases"][1].update(concurrency_ramp=value)))
 
 
-def _serving(**params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=120)
-    at.query_params["hw"] = "h100-sxm"
-    at.query_params["view"] = "Under load"
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
+def _serving(**params):
+    from tests.page_helpers import page
+
+    return page("views/serving_page.py", hw="h100-sxm", view="Under load", **params)
 
 
 def test_the_serving_page_says_when_its_clients_are_in_step_and_ramps_them():

@@ -197,16 +197,9 @@ def test_a_byte_order_mark_is_read_past(tmp_path):
 
 
 def _serving(**params):
-    from streamlit.testing.v1 import AppTest
+    from tests.page_helpers import page
 
-    from tests.page_helpers import ROOT
-
-    at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=120)
-    at.query_params["hw"] = "h100-sxm"
-    at.query_params["view"] = "Under load"
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
+    return page("views/serving_page.py", hw="h100-sxm", view="Under load", **params)
 
 
 def test_the_serving_page_asks_for_a_trace_and_says_it_cannot_travel_in_the_url():
