@@ -130,6 +130,8 @@ def test_serve_ramps_the_clients(capsys):
     for router in ("round-robin", "random"):
         code, out, err = _cli(argv + ["--replicas", "2", "--router", router], capsys)
         assert code == 2 and "spends one budget of requests across the fleet" in err and "Traceback" not in err
+    code, out, err = _cli(argv + ["--router", "random", "--json"], capsys)  # one replica: nothing to split
+    assert code == 0, err
 
 
 @pytest.mark.parametrize(

@@ -113,7 +113,8 @@ def simulate_serving(
     if router == "least-loaded":
         runs, parts = least_loaded(requests, times, blocks, knobs, replicas)
         return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router)
-    if requests.concurrency is not None and np.any(requests.arrival_s[: requests.concurrency] > 0):
+    ramped = requests.concurrency is not None and np.any(requests.arrival_s[: requests.concurrency] > 0)
+    if ramped and replicas > 1:
         raise ValueError(
             f"a closed loop whose clients start one at a time spends one budget of requests across the fleet; "
             f"the {router} router simulates each replica's share apart: use the least-loaded router"
