@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from dashboard.cache import cached
 from dashboard.share import md_escape
 from roofline.format import fmt_seconds
 from roofline.serving.simulation.load import Load, Requests
@@ -36,7 +37,8 @@ def trace_upload(first: int) -> Trace | None:
         )
         return None
     try:
-        requests = parse_trace(upload.getvalue(), upload.name, MAX_PAGE_REQUESTS, first)
+        # Cached on the file's bytes: a widget change does not read it again.
+        requests = cached(parse_trace, upload.getvalue(), upload.name, MAX_PAGE_REQUESTS, first)
     except ValueError as exc:
         st.error(md_escape(str(exc)))  # it names the file and echoes its cells
         return None
