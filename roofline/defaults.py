@@ -18,6 +18,8 @@ KV_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 # How a closed loop's clients send their first requests, as `validate --load --clients` scores them:
 # together (as vllm bench serve, GuideLLM and aiperf start them by default) or spread out of step.
 CLIENT_STARTS: tuple[str, ...] = ("together", "out-of-step")
+# How an open loop's rate ramps (vllm bench serve's --ramp-up-strategy).
+RATE_RAMPS: tuple[str, ...] = ("linear", "exponential")
 # Tensor-parallel degrees searched for the smallest one that fits, and offered by the pages.
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 TP_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16)

@@ -294,3 +294,86 @@ def test_a_ramped_closed_loop_keeps_its_clients_and_its_budget(clients, requests
     # Each arrival after the first is either a client's start or a finish (its client's next).
     later = a[1:]
     assert np.all(np.isin(later, np.concatenate([starts, f])))
+
+
+def test_an_open_loops_rate_ramps_as_vllm_bench_serve_ramps_it():
+    """Request i of N at start + (end - start) x i / (N - 1) requests/s (linear) or start x (end /
+    start) ^ (i / (N - 1)) (exponential). Evenly spaced, each gap is 1 / its request's rate, and the
+    first request arrives at 0: linear 1 -> 3 over 3 requests gaps 1/2 then 1/3 s; exponential
+    1 -> 4 gaps 1/2 then 1/4 s."""
+    linear = Load("constant", 3, Lengths(8), Lengths(4), rate_per_s=3.0, rate_ramp=("linear", 1.0, 3.0))
+    assert make_requests(linear).arrival_s == pytest.approx([0.0, 0.5, 0.5 + 1 / 3])
+    exponential = replace(linear, rate_per_s=4.0, rate_ramp=("exponential", 1.0, 4.0))
+    assert make_requests(exponential).arrival_s == pytest.approx([0.0, 0.5, 0.75])
+    # Poisson along a ramp from 1 to 9 requests/s: the last gaps average about 1/9 s, the first 1 s.
+    poisson = make_requests(
+        Load("poisson", 20_001, Lengths(8), Lengths(4), rate_per_s=9.0, seed=2, rate_ramp=("linear", 1.0, 9.0))
+    )
+    gaps = np.diff(poisson.arrival_s)
+    assert gaps[-2000:].mean() == pytest.approx(1 / 8.6, rel=0.1)  # rates 8.2 to 9 there
+    assert gaps[:2000].mean() == pytest.approx(1 / 1.4, rel=0.1)  # rates 1 to 1.8
+    # No ramp: the same draws as before it existed.
+    plain = make_requests(Load("poisson", 50, Lengths(8), Lengths(4), rate_per_s=9.0, seed=2))
+    assert np.diff(plain.arrival_s) == pytest.approx(np.random.default_rng(2).exponential(1 / 9, 50)[1:])
+
+
+@pytest.mark.parametrize(
+    "ramp, message",
+    [
+        (("quadratic", 1.0, 2.0), "rate_ramp: 'quadratic' is not allowed; allowed: linear, exponential"),
+        (("linear", 3.0, 2.0), r"the start rate \(3/s\) is above the end rate \(2/s\)"),
+        (("linear", 0.0, 2.0), "rate_ramp start"),
+    ],
+)
+def test_a_bad_rate_ramp_is_named(ramp, message):
+    with pytest.raises(ValueError, match=message):
+        Load("poisson", 4, Lengths(8), Lengths(4), rate_per_s=2.0, rate_ramp=ramp)
+    with pytest.raises(ValueError, match="a ramp of the rate is an open loop's"):
+        Load("concurrency", 4, Lengths(8), Lengths(4), concurrency=2, rate_ramp=("linear", 1.0, 2.0))
+
+
+def test_serve_ramps_the_rate_and_refuses_what_vllm_refuses(capsys):
+    argv = SERVE + ["--requests", "60", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"]
+    code, out, err = _cli(argv + ["--ramp-up-end-rps", "20", "--json"], capsys)
+    assert code == 0, err
+    load = json.loads(out)["load"]
+    assert load["kind"] == "poisson" and load["rate_ramp"] == {
+        "strategy": "linear",
+        "start_per_s": 1.0,
+        "end_per_s": 20.0,
+    }
+    code, out, err = _cli(argv + ["--ramp-up-end-rps", "20"], capsys)
+    assert "Poisson arrivals at a rate ramped linearly from 1 to 20 requests/s" in out
+    for extra, message in (
+        (["--ramp-up-end-rps", "20", "--rate", "3"], "not with --rate"),
+        (["--ramp-up-end-rps", "20", "--concurrency", "3"], "not with --concurrency"),
+        ([], "give both --ramp-up-start-rps and --ramp-up-end-rps"),
+        (["--ramp-up-end-rps", "0.5"], "expected a rate above 0 and at most the end rate (0.5), got 1"),
+    ):
+        code, out, err = _cli(argv + extra, capsys)
+        assert code == 2 and message in err and "Traceback" not in err, err
+    code, out, err = _cli(SERVE + ["--rate", "3", "--ramp-up-end-rps", "9"], capsys)
+    assert code == 2 and "give them with --ramp-up-strategy" in err
+
+
+def test_a_vllm_run_whose_rate_ramped_is_simulated_with_its_ramp(tmp_path):
+    from roofline.serving.measured.record import MeasuredError
+
+    base = json.loads((ROOT / "tests/data/serving_results/vllm_bench_serve.json").read_text())
+    ramped = base | {
+        "request_rate": "inf",
+        "ramp_up_strategy": "exponential",
+        "ramp_up_start_rps": 2,
+        "ramp_up_end_rps": 8,
+    }
+    (run,) = parse_measured(json.dumps(ramped))
+    assert (run.arrival, run.rate_per_s, run.rate_ramp) == ("poisson", 8.0, ("exponential", 2.0, 8.0))
+    arrivals = requests_for(run).arrival_s
+    assert np.all(np.diff(arrivals) >= 0) and arrivals.size == run.requests
+    for bad, message in (
+        ({"ramp_up_strategy": "steps"}, "ramp_up_strategy: expected one of linear, exponential"),
+        ({"ramp_up_start_rps": 9}, r"ramp_up_start_rps: expected a rate above 0 and at most ramp_up_end_rps \(8\)"),
+        ({"ramp_up_end_rps": None}, "ramp_up_end_rps: missing"),
+    ):
+        with pytest.raises(MeasuredError, match=message):
+            parse_measured(json.dumps(ramped | bad))

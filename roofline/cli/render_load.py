@@ -38,6 +38,13 @@ def render_capacity(d: dict, model_name: str) -> str:
     return "\n".join(lines)
 
 
+def _rate(load: dict) -> str:
+    ramp = load.get("rate_ramp")
+    if not ramp:
+        return f"{load.get('rate_per_s')} requests/s"
+    return f"a rate ramped {ramp['strategy']}ly from {ramp['start_per_s']:g} to {ramp['end_per_s']:g} requests/s"
+
+
 def _clients(count: int, ramp_s: float) -> str:
     if count < 2:
         return f"{count} client"
@@ -51,8 +58,8 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
     load = d["load"]
     what = {
         "concurrency": _clients(load.get("concurrency") or 0, load.get("ramp_s") or 0.0),
-        "poisson": f"Poisson arrivals at {load.get('rate_per_s')} requests/s",
-        "gamma": f"gamma arrivals at {load.get('rate_per_s')} requests/s (burstiness {load.get('burstiness')})",
+        "poisson": f"Poisson arrivals at {_rate(load)}",
+        "gamma": f"gamma arrivals at {_rate(load)} (burstiness {load.get('burstiness')})",
         "trace": f"the trace {load.get('file')}"
         + (
             f" ({load['skipped']:,} request{'s' if load['skipped'] > 1 else ''} without prompt or output tokens "

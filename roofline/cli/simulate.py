@@ -16,7 +16,7 @@ from roofline.cli.args import (
     settings_from_args,
 )
 from roofline.cli.render_load import render_capacity, render_measured, render_text
-from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S, MAX_REPLICAS, RECV_OTHER_WEIGHT, ROUTERS
+from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S, MAX_REPLICAS, RATE_RAMPS, RECV_OTHER_WEIGHT, ROUTERS
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
 from roofline.models import get_model
@@ -65,6 +65,16 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a vllm bench serve, GuideLLM or aiperf result file: simulate each of its points, show measured beside",
     )
+    group.add_argument(
+        "--ramp-up-strategy",
+        choices=RATE_RAMPS,
+        default=None,
+        help="an open loop whose rate ramps, as vllm bench serve --ramp-up-strategy ramps it: request i of N at "
+        "the start rate + (end - start) x i / (N - 1) (linear) or start x (end / start) ^ (i / (N - 1)) "
+        "(exponential); with --ramp-up-start-rps and --ramp-up-end-rps, in place of --rate",
+    )
+    group.add_argument("--ramp-up-start-rps", type=non_negative_float, default=None, help="the ramp's first rate")
+    group.add_argument("--ramp-up-end-rps", type=non_negative_float, default=None, help="the ramp's last rate")
     group.add_argument(
         "--ramp-s",
         type=ramp_seconds,
@@ -149,8 +159,37 @@ def wants_simulation(args: argparse.Namespace) -> bool:
     return (
         args.capacity
         or args.sweep
-        or any(getattr(args, k) is not None for k in ("rate", "concurrency", "trace", "measured"))
+        or any(getattr(args, k) is not None for k in ("rate", "concurrency", "trace", "measured", "ramp_up_strategy"))
     )
+
+
+def rate_ramp(args: argparse.Namespace) -> tuple[str, float, float] | None:
+    """vllm bench serve's ramp-up of the rate, checked as it checks it; None without one."""
+    start, end = args.ramp_up_start_rps, args.ramp_up_end_rps
+    if args.ramp_up_strategy is None:
+        if start is not None or end is not None:
+            raise CliError("--ramp-up-start-rps and --ramp-up-end-rps: give them with --ramp-up-strategy")
+        return None
+    others = [
+        f
+        for f, v in (
+            ("--rate", args.rate),
+            ("--concurrency", args.concurrency),
+            ("--trace", args.trace),
+            ("--measured", args.measured),
+        )
+        if v is not None
+    ]
+    if others or args.sweep or args.capacity:
+        which = (others or ["--sweep or --capacity"])[0]
+        raise CliError(f"--ramp-up-strategy: the rate's ramp is the load itself; not with {which}")
+    if start is None or end is None:
+        raise CliError("--ramp-up-strategy: give both --ramp-up-start-rps and --ramp-up-end-rps")
+    if not 0 < start <= end:
+        raise CliError(
+            f"--ramp-up-start-rps: expected a rate above 0 and at most the end rate ({end:g}), got {start:g}"
+        )
+    return args.ramp_up_strategy, start, end
 
 
 def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, float]) -> None:
@@ -205,6 +244,7 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
             "--capacity, which run Poisson rates)"
         )
     trace_first, args.requests = args.requests, args.requests or DEFAULT_REQUESTS
+    ramp = rate_ramp(args)
     if args.capacity:
         from roofline.hardware import load_hardware
         from roofline.serving import load_prices
@@ -235,12 +275,19 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     else:
         prompt = Lengths(args.prompt_len, args.prompt_max)
         output = Lengths(args.output_len, args.output_max)
-        if args.rate is not None:
-            if args.rate <= 0:
+        if args.rate is not None or ramp is not None:
+            if ramp is None and args.rate <= 0:
                 raise CliError("--rate: expected a positive number of requests per second")
             kind = "poisson" if args.burstiness == 1 else "gamma"
             spec = Load(
-                kind, args.requests, prompt, output, rate_per_s=args.rate, burstiness=args.burstiness, seed=args.seed
+                kind,
+                args.requests,
+                prompt,
+                output,
+                rate_per_s=args.rate if ramp is None else ramp[2],
+                burstiness=args.burstiness,
+                seed=args.seed,
+                rate_ramp=ramp,
             )
         else:
             spec = Load(
@@ -259,6 +306,9 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
             "concurrency": spec.concurrency,
             "burstiness": spec.burstiness,
             "ramp_s": spec.ramp_s,
+            "rate_ramp": None
+            if spec.rate_ramp is None
+            else dict(zip(("strategy", "start_per_s", "end_per_s"), spec.rate_ramp)),
             "requests": spec.requests,
             "prompt_tokens": [prompt.low, prompt.most],
             "output_tokens": [output.low, output.most],

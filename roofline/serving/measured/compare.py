@@ -22,7 +22,16 @@ def requests_for(run: MeasuredRun, seed: int = 0, default_requests: int = 1000, 
     if run.arrival == "concurrency":
         load = Load("concurrency", count, prompt, output, concurrency=run.concurrency, seed=seed, ramp_s=run.ramp_s)
     else:
-        load = Load(run.arrival, count, prompt, output, rate_per_s=run.rate_per_s, burstiness=run.burstiness, seed=seed)
+        load = Load(
+            run.arrival,
+            count,
+            prompt,
+            output,
+            rate_per_s=run.rate_per_s,
+            burstiness=run.burstiness,
+            seed=seed,
+            rate_ramp=run.rate_ramp,
+        )
     return make_requests(load)
 
 

@@ -51,6 +51,7 @@ class MeasuredRun:
     backend: str | None = None
     notes: tuple[str, ...] = field(default=())
     ramp_s: float = 0.0  # a closed loop's clients started one at a time over this window (aiperf's ramp)
+    rate_ramp: tuple[str, float, float] | None = None  # an open loop's rate ramp (vllm bench serve's ramp-up)
 
     @property
     def missing(self) -> tuple[str, ...]:

@@ -5,13 +5,16 @@ or ``"inf"``), ``burstiness``, ``max_concurrency``, ``num_prompts``, ``completed
 ``model_id``, ``backend`` and, for each metric of ``--percentile-metrics`` (``ttft``, ``tpot``,
 ``itl`` by default, ``e2el`` on request), ``mean_<m>_ms``, ``median_<m>_ms`` and
 ``p<P>_<m>_ms`` for each of ``--metric-percentiles`` (``99`` by default). ``--append-result``
-writes one such object per line: each line is a point.
+writes one such object per line: each line is a point. A run whose rate ramped
+(``ramp_up_strategy``, ``ramp_up_start_rps``, ``ramp_up_end_rps``; its ``request_rate`` then reads
+``"inf"``) is simulated with the same ramp.
 """
 
 from __future__ import annotations
 
 import re
 
+from roofline.defaults import RATE_RAMPS
 from roofline.serving.measured.record import (
     MeasuredError,
     MeasuredRun,
@@ -56,7 +59,12 @@ def _vllm_point(data: dict, path: str, index: int, total: int) -> MeasuredRun:
     max_concurrency = _count(data, path, "max_concurrency")
     burstiness = _number(data, path, "burstiness") or 1.0
     notes = []
-    if rate is not None and rate > 0:
+    rate_ramp = _rate_ramp(data, path)
+    if rate_ramp is not None:  # its request_rate is "inf": the ramp sets the rate
+        arrival, rate, concurrency = ("poisson" if burstiness == 1 else "gamma"), rate_ramp[2], None
+        if max_concurrency:
+            notes.append(f"max_concurrency {max_concurrency} capped the open loop; simulated without the cap")
+    elif rate is not None and rate > 0:
         arrival, concurrency = ("poisson" if burstiness == 1 else "gamma"), None
         if max_concurrency:
             notes.append(f"max_concurrency {max_concurrency} capped the open loop; simulated without the cap")
@@ -64,10 +72,6 @@ def _vllm_point(data: dict, path: str, index: int, total: int) -> MeasuredRun:
         arrival, rate, concurrency = "concurrency", None, max_concurrency or completed
         if not max_concurrency:
             notes.append("request_rate inf: every request sent at once, simulated as that many clients")
-    ramp = _text(data, path, "ramp_up_strategy")
-    if ramp is not None and arrival != "concurrency":
-        notes.append(f"ramp_up_strategy {ramp!r}: the ramp is not simulated (its end rate is)")
-        rate = _number(data, path, "ramp_up_end_rps") or rate
     return _run(
         "vllm",
         index,
@@ -85,4 +89,25 @@ def _vllm_point(data: dict, path: str, index: int, total: int) -> MeasuredRun:
         model=_text(data, path, "model_id"),
         backend=_text(data, path, "backend"),
         notes=tuple(notes),
+        rate_ramp=rate_ramp,
     )
+
+
+def _rate_ramp(data: dict, path: str) -> tuple[str, float, float] | None:
+    """The run's ramp-up of the rate (``ramp_up_strategy``, ``ramp_up_start_rps``,
+    ``ramp_up_end_rps``), checked as vllm bench serve checks it; None without one."""
+    strategy = _text(data, path, "ramp_up_strategy")
+    if strategy is None:
+        return None
+    if strategy not in RATE_RAMPS:
+        raise MeasuredError(
+            f"{_where(path, 'ramp_up_strategy')}: expected one of {', '.join(RATE_RAMPS)}, got {_shown(strategy)}"
+        )
+    start = _number(data, path, "ramp_up_start_rps", required=True)
+    end = _number(data, path, "ramp_up_end_rps", required=True)
+    if not 0 < start <= end:
+        raise MeasuredError(
+            f"{_where(path, 'ramp_up_start_rps')}: expected a rate above 0 and at most ramp_up_end_rps ({end:g}), "
+            f"got {start:g}"
+        )
+    return strategy, start, end

@@ -10,6 +10,9 @@
 - Open loop at a rate (``--request-rate``, GuideLLM's poisson / constant profiles): arrivals
   with exponential gaps (Poisson), gamma gaps with a burstiness factor (vLLM's ``--burstiness``:
   shape = burstiness, mean gap = 1 / rate; 1 is Poisson, lower is burstier), or evenly spaced.
+  The rate may ramp as ``vllm bench serve --ramp-up-strategy`` ramps it (``rate_ramp``): request i
+  of N is drawn at start + (end - start) x i / (N - 1) requests/s (linear), or start x (end /
+  start) ^ (i / (N - 1)) (exponential).
 - A trace: a file of arrivals and lengths (``roofline.serving.simulation.traces``: JSONL, or the
   CSV of Azure's and BurstGPT's public traces).
 
@@ -22,6 +25,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from roofline.defaults import RATE_RAMPS
 
 MAX_REQUESTS = 1_000_000
 MAX_TOKENS = 1 << 24
@@ -83,6 +88,7 @@ class Load:
     burstiness: float = 1.0
     seed: int = 0
     ramp_s: float = 0.0  # closed loop: the clients start one at a time over this window (aiperf's linear ramp)
+    rate_ramp: tuple[str, float, float] | None = None  # open loop: (linear | exponential, start, end requests/s)
 
     def __post_init__(self) -> None:
         if self.kind not in LOAD_KINDS:
@@ -97,7 +103,27 @@ class Load:
             _check_number(self.ramp_s, "ramp_s", 0.0, 1e7)
             if self.kind != "concurrency":
                 raise ValueError(f"ramp_s: the clients' ramp is a closed loop's (kind concurrency), not {self.kind}'s")
+        if self.rate_ramp is not None:
+            if self.kind not in ("poisson", "gamma", "constant"):
+                raise ValueError(f"rate_ramp: a ramp of the rate is an open loop's, not {self.kind}'s")
+            strategy, start, end = self.rate_ramp
+            if strategy not in RATE_RAMPS:
+                raise ValueError(f"rate_ramp: {strategy!r} is not allowed; allowed: {', '.join(RATE_RAMPS)}")
+            _check_number(start, "rate_ramp start (requests/s)", 0.0, 1e9)
+            _check_number(end, "rate_ramp end (requests/s)", 0.0, 1e9)
+            if start > end:
+                raise ValueError(f"rate_ramp: the start rate ({start:g}/s) is above the end rate ({end:g}/s)")
         _check_int(self.seed + 1, "seed + 1", 2**62)
+
+    def rates(self) -> np.ndarray | float:
+        """Each request's rate (requests/s): the load's, or along its ramp."""
+        if self.rate_ramp is None:
+            return self.rate_per_s
+        strategy, start, end = self.rate_ramp
+        progress = np.arange(self.requests) / max(self.requests - 1, 1)
+        if strategy == "linear":
+            return start + (end - start) * progress
+        return start * (end / start) ** progress
 
 
 @dataclass(frozen=True)
@@ -129,9 +155,9 @@ def make_requests(load: Load) -> Requests:
         else:
             arrival[:starting] = 0.0
         return Requests(arrival, prompt, output, concurrency=load.concurrency)
-    mean_gap = 1.0 / load.rate_per_s
+    mean_gap = 1.0 / load.rates()  # each request's, or the load's
     if load.kind == "constant":
-        gaps = np.full(n, mean_gap)
+        gaps = np.full(n, mean_gap) if load.rate_ramp is None else mean_gap
     elif load.kind == "poisson":
         gaps = rng.exponential(mean_gap, n)
     else:
