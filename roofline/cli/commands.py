@@ -244,7 +244,8 @@ def cmd_load(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from roofline.cli.simulate import cmd_simulate, wants_simulation
+    from roofline.cli.load_args import wants_simulation
+    from roofline.cli.simulate import cmd_simulate
     from roofline.known_error import for_settings
 
     if wants_simulation(args):

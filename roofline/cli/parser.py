@@ -20,8 +20,8 @@ from roofline.cli.args import (
     non_negative_float,
     positive_int,
 )
+from roofline.cli.load_args import add_load
 from roofline.cli.profile_cmd import add_profile_parser
-from roofline.cli.simulate import add_load
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_MEMORY_UTILIZATION, OBJECTIVES
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.loading import CHECKPOINT_DTYPES

@@ -24,8 +24,9 @@ from dataclasses import replace
 import numpy as np
 
 from roofline.defaults import MAX_REPLICAS, ROUTERS
+from roofline.serving.simulation.clients import next_client_request, start_arrivals
 from roofline.serving.simulation.load import Requests
-from roofline.serving.simulation.run import MAX_STEPS, Replica, Run, next_client_request, start_arrivals
+from roofline.serving.simulation.run import MAX_STEPS, Replica, Run
 from roofline.serving.simulation.scheduler import EngineKnobs
 from roofline.serving.simulation.steptime import StepTimes
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.serving.simulation.clients import next_client_request, start_arrivals
 from roofline.serving.simulation.load import Requests
 from roofline.serving.simulation.scheduler import EngineKnobs, Pool, array_sum, release, schedule
 from roofline.serving.simulation.steptime import StepTimes
@@ -278,16 +279,6 @@ class Replica:
         )
 
 
-def start_arrivals(requests: Requests) -> np.ndarray:
-    """Each request's arrival; a closed loop's first ``concurrency`` requests are sent at 0, the
-    rest (NaN) when a client's request ends (``next_client_request``)."""
-    arrival = requests.arrival_s.astype(float).copy()
-    if requests.concurrency is not None:
-        starting = min(requests.concurrency, requests.count)
-        arrival[:starting] = np.nan_to_num(arrival[:starting], nan=0.0)
-    return arrival
-
-
 def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: EngineKnobs) -> Run:
     """Run ``requests`` through one engine replica with ``kv_blocks`` blocks of KV cache."""
     n = requests.count
@@ -334,24 +325,6 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
     else:
         raise RuntimeError(f"the simulation did not finish within {MAX_STEPS:,} steps")
     return replica.result(arrival)
-
-
-def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
-    """A closed-loop client whose request ended sends the next unsent one at ``t``. Requests are
-    sent in index order, so where clients still to start (a ramp) hold later arrivals, this one
-    takes its place before them and their starts move one request on (every request's lengths
-    were drawn alike). The load's requests are one budget, as aiperf counts them: once none is
-    left but the starts', the client takes the last start's request, and that client never starts."""
-    pending = np.flatnonzero(np.isnan(arrival[sent:]))
-    if pending.size:
-        j = sent + int(pending[0])  # the first request with no arrival yet
-    else:
-        j = arrival.size - 1  # the request of the client that would start last
-        if j < sent or not arrival[j] > t:
-            return  # every request is sent or due: the budget is spent
-    i = sent + int(np.searchsorted(arrival[sent:j], t, side="right"))  # the starts still to come are sorted
-    arrival[i + 1 : j + 1] = arrival[i:j].copy()
-    arrival[i] = t
 
 
 def _decode_stretch(

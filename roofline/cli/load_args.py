@@ -1,0 +1,183 @@
+"""The arguments of ``serve``'s simulated load (``--rate``, ``--concurrency``, ``--trace``,
+``--measured`` and their settings), each checked as it is read, and the checks that span several:
+what asks for a simulation, and vllm bench serve's ramp-up of the rate."""
+
+from __future__ import annotations
+
+import argparse
+
+from roofline.cli.args import (
+    CliError,
+    fraction_or_zero,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
+from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S, RATE_RAMPS, RECV_OTHER_WEIGHT, ROUTERS
+
+
+def recv_interval(text: str) -> int:
+    value = positive_int(text)
+    if value > RECV_OTHER_WEIGHT:  # SGLang counts a prefill as this many decode steps
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {RECV_OTHER_WEIGHT}], got {text[:40]!r}")
+    return value
+
+
+def graph_tokens(text: str) -> int:
+    value = non_negative_int(text)
+    if value > 1 << 24:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, {1 << 24}], got {text[:40]!r}")
+    return value
+
+
+def launch_us(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1e6:  # Settings.launch_overhead_s: at most a second
+        raise argparse.ArgumentTypeError(f"expected microseconds in [0, 1000000], got {text[:40]!r}")
+    return value
+
+
+def ramp_seconds(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1e7:  # Load.ramp_s
+        raise argparse.ArgumentTypeError(f"expected seconds in [0, 10000000], got {text[:40]!r}")
+    return value
+
+
+def add_load(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("simulated load (one device setup, one run)")
+    which = group.add_mutually_exclusive_group()
+    which.add_argument("--rate", type=non_negative_float, default=None, help="open loop: requests per second")
+    which.add_argument("--concurrency", type=positive_int, default=None, help="closed loop: this many clients")
+    which.add_argument("--trace", default=None, metavar="FILE", help="a JSONL trace of arrivals and lengths")
+    which.add_argument(
+        "--measured",
+        default=None,
+        metavar="FILE",
+        help="a vllm bench serve, GuideLLM or aiperf result file: simulate each of its points, show measured beside",
+    )
+    group.add_argument(
+        "--ramp-up-strategy",
+        choices=RATE_RAMPS,
+        default=None,
+        help="an open loop whose rate ramps, as vllm bench serve --ramp-up-strategy ramps it: request i of N at "
+        "the start rate + (end - start) x i / (N - 1) (linear) or start x (end / start) ^ (i / (N - 1)) "
+        "(exponential); with --ramp-up-start-rps and --ramp-up-end-rps, in place of --rate",
+    )
+    group.add_argument("--ramp-up-start-rps", type=non_negative_float, default=None, help="the ramp's first rate")
+    group.add_argument("--ramp-up-end-rps", type=non_negative_float, default=None, help="the ramp's last rate")
+    group.add_argument(
+        "--ramp-s",
+        type=ramp_seconds,
+        default=0.0,
+        help="with --concurrency: start the clients one at a time over this many seconds, as aiperf's "
+        "--concurrency-ramp-duration does (default 0: all at once, as vllm bench serve, GuideLLM and aiperf do "
+        "by default; on identical requests such clients stay in step, each round's prompts arriving together)",
+    )
+    group.add_argument(
+        "--requests",
+        type=positive_int,
+        default=None,
+        help="requests to send (default 1000); with --trace, the trace's first N lines (default all of them)",
+    )
+    group.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths")
+    group.add_argument(
+        "--burstiness", type=non_negative_float, default=1.0, help="gamma arrivals' shape: 1 Poisson, < 1 burstier"
+    )
+    group.add_argument(
+        "--capacity",
+        action="store_true",
+        help="rank devices (and --tp degrees) by the largest rate whose --percentile TTFT and TPOT meet the targets",
+    )
+    group.add_argument(
+        "--sweep",
+        action="store_true",
+        help="latency against request rate: p50/p90/p99 TTFT and TPOT at 12 Poisson rates up to twice saturation",
+    )
+    group.add_argument("--percentile", type=int, choices=(50, 90, 99), default=90, help="the targets' percentile")
+    group.add_argument("--target-rate", type=non_negative_float, default=None, help="requests/s to plan replicas for")
+    group.add_argument(
+        "--replicas", type=positive_int, default=1, help="replicas of the setup behind a router (default 1)"
+    )
+    group.add_argument(
+        "--router",
+        default="round-robin",
+        choices=ROUTERS,
+        help="how the replicas share the requests: round-robin (every N-th request; a closed loop's clients split "
+        "evenly), random (seeded) or least-loaded (each request to the replica holding the fewest outstanding)",
+    )
+    group.add_argument(
+        "--recv-interval",
+        type=recv_interval,
+        default=1,
+        help="SGLang's --scheduler-recv-interval: decode steps between two intakes of new requests (--engine sglang; "
+        "default 1, every step)",
+    )
+    group.add_argument(
+        "--batch-wait-iters",
+        type=non_negative_int,
+        default=0,
+        help="TensorRT-LLM's batch_wait_timeout_iters: steps prompts may be held back beside decodes (--engine trtllm; "
+        "default 0)",
+    )
+    group.add_argument(
+        "--batch-wait-ratio",
+        type=fraction_or_zero,
+        default=0.0,
+        help="TensorRT-LLM's batch_wait_max_tokens_ratio: with --batch-wait-iters above 0, prompts are held until the "
+        "step's tokens reach this share of the token budget (--engine trtllm; default 0)",
+    )
+    group.add_argument(
+        "--prompt-graph-tokens",
+        type=graph_tokens,
+        default=None,
+        help="the most new tokens of a step with prompt tokens that the engine replays from a CUDA graph; a larger "
+        "step dispatches every kernel from the host (default the engine's own: vLLM 512, SGLang and TensorRT-LLM 0, "
+        "their piecewise graphs being off by default)",
+    )
+    group.add_argument(
+        "--launch-overhead-us",
+        type=launch_us,
+        default=DEFAULT_LAUNCH_OVERHEAD_S * 1e6,
+        help="host time to dispatch one tiny eager op in a step run without a CUDA graph, microseconds (default "
+        "%(default)g, measured on an H100 host; linear layers and attention cost 1.75x, norms 1.55x)",
+    )
+    group.add_argument("--prompt-max", type=positive_int, default=None, help="prompts uniform up to this many tokens")
+    group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")
+
+
+def wants_simulation(args: argparse.Namespace) -> bool:
+    return (
+        args.capacity
+        or args.sweep
+        or any(getattr(args, k) is not None for k in ("rate", "concurrency", "trace", "measured", "ramp_up_strategy"))
+    )
+
+
+def rate_ramp(args: argparse.Namespace) -> tuple[str, float, float] | None:
+    """vllm bench serve's ramp-up of the rate, checked as it checks it; None without one."""
+    start, end = args.ramp_up_start_rps, args.ramp_up_end_rps
+    if args.ramp_up_strategy is None:
+        if start is not None or end is not None:
+            raise CliError("--ramp-up-start-rps and --ramp-up-end-rps: give them with --ramp-up-strategy")
+        return None
+    others = [
+        f
+        for f, v in (
+            ("--rate", args.rate),
+            ("--concurrency", args.concurrency),
+            ("--trace", args.trace),
+            ("--measured", args.measured),
+        )
+        if v is not None
+    ]
+    if others or args.sweep or args.capacity:
+        which = (others or ["--sweep or --capacity"])[0]
+        raise CliError(f"--ramp-up-strategy: the rate's ramp is the load itself; not with {which}")
+    if start is None or end is None:
+        raise CliError("--ramp-up-strategy: give both --ramp-up-start-rps and --ramp-up-end-rps")
+    if not 0 < start <= end:
+        raise CliError(
+            f"--ramp-up-start-rps: expected a rate above 0 and at most the end rate ({end:g}), got {start:g}"
+        )
+    return args.ramp_up_strategy, start, end
