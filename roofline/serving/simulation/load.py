@@ -157,7 +157,7 @@ def make_requests(load: Load) -> Requests:
         return Requests(arrival, prompt, output, concurrency=load.concurrency)
     mean_gap = 1.0 / load.rates()  # each request's, or the load's
     if load.kind == "constant":
-        gaps = np.full(n, mean_gap) if load.rate_ramp is None else mean_gap
+        gaps = np.full(n, mean_gap)  # one gap, or each request's along the ramp
     elif load.kind == "poisson":
         gaps = rng.exponential(mean_gap, n)
     else:

@@ -70,19 +70,19 @@ def _read(f, path: str, size: int, limit: int, first: int | None) -> Requests:
         )
     rows = first if first is not None else math.inf
     times, prompts, outputs, stamped = [], [], [], []
-    skipped, largest_stamp, parse, read = 0, -math.inf, None, 0
+    skipped, largest_stamp, parse, stamps, read = 0, -math.inf, None, False, 0
     for number, raw in _lines(f):
         where = f"trace line {number}"
         if parse is None:  # the first line says the format: a JSON object, or a CSV header
             if raw.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
-                parse = _json_row
+                parse, stamps = _json_row, True  # a JSONL line may hold a timestamp
             else:
-                parse = _csv_parser(raw, where)
+                parse, stamps = _csv_parser(raw, where)
                 continue
         if read >= rows:
             # Past the lines asked for, only a timestamp's unit is left to learn, where the format can
             # carry one and the file has not already said; a bad line there is no error.
-            if not whole or largest_stamp > 1e6 or not getattr(parse, "stamps", False):
+            if not whole or largest_stamp > 1e6 or not stamps:
                 break
             try:
                 t, _, _, ms = parse(raw, where)
@@ -197,7 +197,8 @@ def _key(row: dict, keys: tuple[str, ...], where: str) -> str:
 
 
 def _csv_parser(header: bytes, where: str):
-    """The row reader of a CSV trace whose header is ``header``."""
+    """The row reader of a CSV trace whose header is ``header``, and whether its arrivals are
+    ``timestamp``s (seconds, or milliseconds)."""
     names = _cells(header, where)
     try:
         time = next(n for n in names if n in _CSV_TIMES)
@@ -225,11 +226,7 @@ def _csv_parser(header: bytes, where: str):
         p = _tokens(cells[at[prompt]], f"{where}: {prompt}")
         return t, p, _tokens(cells[at[output]], f"{where}: {output}"), kind == "seconds or ms"
 
-    parse.stamps = kind == "seconds or ms"  # its time column may be milliseconds, judged on the whole file
-    return parse
-
-
-_json_row.stamps = True  # a JSONL line may hold a timestamp
+    return parse, kind == "seconds or ms"  # whether its time column may be milliseconds, judged on the whole file
 
 
 def _cells(raw: bytes, where: str) -> list[str]:
