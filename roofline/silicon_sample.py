@@ -73,6 +73,7 @@ from roofline.inferencex_scripts import (
 )
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
+from roofline.sample_clients import why_clients_not_batch
 from roofline.sample_twins import SAME_RUN_REASON, mark_twins
 from roofline.tables import TablePredictor, store
 from roofline.tables.convert import SYSTEM_TO_HARDWARE
@@ -388,6 +389,8 @@ def why_not_scored(row: dict[str, str]) -> str | None:
         return "pipeline parallel"
     if _number(row, "attention_dp_size", 1) > 1:
         return "attention data parallel"
+    if spread := why_clients_not_batch(row):
+        return spread
     if speculative := why_speculative(row):
         return speculative
     setup = documented_setup(row)
