@@ -9,6 +9,7 @@ import streamlit as st
 from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
 from roofline.inferencex_runs import MAYBE_REASON, SPECULATIVE_REASON
 from roofline.lazy import pandas as pd
+from roofline.sample_clients import ATTENTION_DP_REASON, SPREAD_REASON
 from roofline.sample_twins import SAME_RUN_REASON
 
 # metric -> (the report's part, its measured column, the expected column, the ideal column, words)
@@ -106,16 +107,24 @@ def errors(predicted, measured) -> dict[str, float]:
     return {"median": s.median_abs_error, "p90": s.p90_abs_error, "bias": s.bias}
 
 
-def group_table(runs: Runs) -> pd.DataFrame:
-    """Per model x device x engine: runs, then median and p90 |error| and bias of both columns."""
+# The table's rows: one per value of these fields of a run.
+GROUPINGS = {
+    "model, device and engine": ("model", "device", "engine"),
+    "engine": ("engine",),
+    "device": ("device",),
+}
+
+
+def group_table(runs: Runs, grouping: str = "model, device and engine") -> pd.DataFrame:
+    """Per group of ``GROUPINGS`` (model x device x engine, engine or device): runs, then median and
+    p90 |error| and bias of both columns."""
+    fields = GROUPINGS[grouping]
     rows = []
-    for (model, device, engine), g in runs.to_frame().groupby(["model", "device", "engine"]):
+    for values, g in runs.to_frame().groupby(list(fields)):
         e, i = errors(g["expected_ms"], g["measured_ms"]), errors(g["ideal_ms"], g["measured_ms"])
         rows.append(
             {
-                "model": model,
-                "device": device,
-                "engine": engine,
+                **dict(zip(fields, values, strict=True)),
                 "runs": len(g),
                 "below ideal": int(g["below_ideal"].sum()),
                 "expected median": e["median"],
@@ -186,6 +195,13 @@ def _left_out(data: dict, part: str) -> dict[str, int]:
 def repeats_left_out(data: dict, part: str) -> int:
     """The report's rows of ``part`` that repeat a run another row holds (``roofline.sample_twins``)."""
     return _left_out(data, part).get(SAME_RUN_REASON, 0)
+
+
+def batch_left_out(data: dict, part: str) -> int:
+    """The report's rows of ``part`` left out because their batch is not their client's concurrency
+    (``roofline.sample_clients``)."""
+    reasons = _left_out(data, part)
+    return reasons.get(ATTENTION_DP_REASON, 0) + reasons.get(SPREAD_REASON, 0)
 
 
 def speculative_left_out(data: dict, part: str) -> tuple[int, int]:

@@ -82,6 +82,19 @@ def score(predicted, measured) -> Score | None:
     )
 
 
+# The test set again per engine and per device, as the figures the product is held to are read
+# (``test_set_by_engine`` and ``test_set_by_device`` of both parts of the report).
+BREAKDOWNS = ("engine", "device")
+
+
+def by_field(results: list[dict], field: str) -> dict[str, list[dict]]:
+    """``results`` split by the value of ``field``, the values in sorted order."""
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        groups.setdefault(str(r[field]), []).append(r)
+    return dict(sorted(groups.items()))
+
+
 def _commit() -> str:
     try:
         out = subprocess.run(

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.accuracy import score
+from roofline.accuracy import BREAKDOWNS, by_field, score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
@@ -238,7 +238,9 @@ def validate(path: Path | None = None, tables: bool = True, moe_routing: str | N
         # The engines' host work per step was fitted on these runs (roofline.engines): the rest is
         # the test set, scored apart.
         "host_fit_split": scores([r for r in results if r["host_fit_split"]]),
-        "test_set": scores([r for r in results if not r["host_fit_split"]]),
+        "test_set": scores(test := [r for r in results if not r["host_fit_split"]]),
+        # The test set per engine and per device (roofline.accuracy.BREAKDOWNS).
+        **{f"test_set_by_{f}": {k: scores(rs) for k, rs in by_field(test, f).items()} for f in BREAKDOWNS},
         "groups": summarize(results),
         "skipped": skipped,
         "results": results,
@@ -327,11 +329,13 @@ def render(report: dict[str, object]) -> str:
             f"{g['model']:<16} {g['device']:<9} {g['engine']:<7} {g['runs']:>4}  {cols(g['datasheet']):>24}  "
             f"{cols(g.get('tables')):>22} {share:>6}"
         )
-    for name, o in (
+    totals = [
         ("all", report["overall"]),
         ("host-work fit split", report["host_fit_split"]),
         ("test set (the rest)", report["test_set"]),
-    ):
+    ]
+    totals += [(f"  test set, {k}", o) for f in BREAKDOWNS for k, o in report.get(f"test_set_by_{f}", {}).items()]
+    for name, o in totals:
         lines.append(f"{name:<34} {o['runs']:>4}  {cols(o.get('datasheet')):>24}  {cols(o.get('tables')):>22}")
     lines.append("left out: " + "; ".join(f"{n} {why}" for why, n in sorted(report["skipped"].items())))
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from roofline.accuracy import BELOW_IDEAL_MARGIN, BELOW_IDEAL_WHY, RUN_FIELDS, below_ideal
+from roofline.accuracy import BELOW_IDEAL_MARGIN, BELOW_IDEAL_WHY, BREAKDOWNS, RUN_FIELDS, below_ideal, by_field
 from roofline.benchmark_clients import (
     INFERENCEX_CLIENT,
     RECORDED_CLIENT,
@@ -323,6 +323,8 @@ def score_load(
                 )
             },
         },
+        # The test set per engine and per device (roofline.accuracy.BREAKDOWNS).
+        **{f"test_set_by_{f}": {k: scores(rs) for k, rs in by_field(test, f).items()} for f in BREAKDOWNS},
         "groups": [{"model": m, "device": d, "engine": e, **scores(rs)} for (m, d, e), rs in sorted(groups.items())],
         "not_scored": not_scored,  # rows roofline does not score (roofline.validate.why_not_scored), by reason
         "skipped": skipped,
@@ -379,6 +381,9 @@ def render_load(report: dict[str, object]) -> str:
     for name in WARMUP_GROUPS:
         if scores := report.get("test_set_by_warmup", {}).get(name):
             row(f"test set, InferenceX, {name} ({scores['runs']:,})", scores)
+    for field in BREAKDOWNS:
+        for name, scores in report.get(f"test_set_by_{field}", {}).items():
+            row(f"test set, {name} ({scores['runs']:,})", scores)
     for g in report["groups"]:
         row(f"{g['model']} {g['device']} {g['engine']} ({g['runs']})", g)
     for reason, count in report.get("not_scored", {}).items():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from roofline.accuracy import REPORT_PATH, below_ideal, build_report, headline, load_report, write_report
+from roofline.accuracy import REPORT_PATH, below_ideal, build_report, by_field, headline, load_report, write_report
 from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
 from roofline.plots.style import GL_THRESHOLD
 from roofline.validate import _errors
@@ -318,3 +318,61 @@ def test_a_run_exported_several_times_is_scored_once_and_the_page_says_so():
         c.value.startswith(f"Each run counts once: {len(repeats):,} rows of the sample repeat a run")
         for c in at.caption
     )
+
+
+def test_the_test_set_is_scored_again_per_engine_and_per_device():
+    """Both parts of the shipped report score the test set per engine and per device, each group's
+    median error the one its own runs give, and the groups hold every test run once."""
+    from roofline.validate import render
+
+    report = load_report(REPORT_PATH)
+    for part, metrics in (
+        ("steady", [("tables", "tpot")]),
+        ("load", [("tables_ttft", "ttft"), ("tables_tpot", "tpot")]),
+    ):
+        test = [r for r in report[part]["results"] if not r["host_fit_split"]]
+        for field in ("engine", "device"):
+            groups = report[part][f"test_set_by_{field}"]
+            assert list(groups) == sorted({r[field] for r in test})
+            assert sum(g["runs"] for g in groups.values()) == len(test)
+            for name, g in groups.items():
+                rows = [r for r in test if r[field] == name]
+                for key, metric in metrics:
+                    done = [r for r in rows if r.get(f"tables_{metric}_ms") is not None]
+                    want = _errors([r[f"tables_{metric}_ms"] for r in done], [r[f"measured_{metric}_ms"] for r in done])
+                    assert g[key] == want
+    # A group of two runs worked by hand: errors -10% and +30% give median |error| 20%, bias +10%.
+    two = [{"engine": "vllm", "tables_tpot_ms": 9.0, "measured_tpot_ms": 10.0}]
+    two += [{"engine": "vllm", "tables_tpot_ms": 13.0, "measured_tpot_ms": 10.0}]
+    g = by_field(two, "engine")
+    assert list(g) == ["vllm"]
+    e = _errors([r["tables_tpot_ms"] for r in g["vllm"]], [r["measured_tpot_ms"] for r in g["vllm"]])
+    assert e["median_abs_error"] == pytest.approx(0.2) and e["bias"] == pytest.approx(0.1)
+    # The command lines print them.
+    steady_text = render(report["steady"])
+    assert "  test set, sglang" in steady_text and "  test set, h100-sxm" in steady_text
+    load_text = render_load(report["load"])
+    runs = report["load"]["test_set_by_engine"]["vllm"]["runs"]
+    assert f"test set, vllm ({runs:,})" in load_text
+
+
+def test_the_accuracy_page_groups_its_table_by_engine_or_device():
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
+    at.query_params["group"] = "engine"
+    at.run()
+    assert not at.exception and at.selectbox(key="group").value == "engine"
+    table = at.dataframe[-1].value
+    assert list(table.columns[:2]) == ["engine", "runs"] and set(table["engine"]) == {"sglang", "trtllm", "vllm"}
+    # The engines' rows hold every run of the headline once.
+    runs = int({m.label: m for m in at.metric}["Runs"].value.replace(",", ""))
+    assert table["runs"].sum() == runs
+    at.selectbox(key="group").set_value("device").run()
+    table = at.dataframe[-1].value
+    assert table.columns[0] == "device" and table["runs"].sum() == runs
+    assert any("rows whose batch is not the concurrency" in c.value for c in at.caption)
+    at.selectbox(key="group").set_value("model, device and engine").run()
+    assert list(at.dataframe[-1].value.columns[:3]) == ["model", "device", "engine"]
+    at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
+    at.query_params["group"] = "gpu"
+    at.run()
+    assert not at.exception and "`group`" in " ".join(w.value for w in at.warning)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.accuracy_view import (
+    GROUPINGS,
     METRICS,
     PERCENT,
     RUNS,
+    batch_left_out,
     by_client,
     by_warmup,
     devices_in,
@@ -45,7 +47,13 @@ st.caption(
     "(vLLM's 512 tokens; any in SGLang and TensorRT-LLM) has the host dispatch every kernel."
 )
 warn_bad_params(
-    {"metric": one_of(list(METRICS)), "runs": one_of(list(RUNS)), "engines": some_of(ENGINES), "within": boolean}
+    {
+        "metric": one_of(list(METRICS)),
+        "runs": one_of(list(RUNS)),
+        "engines": some_of(ENGINES),
+        "within": boolean,
+        "group": one_of(list(GROUPINGS)),
+    }
 )
 
 try:
@@ -161,14 +169,27 @@ if repeats := repeats_left_out(data, METRICS[metric][0]):
         "(InferenceX's results come in three exports; the same setup and day, the same TTFT and TPOT to 12 "
         "significant digits)."
     )
+if batch := batch_left_out(data, METRICS[metric][0]):
+    page_report.caption(
+        f"Nor are {batch:,} rows whose batch is not the concurrency their source records for the client: most hold "
+        "the client's concurrency over their TP, as the rows that record attention data parallelism write the "
+        "sequences one attention rank held, a setup the simulation does not run."
+    )
 if below and simulated:
     page_report.caption(
         f"{below:,} of these runs were {BELOW_IDEAL_WHY}."
         + (" They are left out above." if within else " They are drawn hollow and counted in every figure above.")
     )
-page_report.subheader("By model, device and engine")
+page_report.subheader("Errors by group")
+grouping = st.columns([1, 2])[0].selectbox(
+    "One row per",
+    list(GROUPINGS),
+    key="group",
+    bind="query-params",
+    help="the runs chosen above, grouped by model, device and engine, by engine or by device",
+)
 page_report.table(
-    group_table(frame),
+    group_table(frame, grouping),
     hide_index=True,
     width="stretch",
     column_config={c: st.column_config.NumberColumn(format="percent", step=0.01) for c in PERCENT},
