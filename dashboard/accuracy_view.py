@@ -107,17 +107,15 @@ def errors(predicted, measured) -> dict[str, float]:
     return {"median": s.median_abs_error, "p90": s.p90_abs_error, "bias": s.bias}
 
 
-# The table's rows: one per value of these fields of a run.
-GROUPINGS = {
-    "model, device and engine": ("model", "device", "engine"),
-    "engine": ("engine",),
-    "device": ("device",),
-}
+# The table's rows: one per value of these fields of a run (the URL's ``group``), in words.
+GROUPINGS = {"model": ("model", "device", "engine"), "engine": ("engine",), "device": ("device",)}
+GROUPING_WORDS = {"model": "model, device and engine", "engine": "engine", "device": "device"}
 
 
-def group_table(runs: Runs, grouping: str = "model, device and engine") -> pd.DataFrame:
+def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
     """Per group of ``GROUPINGS`` (model x device x engine, engine or device): runs, then median and
-    p90 |error| and bias of both columns."""
+    p90 |error| and bias of both columns, in percent rounded to whole ones (as the tiles and
+    ``validate`` print them)."""
     fields = GROUPINGS[grouping]
     rows = []
     for values, g in runs.to_frame().groupby(list(fields)):
@@ -134,7 +132,10 @@ def group_table(runs: Runs, grouping: str = "model, device and engine") -> pd.Da
                 "ideal bias": i["bias"],
             }
         )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table[list(PERCENT)] = (table[list(PERCENT)] * 100).round(0)
+    return table
 
 
 def hovers(runs: Runs, words: str) -> list[str]:
@@ -161,8 +162,12 @@ def hovers(runs: Runs, words: str) -> list[str]:
     ]
 
 
-# Shares, shown as whole percentages with thousands separators ("3,569%"; step 0.01 sets no decimals).
+# Shares, as whole percents (``group_table`` rounds them), a bias with its sign ("3,569%", "+2%").
 PERCENT = ("expected median", "expected p90", "expected bias", "ideal median", "ideal bias")
+
+
+def percent_format(column: str) -> str:
+    return "%+,.0f%%" if column.endswith("bias") else "%,.0f%%"
 
 
 def by_client(runs: Runs) -> list[tuple[str, int, dict[str, float]]]:

@@ -95,18 +95,39 @@ def by_field(results: list[dict], field: str) -> dict[str, list[dict]]:
     return dict(sorted(groups.items()))
 
 
+def breakdowns(test: list[dict], scores) -> dict[str, dict[str, object]]:
+    """The test set's ``scores`` per engine and per device: ``test_set_by_engine`` and
+    ``test_set_by_device`` of a report's part."""
+    return {f"test_set_by_{f}": {k: scores(rs) for k, rs in by_field(test, f).items()} for f in BREAKDOWNS}
+
+
 def _commit() -> str:
+    """The commit the report is written from, "-dirty" after it where the working tree differs from
+    it (the report itself aside), as ``git describe --dirty`` marks one."""
+    root = REPORT_PATH.parents[1]
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPORT_PATH.parents[1],
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+        changed = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                f":(exclude){REPORT_PATH.relative_to(root)}",
+            ],
+            cwd=root,
             capture_output=True,
             text=True,
             timeout=10,
         )
-        return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    commit = head.stdout.strip() or "unknown"
+    return commit + "-dirty" if commit != "unknown" and changed.stdout.strip() else commit
 
 
 def build_report(sample: Path | None = None, every: int = 1) -> dict[str, object]:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.accuracy import BREAKDOWNS, by_field, score
+from roofline.accuracy import BREAKDOWNS, breakdowns, score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
@@ -240,7 +240,7 @@ def validate(path: Path | None = None, tables: bool = True, moe_routing: str | N
         "host_fit_split": scores([r for r in results if r["host_fit_split"]]),
         "test_set": scores(test := [r for r in results if not r["host_fit_split"]]),
         # The test set per engine and per device (roofline.accuracy.BREAKDOWNS).
-        **{f"test_set_by_{f}": {k: scores(rs) for k, rs in by_field(test, f).items()} for f in BREAKDOWNS},
+        **breakdowns(test, scores),
         "groups": summarize(results),
         "skipped": skipped,
         "results": results,

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from roofline.accuracy import BELOW_IDEAL_MARGIN, BELOW_IDEAL_WHY, BREAKDOWNS, RUN_FIELDS, below_ideal, by_field
+from roofline.accuracy import BELOW_IDEAL_MARGIN, BELOW_IDEAL_WHY, BREAKDOWNS, RUN_FIELDS, below_ideal, breakdowns
 from roofline.benchmark_clients import (
     INFERENCEX_CLIENT,
     RECORDED_CLIENT,
@@ -324,7 +324,7 @@ def score_load(
             },
         },
         # The test set per engine and per device (roofline.accuracy.BREAKDOWNS).
-        **{f"test_set_by_{f}": {k: scores(rs) for k, rs in by_field(test, f).items()} for f in BREAKDOWNS},
+        **breakdowns(test, scores),
         "groups": [{"model": m, "device": d, "engine": e, **scores(rs)} for (m, d, e), rs in sorted(groups.items())],
         "not_scored": not_scored,  # rows roofline does not score (roofline.validate.why_not_scored), by reason
         "skipped": skipped,

@@ -369,10 +369,42 @@ def test_the_accuracy_page_groups_its_table_by_engine_or_device():
     at.selectbox(key="group").set_value("device").run()
     table = at.dataframe[-1].value
     assert table.columns[0] == "device" and table["runs"].sum() == runs
-    assert any("rows whose batch is not the concurrency" in c.value for c in at.caption)
-    at.selectbox(key="group").set_value("model, device and engine").run()
+    assert any("rows are not scored because their batch is not the concurrency" in c.value for c in at.caption)
+    at.selectbox(key="group").set_value("model").run()
     assert list(at.dataframe[-1].value.columns[:3]) == ["model", "device", "engine"]
+    # One engine: its row prints the tiles' figures, whole percents rounded as they are (not cut).
+    at.multiselect(key="engines").set_value(["trtllm"]).run()
+    at.selectbox(key="group").set_value("engine").run()
+    tiles = {m.label: m for m in at.metric}
+    row = at.dataframe[-1].value.iloc[0]
+    assert f"{row['expected median']:.0f}%" == tiles["Median |error|, expected"].value
+    assert f"{row['expected p90']:.0f}%" == tiles["p90 |error|, expected"].value
+    assert f"{row['expected bias']:+.0f}%".replace("-", "−") == tiles["Bias, expected"].value
     at = AppTest.from_file(str(ROOT / "views/accuracy_page.py"), default_timeout=60)
     at.query_params["group"] = "gpu"
     at.run()
     assert not at.exception and "`group`" in " ".join(w.value for w in at.warning)
+
+
+def test_the_report_names_a_working_tree_that_differs_from_its_commit(tmp_path, monkeypatch):
+    """The stamp is the commit, "-dirty" where a tracked file other than the report has changed."""
+    import subprocess
+
+    import roofline.accuracy as accuracy
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "accuracy.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "add", ".")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one")
+    monkeypatch.setattr(accuracy, "REPORT_PATH", tmp_path / "docs" / "accuracy.json")
+    clean = accuracy._commit()
+    assert re.fullmatch(r"[0-9a-f]{7,}", clean)
+    (tmp_path / "docs" / "accuracy.json").write_text('{"new": 1}')  # the report itself: still clean
+    assert accuracy._commit() == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert accuracy._commit() == clean + "-dirty"

@@ -4,7 +4,6 @@ concurrency over D), and rows with the same signature over their TP ran so too."
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import pytest
@@ -45,6 +44,32 @@ def test_the_concurrency_is_read_whole_from_the_source():
     assert recorded_clients({"silicon_data_source": ""}) is None and recorded_clients({}) is None
 
 
+@pytest.mark.parametrize(
+    "source, clients",
+    [
+        ("silicon_concurrency=" + "9" * 5000, None),  # no count that long: not one
+        ("max_silicon_concurrency=7", None),  # another key's tail
+        ("silicon_concurrency=0; measured=1", None),  # no clients: not recorded
+        ("silicon_concurrency=-5", None),
+        ("silicon_concurrency= 7", None),
+        ("a=1; silicon_concurrency=7 ;b", 7),
+        ("silicon_concurrency=7\n", 7),
+        (123, None),  # not text
+        (None, None),
+    ],
+)
+def test_a_hostile_source_is_read_or_left_alone_never_raises(source, clients):
+    assert recorded_clients({"silicon_data_source": source}) == clients
+    assert why_clients_not_batch({"silicon_data_source": source, "batch_size": "3"}) == (clients and SPREAD_REASON)
+
+
+def test_a_bad_tp_does_not_hide_a_batch_that_is_not_the_clients():
+    for tp in ("abc", "", "0", None):
+        assert why_clients_not_batch(_row("8", "4", tp=tp)) == SPREAD_REASON
+    assert why_clients_not_batch(_row("8", "1e3")) == SPREAD_REASON  # a number, not the clients
+    assert why_clients_not_batch(_row("8", "8.0")) is None
+
+
 def test_rows_that_record_attention_data_parallelism_write_the_batch_per_rank():
     """The rule's evidence, in the shipped sample: of the aggregated rows that record D > 1 and the
     client's concurrency, nearly every one's batch is the concurrency over D; those rows, and the
@@ -52,10 +77,9 @@ def test_rows_that_record_attention_data_parallelism_write_the_batch_per_rank():
     rows = load_silicon_sample()
     ratios = Counter()
     for row in rows:
-        found = re.search(r"silicon_concurrency=(\d+)", row.get("silicon_data_source") or "")
-        dp = float(row.get("attention_dp_size") or 0)
-        if row.get("mode") == "agg" and found and dp > 1 and row.get("batch_size"):
-            ratios[int(found[1]) / float(row["batch_size"]) == dp] += 1
+        clients, dp = recorded_clients(row), float(row.get("attention_dp_size") or 0)
+        if row.get("mode") == "agg" and clients and dp > 1 and row.get("batch_size"):
+            ratios[clients / float(row["batch_size"]) == dp] += 1
     assert ratios[True] >= 150 and ratios[False] <= 0.01 * ratios[True]
     by_rank = [r for r in rows if why_clients_not_batch(r) == ATTENTION_DP_REASON]
     assert all(why_not_scored(r) is not None for r in by_rank)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.accuracy_view import (
+    GROUPING_WORDS,
     GROUPINGS,
     METRICS,
     PERCENT,
@@ -16,6 +17,7 @@ from dashboard.accuracy_view import (
     errors,
     group_table,
     hovers,
+    percent_format,
     repeats_left_out,
     report,
     runs_frame,
@@ -171,9 +173,9 @@ if repeats := repeats_left_out(data, METRICS[metric][0]):
     )
 if batch := batch_left_out(data, METRICS[metric][0]):
     page_report.caption(
-        f"Nor are {batch:,} rows whose batch is not the concurrency their source records for the client: most hold "
-        "the client's concurrency over their TP, as the rows that record attention data parallelism write the "
-        "sequences one attention rank held, a setup the simulation does not run."
+        f"Across the whole report, {batch:,} rows are not scored because their batch is not the concurrency their "
+        "source records for the client: most hold the client's concurrency over their TP, as the rows that record "
+        "attention data parallelism write the sequences one attention rank held, a setup the simulation does not run."
     )
 if below and simulated:
     page_report.caption(
@@ -184,6 +186,7 @@ page_report.subheader("Errors by group")
 grouping = st.columns([1, 2])[0].selectbox(
     "One row per",
     list(GROUPINGS),
+    format_func=GROUPING_WORDS.get,
     key="group",
     bind="query-params",
     help="the runs chosen above, grouped by model, device and engine, by engine or by device",
@@ -192,7 +195,7 @@ page_report.table(
     group_table(frame, grouping),
     hide_index=True,
     width="stretch",
-    column_config={c: st.column_config.NumberColumn(format="percent", step=0.01) for c in PERCENT},
+    column_config={c: st.column_config.NumberColumn(format=percent_format(c)) for c in PERCENT},
 )
 d1, d2 = st.columns(2)
 d1.download_button(
