@@ -174,8 +174,9 @@ if repeats := repeats_left_out(data, METRICS[metric][0]):
 if batch := batch_left_out(data, METRICS[metric][0]):
     page_report.caption(
         f"Across the whole report, {batch:,} rows are not scored because their batch is not the concurrency their "
-        "source records for the client: most hold the client's concurrency over their TP, as the rows that record "
-        "attention data parallelism write the sequences one attention rank held, a setup the simulation does not run."
+        "source records for the client: most record a batch of the client's concurrency over their TP, as the rows "
+        "that record attention data parallelism write the sequences one attention rank held, a setup the "
+        "simulation does not run."
     )
 if below and simulated:
     page_report.caption(
