@@ -86,11 +86,12 @@ def _rendered(value: float, fmt: str) -> str | None:
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3f}"
     if fmt == "percent":  # a share, in whole percent (the step the pages set)
         return f"{value:,.0%}"
-    match = re.fullmatch(r"([^%]*)%(,?)(?:\.(\d+))?([fd])(.*)", fmt)
+    match = re.fullmatch(r"([^%]*)%(\+?)(,?)(?:\.(\d+))?([fd])(.*)", fmt)
     if not match:
         return None
-    prefix, comma, decimals, kind, suffix = match.groups()
-    return prefix + f"{value:{comma}.{int(decimals or 0) if kind == 'f' else 0}f}" + suffix.replace("%%", "%")
+    prefix, sign, comma, decimals, kind, suffix = match.groups()
+    number = f"{value:{sign}{comma}.{int(decimals or 0) if kind == 'f' else 0}f}"
+    return prefix + number + suffix.replace("%%", "%")
 
 
 def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int]:

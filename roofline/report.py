@@ -68,18 +68,22 @@ td:first-child, th:first-child { text-align: left; }
 code { background: #f3f3f3; padding: 0 3px; }
 """
 
-_PRINTF = re.compile(r"%(,?)(\.\d+)?([dfeg])")
+_PRINTF = re.compile(r"%(\+?)(,?)(\.\d+)?([dfeg])")
 
 
 def _python_format(printf: str) -> str | None:
-    """``%,.2f`` → ``{:,.2f}``; ``%.1f%%`` → ``{:.1f}%``; Streamlit's ``percent`` preset (a share)
-    → ``{:,.0%}``; None for a format it cannot read."""
+    """``%,.2f`` → ``{:,.2f}``; ``%.1f%%`` → ``{:.1f}%``; ``%+,.0f%%`` (a sign always) →
+    ``{:+,.0f}%``; Streamlit's ``percent`` preset (a share) → ``{:,.0%}``; None for a format it
+    cannot read."""
     if printf == "percent":
         return "{:,.0%}"
     if not _PRINTF.search(printf):
         return None
     out = _PRINTF.sub(
-        lambda m: "{:" + m.group(1) + (m.group(2) or "") + ("f" if m.group(3) == "d" else m.group(3)) + "}", printf
+        lambda m: (
+            "{:" + m.group(1) + m.group(2) + (m.group(3) or "") + ("f" if m.group(4) == "d" else m.group(4)) + "}"
+        ),
+        printf,
     )
     return out.replace("%%", "%").replace("{:,f}", "{:,.0f}").replace("{:f}", "{:.0f}")
 

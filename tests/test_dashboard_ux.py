@@ -250,6 +250,9 @@ def test_report_tables_read_as_the_page_shows_them():
     assert list(shown["speed-up"]) == ["1.00×", "1.68×"]  # not 1 and 1.68
     assert list(shown["fits"]) == ["yes", "no"]  # not True
     assert list(shown["tp"]) == ["—", "4"]
+    # A sign always, as the Accuracy page shows a bias: "+2%" and "-19%", not "2" and "-19".
+    signed = display_frame(pd.DataFrame({"bias": [2.0, -19.0, 1234.0]}), {"bias": "%+,.0f%%"})
+    assert list(signed["bias"]) == ["+2%", "-19%", "+1,234%"]
 
 
 def test_report_has_headline_numbers_headings_text_and_titled_charts():

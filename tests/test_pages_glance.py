@@ -132,6 +132,8 @@ def test_column_widths_follow_the_format_as_shown():
     assert widths["saturation requests/s"] == 137 + 26  # 6.5 x 21 = 136.5 for the header; "44.04" is 40
     assert widths["cost"] == 8 * len("$0.310") + 26  # the format's "$" is drawn too
     assert "odd" not in widths
+    signed = column_widths(pd.DataFrame({"bias": [2.0, -1234.0]}), {"bias": "%+,.0f%%"})
+    assert signed["bias"] == 8 * len("-1,234%") + 26
     assert "absent" not in column_widths(frame, {"absent": "%d"})
 
 
