@@ -118,7 +118,7 @@ def analyze_step(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTING
         raise ValueError(f"phase: analyze_step takes prefill or decode, got {w.phase!r}")
     run, notes = w.on(hw)
     table = evaluate(step_ops(run), settings.ceilings(hw, run.tp, run.cuda_graphs))
-    notes = tuple(notes) + _engine_notes(settings, hw)
+    notes = tuple(notes) + _engine_notes(settings, hw) + _host_notes(table, settings, hw)
     if run.phase == "prefill":
         notes += _graph_notes(run, table, settings, hw)
     return StepResult(run, hw, table, footprint(run, hw, settings), notes)
@@ -132,6 +132,28 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
         engine_note(
             settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing
         ),
+    )
+
+
+def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "This step") -> tuple[str, ...]:
+    """Where the engine's host work as fitted sets a step (it overlaps the device's work, and the
+    step is longer than the device's), and test runs of that engine measured a token faster than
+    that work: the step may run faster than this (``roofline.known_error.faster_than_host``)."""
+    c = table.ceilings
+    if not (c.engine_overlap and c.engine_step_s) or not np.any(table.step_time_s > table.device_time_s * 1.001):
+        return ()
+    profile = engine_profile(resolved_engine(settings.engine, hw.id))
+    if profile is None:
+        return ()
+    from roofline.known_error import faster_than_host  # the report's reader: only where a step is host-set
+
+    found = faster_than_host(profile.id, c.engine_step_s)
+    if found is None or not found.under:
+        return ()
+    return (
+        f"{which} is set by {profile.name}'s host work as fitted ({fmt_seconds(c.engine_step_s)} a step, on "
+        f"{profile.host_fit.split}), but {found.under:,} of its {found.runs:,} test runs measured a TPOT under that "
+        f"(the fastest {found.fastest_ms:.2f} ms): a step this small may take less (accuracy report of {found.report})",
     )
 
 
@@ -275,6 +297,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     decode_table, decode = None, None
     if contexts.size:
         decode_table = evaluate(step_ops(run.step("decode", contexts)), ceilings)
+        notes += _host_notes(decode_table, settings, hw, "The decode step")
         mid_w = run.step("decode", int(contexts[contexts.size // 2]))
         decode = StepResult(
             mid_w, hw, evaluate(step_ops(mid_w), ceilings), footprint(mid_w, hw, settings, False), tuple(notes)

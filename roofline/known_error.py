@@ -171,6 +171,31 @@ def known_error(
     )
 
 
+@dataclass(frozen=True)
+class FasterThanHost:
+    """The test runs of one engine measured faster a token than its fitted host work per step."""
+
+    under: int  # runs whose measured TPOT is under the host work
+    runs: int  # the engine's test runs with a measured TPOT
+    fastest_ms: float  # the fastest measured TPOT among them
+    report: str  # which report: its date and commit
+
+
+def faster_than_host(engine: str, host_step_s: float, path: Path = REPORT_PATH) -> FasterThanHost | None:
+    """How many of ``engine``'s test runs (simulated under load) measured a TPOT under
+    ``host_step_s``: a step its fitted host work sets is longer than those runs' mean step. None
+    where the report cannot be read or holds no run of the engine."""
+    try:
+        stat = Path(path).stat()
+        rows, stamp = _test_runs(str(path), stat.st_mtime_ns, stat.st_size, "load")
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    tpots = [r["measured_tpot_ms"] for r in rows if r["engine"] == engine and math.isfinite(r["measured_tpot_ms"])]
+    if not tpots:
+        return None
+    return FasterThanHost(sum(t < host_step_s * 1e3 for t in tpots), len(tpots), min(tpots), stamp)
+
+
 def for_settings(settings, hw, part: str = "load") -> KnownError:
     """``known_error`` of a prediction on ``hw`` under ``settings`` (its engine and roofs there)."""
     from roofline.roofs import resolved_engine

@@ -203,3 +203,58 @@ def test_an_unscored_prediction_on_the_serving_page_links_to_no_runs():
     assert not at.exception
     said = next(c.value for c in at.caption if c.value.startswith("How far off to expect it"))
     assert "none for this prediction" in said and "/accuracy" not in said
+
+
+def test_the_test_runs_faster_a_token_than_a_host_work_worked_by_hand(small_report):
+    """vLLM's test runs all measured 10 ms (the split's two are never counted): under 12 ms, all 21;
+    under 10 ms, none; SGLang's one run; an engine the report has no run of: None."""
+    from roofline.known_error import faster_than_host
+
+    found = faster_than_host("vllm", 12e-3, path=small_report)
+    assert (found.under, found.runs, found.fastest_ms) == (21, 21, 10.0)
+    assert "2026-01-02, commit abc1234" == found.report
+    assert faster_than_host("vllm", 10e-3, path=small_report).under == 0
+    assert faster_than_host("sglang", 12e-3, path=small_report).runs == 1
+    assert faster_than_host("trtllm", 12e-3, path=small_report) is None
+    assert faster_than_host("vllm", 12e-3, path=small_report.parent / "missing.json") is None
+
+
+def test_a_step_its_engines_fitted_host_work_sets_says_the_test_runs_ran_faster():
+    """Llama 3.1 8B on one B200, 4 sequences, TensorRT-LLM: the device takes about 3 ms and the host
+    work fitted on the split 6.1 ms, which sets the step; the shipped report holds TensorRT-LLM test
+    runs measured faster a token than that, and the note says how many. A step the device sets
+    (70B at 64 sequences) and an engine none of whose test runs were faster (vLLM) say nothing."""
+    from roofline.engines import engine_profile
+    from roofline.inference import analyze_request, analyze_step
+    from roofline.known_error import faster_than_host
+    from roofline.models import get_model
+    from roofline.workload import Precision, Workload
+
+    fp8 = Precision("fp8", "fp8", "fp8")
+    b200, h100 = get_hardware("b200"), get_hardware("h100-sxm")
+    trt = Settings(engine="trtllm")
+    small = Workload(get_model("llama-3.1-8b"), "decode", 4, 1024, precision=fp8, cuda_graphs=True)
+    step = analyze_step(small, b200, trt)
+    assert float(step.table.step_time_s) > float(step.table.device_time_s) * 1.5
+    found = faster_than_host("trtllm", engine_profile("trtllm").host_step_s)
+    assert found.under > 0
+    notes = [n for n in step.notes if n.startswith("This step is set by TensorRT-LLM's host work")]
+    assert len(notes) == 1 and f"{found.under:,} of its {found.runs:,} test runs" in notes[0]
+    big = Workload(get_model("llama-3.1-70b"), "decode", 64, 1024, precision=fp8, cuda_graphs=True)
+    assert not any(n.startswith("This step is set") for n in analyze_step(big, h100, trt).notes)
+    assert not any(n.startswith("This step is set") for n in analyze_step(small, b200, Settings(engine="vllm")).notes)
+    # A request's decode steps carry it too, once.
+    req = Workload(get_model("llama-3.1-8b"), "request", 4, 1024, output_len=64, precision=fp8, cuda_graphs=True)
+    assert sum(n.startswith("The decode step is set") for n in analyze_request(req, b200, trt).notes) == 1
+
+
+def test_the_llm_page_shows_the_host_work_note():
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "views/llm_page.py"), default_timeout=120)
+    at.query_params.update(hw="b200", engine="trtllm", batch="4", prompt="1024", output="64")
+    at.run()
+    assert not at.exception
+    assert any("The decode step is set by TensorRT-LLM's host work" in i.value for i in at.info)
