@@ -136,11 +136,11 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
 
 
 def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "This step") -> tuple[str, ...]:
-    """Where the engine's host work as fitted sets a step (it overlaps the device's work, and the
-    step is longer than the device's), and test runs of that engine measured a token faster than
-    that work: the step may run faster than this (``roofline.known_error.faster_than_host``)."""
+    """Where the engine's host work as fitted sets a step (it overlaps the device's work and is
+    longer than it on its own), and test runs of that engine measured a token faster than that
+    work: the step may run faster than this (``roofline.known_error.faster_than_host``)."""
     c = table.ceilings
-    if not (c.engine_overlap and c.engine_step_s) or not np.any(table.step_time_s > table.device_time_s * 1.001):
+    if not (c.engine_overlap and c.engine_step_s) or not np.any(c.engine_step_s > table.device_time_s * 1.001):
         return ()
     profile = engine_profile(resolved_engine(settings.engine, hw.id))
     if profile is None:
