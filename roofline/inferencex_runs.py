@@ -36,6 +36,7 @@ from pathlib import Path
 
 from roofline.benchmark_clients import measured_stamp
 from roofline.inferencex_scripts import INFERENCEX_MODELS
+from roofline.sample_clients import recorded_clients
 
 INFERENCEX_RUNS = Path(__file__).resolve().parent.parent / "engine_db" / "inferencex_runs.toml"
 TRIGGER_WINDOW_S = 300.0
@@ -53,7 +54,6 @@ MULTI_NODE = (
     "a multi-node run: InferenceX ran its multi-node benchmarks with MTP on and off "
     "(benchmark-multinode-tmpl.yml's mtp-mode), and roofline reads its single-node configurations only"
 )
-_CLIENTS = re.compile(r"silicon_concurrency=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
     """Plain or speculative decoding, as the InferenceX configurations that ran ``row`` say
     (module notes); None for another source, a model InferenceX's configurations do not name, or a
     run no configuration matches."""
-    text, clients = measured_stamp(row), _CLIENTS.search(row.get("silicon_data_source") or "")
+    text, clients = measured_stamp(row), recorded_clients(row)
     model = INFERENCEX_MODELS.get(row.get("model_path", ""))
     if text is None or clients is None or model is None:
         return None
@@ -168,7 +168,7 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
     kinds, keys, how = set(), set(), ""
     for t in triggers:
         found = [c for key in t["keys"] for c in _in_effect(key, t["_time"])]
-        k, names = _kinds(found, row, int(clients[1]))
+        k, names = _kinds(found, row, clients)
         kinds |= k
         keys |= names
         if names and not day_only:
@@ -177,7 +177,7 @@ def run_decoding(row: dict[str, str]) -> Decoding | None:
         if names:
             how = f"rerun by {t['commit'][:9]} ({t['time']})" if len(triggers) == 1 else f"rerun on {when.date()}"
     if not keys:
-        kinds, keys = _kinds(_in_effect(None, when + timedelta(days=1) if day_only else when), row, int(clients[1]))
+        kinds, keys = _kinds(_in_effect(None, when + timedelta(days=1) if day_only else when), row, clients)
         how = f"in effect on {when.date()}"
     if not keys:
         return None
