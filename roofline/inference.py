@@ -264,7 +264,7 @@ class RequestResult:
             "ideal_ttft_s": float(np.sum(self.prefill.table.ideal_step_time_s)),
             "ideal_tpot_s": self.ideal_tpot_s,
             "e2e_s": self.e2e_s,
-            "tokens_per_s": batch * w.output_len / self.e2e_s,
+            "tokens_per_s": batch * w.attention_dp * w.output_len / self.e2e_s,  # every attention rank's
             "tokens_per_s_per_user": w.output_len / self.e2e_s,
             "decode_tokens_per_s_per_user": (1.0 / tpot) if tpot else None,
             "prefill_bound": self.prefill.bound,

@@ -87,7 +87,7 @@ class KVResult:
     @property
     def kv_bytes_per_token_per_layer(self) -> float:
         w = self.workload
-        return kv_bytes_per_token_per_layer(w.model, w.precision, w.tp)
+        return kv_bytes_per_token_per_layer(w.model, w.precision, w.attention_tp)
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -96,12 +96,12 @@ class KVResult:
     @property
     def kv_bytes_per_sequence(self) -> float:
         w = self.workload
-        return float(kv_cache_bytes(w.model, w.precision, w.tp, 1, self.context, self.settings.block_size))
+        return float(kv_cache_bytes(w.model, w.precision, w.attention_tp, 1, self.context, self.settings.block_size))
 
     @property
     def paging_waste_bytes(self) -> float:
         w = self.workload
-        return self.kv_bytes_per_sequence - float(kv_cache_bytes(w.model, w.precision, w.tp, 1, self.context))
+        return self.kv_bytes_per_sequence - float(kv_cache_bytes(w.model, w.precision, w.attention_tp, 1, self.context))
 
     @property
     def weights_fit(self) -> bool:

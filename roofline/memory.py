@@ -46,10 +46,13 @@ SAMPLER_BYTES_PER_LOGIT = LOGITS_BYTES + 4.0 + 8.0
 
 
 # ---- weights ---------------------------------------------------------------------------------
-def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 1) -> float:
-    """Resident weight bytes on each of ``tp`` devices."""
+def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 1, attention_dp: int = 1) -> float:
+    """Resident weight bytes on each of ``tp`` devices. Under attention data parallelism
+    (``attention_dp`` ranks) the attention layers, the embedding and the LM head are split over
+    one rank's ``tp / attention_dp`` devices, the MLP and experts over all ``tp``."""
     m, h = model, model.hidden_size
     wb, ab = precision.weight_bytes, precision.act_bytes
+    atp = tp // attention_dp
     attn = m.attention_params()
     if m.mla:
         ml = m.mla
@@ -62,9 +65,9 @@ def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 
     else:
         kv_all = h * 2 * m.num_kv_heads * m.head_dim
         # Each device holds its share of the KV heads, or one whole head when tp > KV heads.
-        replicated = h * 2 * m.head_dim * m.kv_heads_per_device(tp) if m.num_kv_heads < tp else 0.0
+        replicated = h * 2 * m.head_dim * m.kv_heads_per_device(atp) if m.num_kv_heads < atp else 0.0
         split = attn - (kv_all if replicated else 0.0)
-    linear = m.num_layers * (split / tp + replicated) + m.dense_mlp_layers * m.mlp_params() / tp
+    linear = m.num_layers * (split / atp + replicated) + m.dense_mlp_layers * m.mlp_params() / tp
     router, experts = 0.0, 0.0
     if m.moe:
         total, _ = m.moe_params()
@@ -72,7 +75,7 @@ def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 
         experts = m.moe_layers * m.routed_expert_params() / tp  # at the experts' own format
         linear += m.moe_layers * (total - router) / tp - experts
     unquantized = (
-        (m.embedding_params() + m.lm_head_params()) / tp
+        (m.embedding_params() + m.lm_head_params()) / atp
         + (m.num_layers * m.norms_per_layer + 1) * m.norm_params()
         + m.num_layers * m.extra_attention_params()
         + m.moe_layers * router
@@ -130,6 +133,7 @@ def activation_peak_bytes(
     keys_per_sequence: np.ndarray | float,
     attention: str = "flash",
     logit_rows: np.ndarray | float | None = None,
+    attention_dp: int = 1,
 ) -> np.ndarray:
     """Live activations of one forward pass on one device, at its largest stage.
 
@@ -139,12 +143,15 @@ def activation_peak_bytes(
     gate/up output and the activated product; a MoE layer its router logits and the routed
     tokens' expert activations; the last stage the LM head's output, its fp32 copy and the fp32
     probabilities a sampler computes (``logit_rows`` rows, one per sequence by default).
-    Earlier layers' activations are freed at inference.
+    Earlier layers' activations are freed at inference. Under attention data parallelism
+    (``attention_dp`` ranks of ``tp / attention_dp`` devices, ``tokens`` one rank's) the MLP
+    stages hold every rank's tokens.
     """
     m, ab = model, precision.act_bytes
     t = np.asarray(tokens, float)
     h = m.hidden_size
-    nh = m.num_heads / tp
+    atp = tp // attention_dp
+    nh = m.num_heads / atp
     stream = 2 * t * h * ab
     if m.mla:
         ml = m.mla
@@ -152,13 +159,16 @@ def activation_peak_bytes(
             nh * m.qk_head_dim + ml.kv_lora_rank + ml.qk_rope_head_dim + nh * (ml.qk_nope_head_dim + ml.v_head_dim)
         )
     else:
-        qkv = t * (nh + 2 * m.kv_heads_per_device(tp)) * m.head_dim
+        qkv = t * (nh + 2 * m.kv_heads_per_device(atp)) * m.head_dim
     attn = stream + (qkv + t * nh * m.v_head_dim) * ab
     if attention == "naive":
         pairs = np.asarray(sequences, float) * np.asarray(queries_per_sequence, float)
         pairs = pairs * np.asarray(keys_per_sequence, float)
         attn = attn + 2 * nh * pairs * ab  # scores and probabilities
     stages = [attn]
+    t = t * attention_dp  # the MLP and experts see every rank's tokens
+    if attention_dp > 1:
+        stream = 2 * t * h * ab
     if m.dense_mlp_layers:
         i = m.intermediate_size / tp
         gated = 2 if m.mlp == "gated" else 1
@@ -172,7 +182,7 @@ def activation_peak_bytes(
         stages.append(stream + t * moe.num_experts * 4.0 + routed * (h + (gated + 1) * i) * ab + shared)
     rows = np.asarray(sequences if logit_rows is None else logit_rows, float)
     # The LM head's output at the activation dtype, its fp32 copy and the fp32 probabilities.
-    stages.append(stream + rows * (m.vocab_size / tp) * (ab + 2 * LOGITS_BYTES))
+    stages.append(2 * np.asarray(tokens, float) * h * ab + rows * (m.vocab_size / atp) * (ab + 2 * LOGITS_BYTES))
     peak = stages[0]
     for stage in stages[1:]:
         peak = np.maximum(peak, stage)
@@ -183,19 +193,24 @@ def step_activation_bytes(w: Workload) -> np.ndarray:
     """Activations of the workload's largest step (a request's prefill, or its one step)."""
     b = np.asarray(w.batch, float)
     s = np.asarray(w.seq_len, float)
+    d = w.attention_dp
     if w.phase == "decode":
-        return activation_peak_bytes(w.model, w.precision, w.tp, b, b, 1.0, s + 1, w.attention)
-    return activation_peak_bytes(w.model, w.precision, w.tp, b * s, b, s, s, w.attention)
+        return activation_peak_bytes(w.model, w.precision, w.tp, b, b, 1.0, s + 1, w.attention, attention_dp=d)
+    return activation_peak_bytes(w.model, w.precision, w.tp, b * s, b, s, s, w.attention, attention_dp=d)
 
 
-def workspace_bytes(model: ModelConfig, precision: Precision, tp: int, settings: Settings) -> float:
+def workspace_bytes(
+    model: ModelConfig, precision: Precision, tp: int, settings: Settings, attention_dp: int = 1
+) -> float:
     """What a serving engine keeps free for its largest pass, as vLLM's profile run measures it: a
     forward pass of ``max_batched_tokens`` tokens (fused attention) with ``max_num_seqs`` rows of
     logits, or the sampler's dummy run over ``max_num_seqs`` rows, the larger."""
     tokens = min(settings.max_batched_tokens, model.max_context * settings.max_num_seqs)
     rows = min(settings.max_num_seqs, tokens)
     forward = float(
-        activation_peak_bytes(model, precision, tp, tokens, rows, tokens / rows, tokens / rows, "flash", rows)
+        activation_peak_bytes(
+            model, precision, tp, tokens, rows, tokens / rows, tokens / rows, "flash", rows, attention_dp
+        )
     )
     # Then the sampler's dummy run over the whole vocabulary, every rank alike (TP does not split it).
     sampler = settings.max_num_seqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
@@ -292,10 +307,10 @@ def footprint(w: Workload, hw: Hardware, settings: Settings, with_smallest_tp: b
     result = Footprint(
         hardware_id=hw.id,
         tp=w.tp,
-        weights_bytes=weight_bytes_per_device(m, p, w.tp),
-        kv_cache_bytes=kv_cache_bytes(m, p, w.tp, w.batch, w.final_context, settings.block_size),
+        weights_bytes=weight_bytes_per_device(m, p, w.tp, w.attention_dp),
+        kv_cache_bytes=kv_cache_bytes(m, p, w.attention_tp, w.batch, w.final_context, settings.block_size),
         step_activation_bytes=step_activation_bytes(w),
-        workspace_bytes=workspace_bytes(m, p, w.tp, settings),
+        workspace_bytes=workspace_bytes(m, p, w.tp, settings, w.attention_dp),
         non_torch_bytes=settings.non_torch_bytes + (settings.comm_buffer_bytes if w.tp > 1 else 0.0),
         cuda_graph_bytes=settings.cuda_graph_bytes if w.cuda_graphs else 0.0,
         capacity_bytes=capacity_bytes(hw, settings),
@@ -311,7 +326,11 @@ def footprint(w: Workload, hw: Hardware, settings: Settings, with_smallest_tp: b
 def smallest_tp(w: Workload, hw: Hardware, settings: Settings) -> int | None:
     """The smallest valid TP degree at which the whole workload fits on every device."""
     for tp in TP_DEGREES:
-        if valid_tp(w.model, tp) and np.all(footprint(replace(w, tp=tp), hw, settings, with_smallest_tp=False).fits):
+        if (
+            valid_tp(w.model, tp)
+            and tp % w.attention_dp == 0
+            and np.all(footprint(replace(w, tp=tp), hw, settings, with_smallest_tp=False).fits)
+        ):
             return tp
     return None
 
@@ -338,7 +357,7 @@ def max_batch(w: Workload, hw: Hardware, settings: Settings, contexts: np.ndarra
     """Most sequences that fit with ``contexts`` tokens each (decode at that context): the
     largest batch for which ``footprint`` fits."""
     ctx = np.asarray(contexts, np.int64)
-    per_seq = kv_cache_bytes(w.model, w.precision, w.tp, 1, ctx, settings.block_size)
+    per_seq = kv_cache_bytes(w.model, w.precision, w.attention_tp, 1, ctx, settings.block_size)
     fixed = footprint(w.step("decode", 1, 1), hw, settings, with_smallest_tp=False)
     room = fixed.capacity_bytes - fixed.weights_bytes - fixed.workspace_bytes - fixed.reserved_bytes
     upper = np.clip(np.floor(np.maximum(room, 0.0) / per_seq), 0, MAX_SEARCH).astype(np.int64)

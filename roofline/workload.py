@@ -150,6 +150,22 @@ def validate_tp(model: ModelConfig, tp: int) -> None:
             raise ValueError(f"tp={tp} does not divide {model.id}'s MLP intermediate size {size}")
 
 
+def validate_attention_dp(model: ModelConfig, tp: int, attention_dp: int) -> None:
+    """Attention data parallelism splits the ``tp`` devices into ``attention_dp`` equal ranks."""
+    d = attention_dp
+    if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
+        raise ValueError(f"attention_dp must be a positive integer, got {d!r}")
+    if d == 1:
+        return
+    if tp % d:
+        raise ValueError(f"attention_dp={d} must divide tp={tp}: each attention rank takes tp / attention_dp devices")
+    if model.parallel_attention:
+        raise ValueError(
+            f"attention_dp: {model.id} runs attention and MLP side by side on one input; attention data "
+            "parallelism is modelled for sequential blocks only (use attention_dp=1)"
+        )
+
+
 def valid_tp(model: ModelConfig, tp: int) -> bool:
     try:
         validate_tp(model, tp)
@@ -172,11 +188,18 @@ class Workload:
     tp: int = 1
     attention: str = "flash"
     cuda_graphs: bool = False
+    # Attention data parallelism (SGLang's --enable-dp-attention --dp D, TensorRT-LLM's
+    # enable_attention_dp): the ``tp`` devices form ``attention_dp`` ranks, each running attention
+    # (and the embedding and LM head) on its own ``batch`` sequences at TP ``tp / attention_dp``
+    # and holding only their cache; the MLP and experts run over every rank's tokens at TP ``tp``.
+    # ``batch`` is then one rank's sequences, and the group runs ``attention_dp`` times as many.
+    attention_dp: int = 1
 
     def __post_init__(self) -> None:
         check_choice(self.phase, WORKLOAD_PHASES, "phase")
         check_choice(self.attention, ATTENTION_KERNELS, "attention")
         validate_tp(self.model, self.tp)
+        validate_attention_dp(self.model, self.tp, self.attention_dp)
         check_positive_int(self.batch, "batch")
         check_positive_int(self.seq_len, "seq_len")
         check_positive_int(self.output_len, "output_len")
@@ -190,6 +213,11 @@ class Workload:
             )
 
     # ---- shape of one step ----------------------------------------------------------------
+    @property
+    def attention_tp(self) -> int:
+        """Devices one attention rank splits its heads over (``tp`` without attention data parallelism)."""
+        return self.tp // self.attention_dp
+
     @property
     def tokens(self) -> np.ndarray:
         """Tokens one step processes (rows of every linear layer): the prompt for a prefill,
@@ -213,8 +241,9 @@ class Workload:
 
     @property
     def produced_tokens(self) -> float:
-        """Tokens a run produces (request, decode) or processes (prefill), all sequences."""
-        b = float(np.max(self.batch))
+        """Tokens a run produces (request, decode) or processes (prefill), all sequences of every
+        attention rank."""
+        b = float(np.max(self.batch)) * self.attention_dp
         if self.phase == "prefill":
             return b * float(np.max(self.seq_len))
         return b * (self.output_len if self.phase == "request" else 1)
@@ -262,6 +291,7 @@ class Workload:
             "seq_len": int(np.max(self.seq_len)),
             **({"output_len": self.output_len} if self.phase == "request" else {}),
             "tp": self.tp,
+            **({"attention_dp": self.attention_dp} if self.attention_dp > 1 else {}),
             "attention": self.attention,
             "cuda_graphs": self.cuda_graphs,
             "precision": self.precision.to_json(),

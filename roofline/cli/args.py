@@ -230,12 +230,32 @@ def add_memory(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def attention_dp(text: str) -> int:
+    """--attention-dp: attention ranks in a TP group, 1 to 1024 (each must divide the TP degree)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 1024, got {text!r}") from None
+    if not 1 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 1024, got {text!r}")
+    return value
+
+
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--hardware", default="h100-sxm")
     parser.add_argument("--batch", type=positive_int, default=1)
     add_precision(parser)
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree")
+    parser.add_argument(
+        "--attention-dp",
+        type=attention_dp,
+        default=1,
+        help="attention data parallel ranks in the TP group (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's "
+        "enable_attention_dp): each of them runs attention, the embedding and the LM head on its own --batch "
+        "sequences at TP / this and holds only their cache; the MLP and experts run over every rank's tokens at "
+        "--tp. It must divide --tp (default 1)",
+    )
     parser.add_argument("--attention", default="flash", choices=ATTENTION_KERNELS)
     launch = parser.add_mutually_exclusive_group()
     launch.add_argument(
@@ -356,5 +376,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         engine_version=getattr(args, "engine_version", None),
         moe_kernel=getattr(args, "moe_kernel", "auto"),
         moe_routing=getattr(args, "moe_routing", "auto"),
+        attention_dp=getattr(args, "attention_dp", 1),
         **measured,
     )

@@ -77,6 +77,7 @@ def workload_from_args(args: argparse.Namespace, phase: str, seq_len: int, outpu
         args.tp,
         getattr(args, "attention", "flash"),
         getattr(args, "cuda_graphs", False),
+        getattr(args, "attention_dp", 1),
     )
 
 
@@ -258,9 +259,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
         or args.batch_wait_ratio
         or args.prompt_graph_tokens is not None
         or args.launch_overhead_us != DEFAULT_LAUNCH_OVERHEAD_S * 1e6
+        or args.attention_dp > 1
     ):
         raise CliError(
-            "--recv-interval, --batch-wait-iters, --batch-wait-ratio, --prompt-graph-tokens and --launch-overhead-us "
+            "--recv-interval, --batch-wait-iters, --batch-wait-ratio, --prompt-graph-tokens, --launch-overhead-us and "
+            "--attention-dp "
             "act in the simulation: add --rate, --concurrency, --trace, --measured, --sweep or --capacity"
         )
 

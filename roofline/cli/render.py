@@ -166,7 +166,8 @@ def analyze(d: dict, hardware_name: str, model_name: str) -> str:
     ]
     t = d["total"]
     head = (
-        f"{model_name} {d['phase']} batch={d['batch']} seq_len={d['seq_len']} tp={d['tp']} on {hardware_name} "
+        f"{model_name} {d['phase']} batch={d['batch']} seq_len={d['seq_len']} tp={d['tp']}{ranks_text(d)} "
+        f"on {hardware_name} "
         f"({precision_text(d['precision'])}; {d['roofs']} roofs; {'CUDA graphs' if d['cuda_graphs'] else 'eager'})"
     )
     at_least = "≥ " if t["time_is_lower_bound"] else ""
@@ -184,10 +185,19 @@ def analyze(d: dict, hardware_name: str, model_name: str) -> str:
     return "\n".join([head, table(["op", "count", "FLOPs", "bytes", "FLOP/B", "time", "bound"], rows), *foot])
 
 
+def ranks_text(d: dict) -> str:
+    """Attention data parallelism in a result's header ("" without it)."""
+    dp = d.get("attention_dp", 1)
+    if dp <= 1:
+        return ""
+    each = d["tp"] // dp
+    return f" ({dp} attention ranks of {each} device{'s' if each > 1 else ''}, each with the batch; the MLP over all)"
+
+
 def request(d: dict, hardware_name: str, model_name: str) -> str:
     return "\n".join(
         [
-            f"{model_name} on {hardware_name} x{d['tp']}: batch {d['batch']}, prompt {d['prompt_len']}, "
+            f"{model_name} on {hardware_name} x{d['tp']}{ranks_text(d)}: batch {d['batch']}, prompt {d['prompt_len']}, "
             f"output {d['output_len']} ({precision_text(d['precision'])}; {d['roofs']} roofs; "
             f"{'CUDA graphs' if d['cuda_graphs'] else 'eager'})",
             f"  TTFT: {expected_beside_ideal(d['ttft_s'], d['ideal_ttft_s'], d['roofs'])} "

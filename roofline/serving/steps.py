@@ -48,7 +48,7 @@ def _chunk_attention(w: Workload, chunk: np.ndarray, prompt_len: int) -> list[Op
     chunk's share, plus reading the prompt's cache so far (half of it on average) per chunk."""
     prompt = replace(w, phase="prefill", batch=1, seq_len=prompt_len, output_len=1)
     share = chunk / prompt_len
-    per_layer_kv = kv_bytes_per_token_per_layer(w.model, w.precision, w.tp)
+    per_layer_kv = kv_bytes_per_token_per_layer(w.model, w.precision, w.attention_tp)
     out = []
     for op in step_ops(prompt):
         if not is_attention(op):
