@@ -1,6 +1,7 @@
 """The Serving page's engine settings in the simulation: those that hold new requests back (SGLang's
-intake interval, TensorRT-LLM's batch waiting: ``roofline.serving.simulation.scheduler``) and how
-large a step with prompt tokens the engine still replays from a CUDA graph."""
+intake interval, TensorRT-LLM's batch waiting: ``roofline.serving.simulation.scheduler``), how
+large a step with prompt tokens the engine still replays from a CUDA graph, and SGLang's and
+TensorRT-LLM's attention data parallelism."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ def held_back(settings: Settings) -> Settings:
     warn_bad_params(
         {"load_recv": int_in(1, 1000), "load_wait": int_in(0, 1000), "load_wait_ratio": float_in(0, 1)}
         | {f"load_graph_{e}": int_in(0, 1 << 20) for e in ENGINES}
+        | {"load_adp": int_in(1, 64)}
     )
     if settings.engine not in ENGINES:
         return settings
-    c1, c2, c3, _ = st.columns(4)
+    c1, c2, c3, c4 = st.columns(4)
     graphs = {"vllm": c1, "sglang": c2, "trtllm": c3}[settings.engine]
     default = engine_profile(settings.engine).prompt_graph_limit(settings.max_num_seqs)
     limit = graphs.number_input(
@@ -41,6 +43,18 @@ def held_back(settings: Settings) -> Settings:
     settings = replace(settings, prompt_graph_tokens=int(limit))
     if settings.engine == "vllm":
         return settings
+    ranks = c4.number_input(
+        "Attention data parallel ranks",
+        1,
+        64,
+        1,
+        key="load_adp",
+        bind="query-params",
+        help="SGLang's --dp with --enable-dp-attention, TensorRT-LLM's enable_attention_dp: the TP group's devices "
+        "form this many ranks, each running attention on its own requests at TP / ranks with its own scheduler "
+        "and KV cache, the MLP and experts over every rank's tokens at TP. It must divide the TP degree; 1: off.",
+    )
+    settings = replace(settings, attention_dp=int(ranks))
     if settings.engine == "sglang":
         n = c1.number_input(
             "Intake interval (decode steps)",

@@ -47,6 +47,7 @@ _INTEGERS = {
     "max_num_seqs": (1, 1 << 24),
     "recv_interval": (1, RECV_OTHER_WEIGHT),
     "batch_wait_iters": (0, 1 << 20),
+    "attention_dp": (1, 1024),
 }
 
 
@@ -74,6 +75,9 @@ class Settings:
     # graph; a larger step dispatches each kernel from the host (launch_overhead_s each). None: the
     # engine's own default (roofline.engines: vLLM 512, SGLang and TensorRT-LLM none).
     prompt_graph_tokens: int | None = None
+    # Attention data parallel ranks in the simulated engine's TP group (SGLang's --dp with
+    # --enable-dp-attention, TensorRT-LLM's enable_attention_dp): roofline.workload.Workload.
+    attention_dp: int = 1
     non_torch_bytes: float = DEFAULT_NON_TORCH_BYTES
     cuda_graph_bytes: float = DEFAULT_CUDA_GRAPH_BYTES  # with CUDA graphs
     comm_buffer_bytes: float = DEFAULT_COMM_BUFFER_BYTES  # NCCL buffers, with TP > 1

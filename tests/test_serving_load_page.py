@@ -235,3 +235,18 @@ def test_the_engines_cuda_graph_limit_for_prompt_steps_is_in_the_url():
     assert ttft["graph"] <= ttft["eager"]
     bad = serving(engine="sglang", load_graph_sglang="-3")
     assert not bad.exception and "`load_graph_sglang`" in " ".join(w.value for w in bad.warning)
+
+
+def test_attention_data_parallel_ranks_are_in_the_url():
+    """SGLang's and TensorRT-LLM's attention ranks on the page (not vLLM's), read from the URL; ranks
+    that do not divide the TP degree say so instead of simulating."""
+    at = serving(engine="sglang", tp="2", load_rate="5", load_n="80", load_adp="2", hw=["h100-sxm"])
+    assert not at.exception and not at.warning, [e.message for e in at.exception]
+    assert at.number_input(key="load_adp").value == 2
+    assert chart(at, "load_ttft_chart")["data"]
+    assert not [n for n in serving(engine="vllm").number_input if n.key == "load_adp"]
+    odd = serving(engine="trtllm", tp="1", load_rate="5", load_n="80", load_adp="2", hw=["h100-sxm"])
+    assert not odd.exception
+    assert any("attention_dp=2 must divide tp=1" in i.value for i in odd.info)
+    bad = serving(engine="sglang", load_adp="500")
+    assert not bad.exception and "`load_adp`" in " ".join(w.value for w in bad.warning)

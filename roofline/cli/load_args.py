@@ -8,6 +8,7 @@ import argparse
 
 from roofline.cli.args import (
     CliError,
+    attention_dp,
     fraction_or_zero,
     non_negative_float,
     non_negative_int,
@@ -105,6 +106,14 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         choices=ROUTERS,
         help="how the replicas share the requests: round-robin (every N-th request; a closed loop's clients split "
         "evenly), random (seeded) or least-loaded (each request to the replica holding the fewest outstanding)",
+    )
+    group.add_argument(
+        "--attention-dp",
+        type=attention_dp,
+        default=1,
+        help="attention data parallel ranks in each TP group (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's "
+        "enable_attention_dp): each rank runs attention on its own requests at TP / this, with its own scheduler and "
+        "KV cache, and the MLP and experts run over every rank's tokens at TP; it must divide --tp (default 1)",
     )
     group.add_argument(
         "--recv-interval",

@@ -88,8 +88,9 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         lines.append(f"  {label:<10} {cells}")
     lines.append(
         f"  mean running {d['mean_running']:.1f}, mean waiting {d['mean_waiting']:.1f}, peak KV use "
-        f"{d['peak_kv_used']:.0%} of {d['engine']['kv_tokens']:,} tokens, {d['preemptions']:,} preemptions, "
-        f"{d['rejected']:,} rejected (larger than the cache)"
+        f"{d['peak_kv_used']:.0%} of {d['engine']['kv_tokens']:,} tokens"
+        + (f" ({d['series']['of']})" if d["engine"].get("attention_dp", 1) > 1 else "")
+        + f", {d['preemptions']:,} preemptions, {d['rejected']:,} rejected (larger than the cache)"
     )
     lines.append(
         f"  scheduler: {d['engine']['scheduler']}"

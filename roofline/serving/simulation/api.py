@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.defaults import MAX_REPLICAS
 from roofline.engines import engine_profile
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
@@ -38,6 +39,7 @@ class Simulated:
     kv_blocks: int  # per replica
     replicas: int = 1
     router: str = "round-robin"
+    attention_dp: int = 1  # attention ranks per replica, each with its own scheduler and cache
 
 
 def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
@@ -108,24 +110,36 @@ def simulate_serving(
     if times is None:
         times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
     check(replicas, router)
-    if replicas == 1 and router == "round-robin":
+    # Under attention data parallelism each replica is ``attention_dp`` ranks, each with its own
+    # scheduler and cache; the router hands requests to ranks (SGLang's default: round-robin), and
+    # the step times already hold the other ranks' tokens in the MLP (the ranks assumed alike).
+    dp = settings.attention_dp
+    ranks = replicas * dp
+    if ranks > MAX_REPLICAS:
+        raise ValueError(f"attention_dp: {replicas} replicas x {dp} attention ranks exceed {MAX_REPLICAS:,} ranks")
+    if dp > 1 and requests.concurrency is not None and requests.concurrency < ranks:
+        raise ValueError(
+            f"attention_dp: {ranks} attention ranks ({replicas} x {dp}) for {requests.concurrency} clients leave "
+            "some ranks idle; use more clients or fewer ranks"
+        )
+    if ranks == 1 and router == "round-robin":
         return Simulated(simulate(requests, times, blocks, knobs), times, knobs, blocks)
     if router == "least-loaded":
-        runs, parts = least_loaded(requests, times, blocks, knobs, replicas)
-        return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router)
+        runs, parts = least_loaded(requests, times, blocks, knobs, ranks)
+        return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router, dp)
     ramped = requests.concurrency is not None and np.any(requests.arrival_s[: requests.concurrency] > 0)
-    if ramped and replicas > 1:
+    if ramped and ranks > 1:
         raise ValueError(
             f"a closed loop whose clients start one at a time spends one budget of requests across the fleet; "
             f"the {router} router simulates each replica's share apart: use the least-loaded router"
         )
-    parts = split(requests, replicas, router, seed)
-    clients = [None] * replicas
+    parts = split(requests, ranks, router, seed)
+    clients = [None] * ranks
     if requests.concurrency is not None:
         owner = np.arange(requests.count) % requests.concurrency
         clients = [len(set(owner[p].tolist())) for p in parts]
     runs = [simulate(share(requests, p, c), times, blocks, knobs) for p, c in zip(parts, clients)]
-    return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router)
+    return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router, dp)
 
 
 def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]:
@@ -148,6 +162,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "kv_tokens": sim.kv_blocks * sim.knobs.block_size,
         "replicas": sim.replicas,
         "router": sim.router,
+        "attention_dp": sim.attention_dp,
         "steps": run.steps,
         "step_overhead_s": sim.times.step_overhead_s,
         "what_the_times_rest_on": run.roofs,
@@ -165,13 +180,20 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         order = np.argsort(time_s, kind="stable")
         time_s, columns = time_s[order], [c[order] for c in columns]
     data["series"] = {
-        "of": f"the busiest of {sim.replicas} replicas" if sim.replicas > 1 else "the replica",
+        "of": _series_of(sim.replicas, sim.attention_dp),
         "time_s": time_s.tolist(),
         "running": columns[0].tolist(),
         "waiting": columns[1].tolist(),
         "kv_used": columns[2].tolist(),
     }
     return data
+
+
+def _series_of(replicas: int, attention_dp: int) -> str:
+    """Whose time series a result carries: the one engine, or the busiest replica or attention rank."""
+    if attention_dp > 1:
+        return f"the busiest of {replicas * attention_dp} attention ranks, {attention_dp} a replica"
+    return f"the busiest of {replicas} replicas" if replicas > 1 else "the replica"
 
 
 def idle_spans(arrival_s: np.ndarray, finish_s: np.ndarray, most: int) -> np.ndarray:
@@ -192,12 +214,15 @@ def idle_spans(arrival_s: np.ndarray, finish_s: np.ndarray, most: int) -> np.nda
 
 
 def kv_blocks(model, hw, precision, tp: int, settings) -> int:
-    """The KV cache's blocks on one replica: the memory model's KV budget per device over one
-    block's bytes per device (every layer's K and V for ``block_size`` tokens)."""
+    """The KV cache's blocks on one replica (one attention rank under attention data parallelism):
+    the memory model's KV budget per device over one block's bytes per device (every layer's K and
+    V for ``block_size`` tokens)."""
     from roofline.memory import footprint, kv_cache_bytes
     from roofline.workload import Workload
 
-    w = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True)
+    w = Workload(
+        model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=settings.attention_dp
+    )
     budget = footprint(w, hw, settings, with_smallest_tp=False).kv_budget_bytes
-    block = float(kv_cache_bytes(model, precision, tp, 1, settings.block_size, settings.block_size))
+    block = float(kv_cache_bytes(model, precision, w.attention_tp, 1, settings.block_size, settings.block_size))
     return int(budget // block) if block > 0 else 0

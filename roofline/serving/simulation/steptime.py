@@ -175,17 +175,27 @@ def step_times(
     device (``ceilings`` replaces them: a roof source of the caller's own)."""
     where = settings.ceilings(hw, tp, cuda_graphs=True) if ceilings is None else ceilings
     rows = _grid(max(max_tokens, max_seqs))
-    w = Workload(model, "decode", rows, 1, precision=precision, tp=tp, cuda_graphs=True)
+    dp = settings.attention_dp  # tokens and sequences below are one attention rank's
+    w = Workload(model, "decode", rows, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp)
     ops = step_ops(w)
     rows_s = _sum_time(ops, where, lambda op: not is_attention(op) and op.group != "logits")
     logits_s = _sum_time(ops, where, lambda op: op.group == "logits")
 
     batches, contexts = _grid(max_seqs), _grid(model.max_context - 1)
-    w = Workload(model, "decode", batches[:, None], contexts[None, :], precision=precision, tp=tp, cuda_graphs=True)
+    w = Workload(
+        model,
+        "decode",
+        batches[:, None],
+        contexts[None, :],
+        precision=precision,
+        tp=tp,
+        cuda_graphs=True,
+        attention_dp=dp,
+    )
     decode_s = _sum_time(step_ops(w), where, is_attention) * np.ones((batches.size, contexts.size))
 
     chunks, prefixes = _grid(max_tokens), _grid(model.max_context - 1)
-    chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes)
+    chunk_s = _chunk_table(model, precision, tp, where, chunks, prefixes, dp)
     whole = evaluate(ops, where)
     eager_s = _eager_dispatch_s(ops, settings, where) if where.engine_step_short else 0.0
     roofs = f"{where.source} roofs" + (f" ({where.roof_source.short_label})" if where.roof_source else "")
@@ -215,19 +225,16 @@ def _eager_dispatch_s(ops: list[Op], settings: Settings, where: Ceilings) -> flo
     return float(np.asarray(evaluate(ops, eager).host_s, float).sum(axis=0).max())
 
 
-def _chunk_table(model, precision, tp, where, chunks, prefixes) -> np.ndarray:
+def _chunk_table(model, precision, tp, where, chunks, prefixes, attention_dp: int = 1) -> np.ndarray:
     """Attention of a chunk of c prompt tokens after p cached ones: the causal work of p + c
     tokens less that of p, the chunk's own queries and outputs, and every key and value of the
     p + c tokens read once (a fused kernel over a paged cache)."""
     c = chunks[:, None]
     p = np.concatenate([[0.0], prefixes])[None, :]
     total = np.minimum(c + p, model.max_context)
-    full = step_ops(Workload(model, "prefill", 1, total, precision=precision, tp=tp, cuda_graphs=True))
-    before = step_ops(
-        Workload(
-            model, "prefill", 1, np.maximum(p, 1) * np.ones_like(total), precision=precision, tp=tp, cuda_graphs=True
-        )
-    )
+    kw = {"precision": precision, "tp": tp, "cuda_graphs": True, "attention_dp": attention_dp}
+    full = step_ops(Workload(model, "prefill", 1, total, **kw))
+    before = step_ops(Workload(model, "prefill", 1, np.maximum(p, 1) * np.ones_like(total), **kw))
     had_prefix = (p > 0) * np.ones_like(total)
     ops = []
     for whole, head in zip(full, before):
