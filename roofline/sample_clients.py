@@ -2,12 +2,12 @@
 
 Some of the silicon sample's sources record the benchmark client's concurrency in
 ``silicon_data_source`` (``silicon_concurrency=N``) beside the row's ``batch_size``. Where a row
-records attention data parallelism (``attention_dp_size`` D > 1, which ``why_not_scored`` leaves
-out before it asks here), its ``batch_size`` is the client's concurrency over D, the sequences one
+records attention data parallelism (``attention_dp_size`` D > 1, which ``roofline.sample_ranks``
+checks before it asks here), its ``batch_size`` is the client's concurrency over D, the sequences one
 attention rank held: every such row of the sample (2026-04 dump) but one reads so. A row that
 records no D with a ``batch_size`` of the client's concurrency over its TP carries the same
 signature: each rank of the TP group held its share of the sequences, most likely attention data
-parallelism, which the simulation does not run. Any other gap means the clients were spread over
+parallelism over ranks the row does not record. Any other gap means the clients were spread over
 ranks or replicas that the row does not name. Either way the row's TP and batch are not the setup
 that ran, and it is not scored.
 """
@@ -46,6 +46,8 @@ def why_clients_not_batch(row: dict[str, str]) -> str | None:
     """Why the row cannot be simulated at its TP with its batch as the clients (None: it can)."""
     clients = recorded_clients(row)
     batch = _number(row.get("batch_size"), float("nan"))
+    if _number(row.get("attention_dp_size"), 1.0) > 1:  # its own check: roofline.sample_ranks
+        return None
     if clients is None or not batch > 0 or clients == batch:
         return None
     tp = _number(row.get("tp_size"), 1.0)

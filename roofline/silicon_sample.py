@@ -35,12 +35,13 @@ Mapping of names and precisions (documented choices, not fitted):
   tp_size``, the GPUs of one TP group); InferenceX's rows of runs with expert parallelism that
   record TP x EP as ``tp_size`` (TP 16 or 64 on an 8-GPU board) are read as their config ran them
   (``_config_parallelism``).
-- Expert parallelism is counted as tensor parallelism over the experts on the datasheet (same
-  weight bytes and FLOPs per device); the MoE tables are read at the run's own (moe_tp, moe_ep),
-  for the MoE kernels the script set (``roofline.roofs.MOE_BACKENDS``) where the tables tell them
-  apart, else the fastest the engine timed; at the experts' split the script set where it decided
-  it itself (``--ep_size=$TP``, an ``EP_SIZE`` it assigns); a run whose script turned attention data
-  parallelism on (``enable_attention_dp``) is left out, as rows that say so are.
+- Expert parallelism counts as tensor parallelism over the experts on the datasheet; the MoE
+  tables are read at the run's own (moe_tp, moe_ep), for the MoE kernels the script set
+  (``roofline.roofs.MOE_BACKENDS``) where the tables tell them apart, else the fastest the engine
+  timed; at the experts' split the script set where it decided it itself (``--ep_size=$TP``, an
+  ``EP_SIZE`` it assigns). A row that records attention data parallelism runs as one of its ranks
+  (``roofline.sample_ranks``); one whose script alone turns it on (``enable_attention_dp``) is
+  left out: the row does not say how its clients were split.
 - A run that InferenceX's configurations decoded speculatively (MTP), or may have, is left out
   (``roofline.inferencex_runs``): the simulation decodes one token a step.
 - A run the sample holds more than once (InferenceX's three exports) counts once (``sample_twins``).
@@ -74,6 +75,7 @@ from roofline.inferencex_scripts import (
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
 from roofline.sample_clients import why_clients_not_batch
+from roofline.sample_ranks import why_ranks_not_scored
 from roofline.sample_twins import SAME_RUN_REASON, mark_twins
 from roofline.tables import TablePredictor, store
 from roofline.tables.convert import SYSTEM_TO_HARDWARE
@@ -387,13 +389,11 @@ def why_not_scored(row: dict[str, str]) -> str | None:
         return "no measured TPOT or concurrency"
     if _number(row, "pp_size", 1) > 1:
         return "pipeline parallel"
-    if _number(row, "attention_dp_size", 1) > 1:
-        return "attention data parallel"
-    if spread := why_clients_not_batch(row):
-        return spread
+    if parallel := why_ranks_not_scored(row) or why_clients_not_batch(row):
+        return parallel
     if speculative := why_speculative(row):
         return speculative
     setup = documented_setup(row)
-    if setup is not None and setup.attention_dp:
+    if setup is not None and setup.attention_dp and not _number(row, "attention_dp_size", 1) > 1:
         return "attention data parallel (its script sets it; the row does not say)"
     return None

@@ -5,8 +5,8 @@ kernel tables) holds the measured TTFT and TPOT of real vLLM, SGLang and TensorR
 It is the test set: no value of it enters a fit or a default anywhere in roofline.
 
 What is scored: TPOT of the aggregated runs (``mode == agg``) of models that are in ``model_db/``,
-on devices that are in ``hardware_db/``, with one tensor-parallel group (no pipeline parallelism,
-no attention data parallelism). TTFT under load is scored by ``validate --load``
+on devices that are in ``hardware_db/``, with one tensor-parallel group (no pipeline parallelism;
+attention data parallelism as one of its ranks, ``roofline.sample_ranks``). TTFT under load is scored by ``validate --load``
 (``roofline.validate_load``: each run simulated request by request at its concurrency);
 disaggregated runs are not scored yet.
 
@@ -41,6 +41,7 @@ from roofline.engines import engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.inferencex_runs import SPECULATIVE_REASON, run_decoding
 from roofline.models import ModelConfig, get_model
+from roofline.sample_ranks import attention_ranks
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
@@ -101,13 +102,16 @@ def predict_tpot(
     tables: KernelTables | None = None,
     settings: Settings | None = None,
     version: str | None = None,
+    attention_dp: int = 1,
 ) -> StepPrediction:
     """The steady-state step of a run (see the module notes), on the datasheet and with the
     engine's kernel ``tables`` and its host work per step (its ``version``'s way)."""
     settings = settings or Settings()
     hw = get_hardware(hardware_id)
     context = int(round(isl + osl / 2))
-    w = Workload(model, "decode", concurrency, context, precision=precision, tp=tp, cuda_graphs=True)
+    w = Workload(
+        model, "decode", concurrency, context, precision=precision, tp=tp, cuda_graphs=True, attention_dp=attention_dp
+    )
     run, _ = w.on(hw)
     # Prompt tokens per step in the steady state, rounded to whole tokens (at least one).
     chunk = max(1, round(concurrency * isl / osl))
@@ -153,10 +157,20 @@ def score_rows(
         source = run_tables(row, predictors, moe_routing) if tables else None
         try:
             precision = precision_for(row, model)
-            tp = int(_number(row, "tp_size", 1))
+            dp = attention_ranks(row)  # one of D ranks of tp_size GPUs (roofline.sample_ranks)
+            tp = int(_number(row, "tp_size", 1)) * dp
             concurrency = int(_number(row, "batch_size"))
             pred = predict_tpot(
-                model, device, precision, tp, int(row["isl"]), int(row["osl"]), concurrency, source, version=version
+                model,
+                device,
+                precision,
+                tp,
+                int(row["isl"]),
+                int(row["osl"]),
+                concurrency,
+                source,
+                version=version,
+                attention_dp=dp,
             )
         except ValueError as exc:
             reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])
@@ -171,6 +185,7 @@ def score_rows(
                 "engine_version": version or "",
                 "precision": row.get("gemm_quant_mode") or "bf16",
                 "tp": tp,
+                **({"attention_dp": dp} if dp > 1 else {}),
                 "isl": int(row["isl"]),
                 "osl": int(row["osl"]),
                 "concurrency": concurrency,

@@ -34,6 +34,7 @@ from roofline.defaults import CLIENT_STARTS, DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
+from roofline.sample_ranks import attention_ranks
 from roofline.serving.simulation.api import knobs_from, kv_blocks
 from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import per_request
@@ -92,13 +93,16 @@ def simulate_row(
     settings = settings or Settings()
     model = get_model(MODEL_IDS[row["model_path"]])
     hw = get_hardware(DEVICE_IDS[row["system"]])
-    tp = int(_number(row, "tp_size", 1))
+    # Under attention data parallelism one of its D ranks of tp_size GPUs, with the row's batch (one
+    # rank's sequences) as its clients and every rank's tokens in the MLP (roofline.sample_ranks).
+    dp = attention_ranks(row)
+    tp = int(_number(row, "tp_size", 1)) * dp
     concurrency = int(_number(row, "batch_size"))
     isl, osl = int(row["isl"]), int(row["osl"])
     precision = precision_for(row, model)
     if kv_dtype is not None:  # an assumption the user asked to score every run under
         precision = replace(precision, kv_dtype=kv_dtype)
-    run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
+    run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp).on(hw)
     precision = run.precision
     # The run's engine: its scheduler and its default token budget on the device; its sequence cap
     # holds at least the run's concurrency.
@@ -112,6 +116,7 @@ def simulate_row(
         max_num_seqs=setup.max_num_seqs or max(settings.max_num_seqs, concurrency),
         max_batched_tokens=setup.token_budget or profile.token_budget(hw),
         prompt_graph_tokens=setup.prompt_graph_tokens,
+        attention_dp=dp,
     )
     knobs = replace(
         knobs_from(settings, True, hw.id),
@@ -160,6 +165,7 @@ def simulate_row(
         "device": hw.id,
         "engine": row["backend"],
         "tp": tp,
+        **({"attention_dp": dp} if dp > 1 else {}),
         "isl": isl,
         "osl": osl,
         "concurrency": concurrency,
@@ -175,7 +181,7 @@ def simulate_row(
         "clients_start": clients or "together",
     }
     for column, ceilings in roofs.items():
-        key = (column, model.id, hw.id, precision, tp, settings.max_batched_tokens, settings.max_num_seqs)
+        key = (column, model.id, hw.id, precision, tp, dp, settings.max_batched_tokens, settings.max_num_seqs)
         key += (
             (source, profile.host_step_us, profile.host_per_seq_us, roofs[column].engine_overlap)
             if column == "tables"
