@@ -6,8 +6,9 @@ It is the test set: no value of it enters a fit or a default anywhere in rooflin
 
 What is scored: TPOT of the aggregated runs (``mode == agg``) of models that are in ``model_db/``,
 on devices that are in ``hardware_db/``, with one tensor-parallel group (no pipeline parallelism;
-attention data parallelism as one of its ranks, ``roofline.sample_ranks``). TTFT under load is scored by ``validate --load``
-(``roofline.validate_load``: each run simulated request by request at its concurrency);
+attention data parallelism as one of its ranks, ``roofline.sample_ranks``). TTFT under load is
+scored by ``validate --load`` (``roofline.validate_load``: each run simulated request by request at
+its concurrency);
 disaggregated runs are not scored yet.
 
 The prediction is the serving steady state of ``roofline.serving``: one continuous-batching step

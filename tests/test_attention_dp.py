@@ -93,7 +93,6 @@ def test_weights_split_attention_over_the_rank_and_the_rest_over_the_group():
 
 
 def test_the_cache_is_the_ranks_own():
-    bf16 = Precision()
     hw = get_hardware("h200-sxm")
     # GQA: a rank of 2 devices holds 4 of the 8 KV heads: 2 x 4 x 128 x 2 bytes a token a layer, for
     # its 3 sequences of 112 tokens (7 blocks of 16).
