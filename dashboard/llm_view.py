@@ -194,3 +194,15 @@ def steps_summary(prefill, decode, batch: int, prompt: int, mid_context: int, de
             f"{fmt_bytes(totals['weight_bytes'])} of weights and {fmt_bytes(totals['kv_bytes'])} of KV cache."
         )
     return text
+
+
+def does_not_fit(model_name: str, tp: int, device_name: str, mem: dict) -> str:
+    """Why a workload does not fit, term by term per device, and the TP degree at which it would."""
+    return (
+        f"{md_escape(model_name)} does not fit on {tp} × {md_escape(device_name)}: "
+        f"weights {fmt_bytes(mem['weights_bytes'])} + KV "
+        f"{fmt_bytes(mem['kv_cache_bytes'])} + activations {fmt_bytes(mem['activation_bytes'])} + reserved "
+        f"{fmt_bytes(mem['non_torch_bytes'] + mem['cuda_graph_bytes'])} per device, "
+        f"{fmt_bytes(mem['capacity_bytes'])} usable."
+        + (f" It fits at TP={mem['smallest_tp']}." if mem["smallest_tp"] else " No TP degree up to 64 is enough.")
+    )

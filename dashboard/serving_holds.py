@@ -9,7 +9,14 @@ from dataclasses import replace
 
 import streamlit as st
 
-from dashboard.state import float_in, int_in, warn_bad_params
+from dashboard.state import (
+    ATTENTION_DP_HELP,
+    attention_dp_param,
+    attention_dp_picker,
+    float_in,
+    int_in,
+    warn_bad_params,
+)
 from roofline.engines import engine_profile
 from roofline.settings import Settings
 
@@ -22,7 +29,7 @@ def held_back(settings: Settings) -> Settings:
     warn_bad_params(
         {"load_recv": int_in(1, 1000), "load_wait": int_in(0, 1000), "load_wait_ratio": float_in(0, 1)}
         | {f"load_graph_{e}": int_in(0, 1 << 20) for e in ENGINES}
-        | {"load_adp": int_in(1, 64)}
+        | {"load_adp": attention_dp_param()}
     )
     if settings.engine not in ENGINES:
         return settings
@@ -43,16 +50,8 @@ def held_back(settings: Settings) -> Settings:
     settings = replace(settings, prompt_graph_tokens=int(limit))
     if settings.engine == "vllm":
         return settings
-    ranks = c4.number_input(
-        "Attention data parallel ranks",
-        1,
-        64,
-        1,
-        key="load_adp",
-        bind="query-params",
-        help="SGLang's --dp with --enable-dp-attention, TensorRT-LLM's enable_attention_dp: the TP group's devices "
-        "form this many ranks, each running attention on its own requests at TP / ranks with its own scheduler "
-        "and KV cache, the MLP and experts over every rank's tokens at TP. It must divide the TP degree; 1: off.",
+    ranks = attention_dp_picker(
+        c4, "load_adp", ATTENTION_DP_HELP + " Each rank has its own scheduler and cache; requests go round-robin."
     )
     settings = replace(settings, attention_dp=int(ranks))
     if settings.engine == "sglang":

@@ -246,3 +246,26 @@ def engine_notes(
     return "  \n".join(
         md_escape(engine_note(engine, h, devices[h].name, None, moe_kernel, moe_routing)) for h in device_ids
     )
+
+
+MAX_ATTENTION_DP = 64
+ATTENTION_DP_HELP = (
+    "Attention data parallelism (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's enable_attention_dp): "
+    "the TP group's devices form this many ranks, each running attention, the embedding and the LM head on its "
+    "own sequences at TP / ranks and holding only their KV cache; the MLP and experts run over every rank's "
+    "tokens at the whole TP. It must divide the TP degree; 1: off."
+)
+
+
+def attention_dp_picker(container=None, key: str = "adp", help: str = ATTENTION_DP_HELP) -> int:
+    """Attention data parallel ranks in the TP group (``roofline.workload.Workload.attention_dp``),
+    bound to the URL; its check belongs in the page's ``warn_bad_params`` as ``attention_dp_param``."""
+    where = container or st
+    ranks = where.number_input(
+        "Attention data parallel ranks", 1, MAX_ATTENTION_DP, 1, key=key, bind="query-params", help=help
+    )
+    return int(ranks)
+
+
+def attention_dp_param() -> Validator:
+    return int_in(1, MAX_ATTENTION_DP)

@@ -127,6 +127,7 @@ class KVResult:
             "model": w.model.id,
             "hardware": self.hardware.id,
             "tp": w.tp,
+            "attention_dp": w.attention_dp,  # > 1: every figure is one attention rank's
             "kv_dtype": w.precision.kv_dtype,
             "weight_dtype": w.precision.weight_dtype,
             "block_size": self.settings.block_size,

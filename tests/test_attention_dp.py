@@ -4,6 +4,8 @@ silicon sample's rows that record it. Values worked by hand for Llama 3.1 8B (32
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -202,3 +204,19 @@ def test_cli_takes_attention_dp(capsys):
         == 2
     )
     assert "attention_dp=3 must divide tp=8" in capsys.readouterr().err
+
+
+def test_kv_counts_one_ranks_sequences(capsys):
+    args = ["kv", "--model", "deepseek-r1", "--hardware", "h200-sxm", "--weight-dtype", "fp8", "--tp", "8"]
+    assert cli_main(args + ["--json"]) == 0
+    group = json.loads(capsys.readouterr().out)
+    assert cli_main(args + ["--attention-dp", "8", "--json"]) == 0
+    rank = json.loads(capsys.readouterr().out)
+    assert rank["attention_dp"] == 8 and group["attention_dp"] == 1
+    # The latent per token per device is the same; each rank holds only its own sequences' latents, so the
+    # ranks together hold more sequences, less what the replicated attention weights and workspace take.
+    assert rank["kv_bytes_per_token"] == group["kv_bytes_per_token"]
+    assert group["max_batch"] < 8 * rank["max_batch"] and rank["max_batch"] < group["max_batch"]
+    assert rank["weights_bytes"] > group["weights_bytes"]
+    assert cli_main(args + ["--attention-dp", "8"]) == 0
+    assert "8 attention ranks of 1: every figure is one rank's" in capsys.readouterr().out

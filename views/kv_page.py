@@ -12,7 +12,17 @@ from dashboard.cache import per_device
 from dashboard.kv_view import any_over_capacity, headline_result, memory_rows, no_fit_from
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
-from dashboard.state import device_picker, devices_param, float_in, int_in, one_of, warn_bad_params
+from dashboard.state import (
+    ATTENTION_DP_HELP,
+    attention_dp_param,
+    attention_dp_picker,
+    device_picker,
+    devices_param,
+    float_in,
+    int_in,
+    one_of,
+    warn_bad_params,
+)
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
 from roofline.format import count_of, fmt_bytes
@@ -45,6 +55,7 @@ warn_bad_params(
         "kvdtype": one_of(KV_DTYPES),
         "wdtype": one_of(WEIGHT_DTYPES),
         "tp": one_of([str(t) for t in TP_CHOICES]),
+        "adp": attention_dp_param(),
         "mem_util": float_in(0.05, 1.0),
         "block": one_of([str(b) for b in BLOCK_SIZES]),
         "batch": int_in(1, 1 << 20),
@@ -67,6 +78,7 @@ with st.sidebar:
         "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
     )
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
+    ranks = attention_dp_picker(help=ATTENTION_DP_HELP + " Every figure is then one rank's.")
     st.header("Serving engine")
     mem_util = st.slider("Usable memory fraction", 0.05, 1.0, 0.9, 0.01, key="mem_util", bind="query-params")
     block = st.selectbox(
@@ -115,7 +127,8 @@ roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 try:
-    workload = Workload(model, "decode", precision=Precision(weight_dtype=wdtype, kv_dtype=kvdtype), tp=int(tp))
+    precision = Precision(weight_dtype=wdtype, kv_dtype=kvdtype)
+    workload = Workload(model, "decode", precision=precision, tp=int(tp), attention_dp=ranks)
 except ValueError as exc:
     st.error(f"Cannot analyse this configuration: {exc}")
     share_panel("KV cache", report.sections)
@@ -134,6 +147,12 @@ if primary.id != selected[0] and result.weights_fit:
     st.info(f"The numbers below are for {primary.name}, the first chosen device {model.name} fits on.")
 for note in result.notes:
     st.info(note)
+if ranks > 1:
+    st.info(
+        f"{ranks} attention data parallel ranks of {int(tp) // ranks} device{'s' if int(tp) // ranks > 1 else ''}: "
+        f"every figure below is one rank's, its batch that rank's sequences; the group holds {ranks} times them "
+        f"({result.max_batch * ranks:,} sequences of {context:,} tokens on {md_escape(primary.name)})."
+    )
 data = result.to_json()
 per_seq = result.kv_bytes_per_sequence
 

@@ -12,6 +12,7 @@ from dashboard.llm_view import (
     decode_sweeps,
     decode_trajectories,
     device_rows,
+    does_not_fit,
     fit_to_context,
     op_frames,
     steps_summary,
@@ -19,6 +20,9 @@ from dashboard.llm_view import (
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
+    ATTENTION_DP_HELP,
+    attention_dp_param,
+    attention_dp_picker,
     boolean,
     device_picker,
     devices_param,
@@ -75,6 +79,7 @@ warn_bad_params(
         "kvdtype": one_of(KV_DTYPES),
         "ewdtype": one_of(["same as the weights", *WEIGHT_DTYPES]),
         "tp": one_of([str(t) for t in TP_CHOICES]),
+        "adp": attention_dp_param(),
         "attn": one_of(ATTENTION_KERNELS),
         "graphs": boolean,
         "launch_us": float_in(0.0, 1000.0),
@@ -127,6 +132,7 @@ with st.sidebar:
         "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
     )
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
+    ranks = attention_dp_picker(help=ATTENTION_DP_HELP + " Batch is then one rank's sequences.")
     attention = st.radio(
         "Attention kernel",
         ATTENTION_KERNELS,
@@ -198,7 +204,9 @@ try:
         kv_dtype=kvdtype,
         expert_weight_dtype=None if ewdtype == "same as the weights" else ewdtype,
     )
-    workload = Workload(model, "request", int(batch), int(prompt), int(output), precision, int(tp), attention, graphs)
+    workload = Workload(
+        model, "request", int(batch), int(prompt), int(output), precision, int(tp), attention, graphs, ranks
+    )
 except ValueError as exc:
     st.error(f"Cannot analyse this workload: {exc}")
     share_panel("LLM inference", report.sections)
@@ -289,14 +297,7 @@ report.metrics(
     ),
 )
 if not mem["fits"]:
-    st.warning(
-        f"{md_escape(model.name)} does not fit on {tp} × {md_escape(hw.name)}: "
-        f"weights {fmt_bytes(mem['weights_bytes'])} + KV "
-        f"{fmt_bytes(mem['kv_cache_bytes'])} + activations {fmt_bytes(mem['activation_bytes'])} + reserved "
-        f"{fmt_bytes(mem['non_torch_bytes'] + mem['cuda_graph_bytes'])} per device, "
-        f"{fmt_bytes(mem['capacity_bytes'])} usable."
-        + (f" It fits at TP={mem['smallest_tp']}." if mem["smallest_tp"] else " No TP degree up to 64 is enough.")
-    )
+    st.warning(does_not_fit(model.name, int(tp), hw.name, mem))
 report.markdown(steps_summary(prefill, decode, int(batch), int(prompt), mid_context, md_escape(hw.name)))
 
 ceilings = prefill.table.ceilings

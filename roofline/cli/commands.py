@@ -104,7 +104,10 @@ def cmd_kv(args: argparse.Namespace) -> None:
 
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware, args.hardware_dir)
-    w = Workload(model, "decode", precision=precision_from_args(args), tp=args.tp, cuda_graphs=args.cuda_graphs)
+    precision = precision_from_args(args)
+    w = Workload(
+        model, "decode", precision=precision, tp=args.tp, cuda_graphs=args.cuda_graphs, attention_dp=args.attention_dp
+    )
     context = args.context or min(8192, model.max_context)
     data = analyze_kv(w, hw, args.batch, context, settings_from_args(args)).to_json()
     emit(args, data, lambda: render.kv(data, hw.name, model.name), [hw.id])

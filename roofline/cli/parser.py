@@ -15,6 +15,7 @@ from roofline.cli.args import (
     add_memory,
     add_model_dir,
     add_precision,
+    attention_dp,
     fraction,
     fraction_or_zero,
     non_negative_float,
@@ -119,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", default="h100-sxm")
     add_precision(p, compute=False)
     p.add_argument("--tp", type=positive_int, default=1)
+    p.add_argument(
+        "--attention-dp",
+        type=attention_dp,
+        default=1,
+        help="attention data parallel ranks in the TP group: each holds the cache of its own sequences only, and "
+        "every figure is one rank's (default 1)",
+    )
     p.add_argument("--cuda-graphs", action="store_true", help="reserve the memory CUDA-graph capture pins")
     add_memory(p)
     add_calibration(p)

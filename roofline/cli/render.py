@@ -223,6 +223,11 @@ def kv(d: dict, hardware_name: str, model_name: str) -> str:
     lines = [
         f"{model_name} on {hardware_name} x{d['tp']}, KV {d['kv_dtype']}, weights {d['weight_dtype']}, "
         f"{d['memory_utilization']:g} of memory, blocks of {d['block_size']}",
+        *(
+            [f"  {d['attention_dp']} attention ranks of {d['tp'] // d['attention_dp']}: every figure is one rank's"]
+            if d.get("attention_dp", 1) > 1
+            else []
+        ),
         f"  KV per token: {fmt_bytes(d['kv_bytes_per_token'])} "
         f"({fmt_bytes(d['kv_bytes_per_token_per_layer'])} per layer per device)",
         f"  usable {fmt_bytes(d['capacity_bytes'])} - weights {fmt_bytes(d['weights_bytes'])} - "
