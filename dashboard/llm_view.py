@@ -206,3 +206,13 @@ def does_not_fit(model_name: str, tp: int, device_name: str, mem: dict) -> str:
         f"{fmt_bytes(mem['capacity_bytes'])} usable."
         + (f" It fits at TP={mem['smallest_tp']}." if mem["smallest_tp"] else " No TP degree up to 64 is enough.")
     )
+
+
+def ranks_note(ranks: int, tp: int, batch: int) -> str:
+    """What the page's figures are under attention data parallelism: one rank's batch, the group's tokens/s."""
+    each = tp // ranks
+    return (
+        f"{ranks} attention data parallel ranks of {each} device{'s' if each > 1 else ''}: the batch of {batch:,} is "
+        f"one rank's sequences and the group runs {batch * ranks:,}. Attention and its cache are the rank's; the "
+        "MLP and experts see every rank's tokens. Tokens/s counts every rank's."
+    )

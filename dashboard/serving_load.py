@@ -181,6 +181,13 @@ def _one_device(
         return
     poisson = not trace and load.kind == "poisson"
     amount = None if trace else load.rate_per_s if poisson else load.concurrency
+    if settings.attention_dp > 1:
+        st.caption(
+            f"{settings.attention_dp} attention data parallel ranks of {tp // settings.attention_dp} device(s): each "
+            "runs its own scheduler and KV cache on the requests handed to it in turn, its steps carrying every "
+            "rank's tokens in the MLP and experts (the ranks taken as alike). The running, waiting and KV series "
+            "are the busiest rank's; the steady-state line is one rank's batch."
+        )
     roofs = run["roofs"]
     done = f"{run['completed']:,} of {run['requests']:,} requests in {run['duration_s']:.1f} s simulated"
     ttft, tpot = run["ttft_s"], run["tpot_s"]

@@ -15,6 +15,7 @@ from dashboard.llm_view import (
     does_not_fit,
     fit_to_context,
     op_frames,
+    ranks_note,
     steps_summary,
 )
 from dashboard.measured import measured_panel, roofs_caption
@@ -246,6 +247,8 @@ for hid, why in why_not.items():
 if hw_id != selected[0]:
     st.info(f"Analysed in detail: {md_escape(hw.name)}, the first chosen device that can run this workload.")
 run = request.workload
+if ranks > 1:
+    st.info(ranks_note(ranks, int(tp), int(batch)))
 for note in request.notes:
     if "roofs" not in note:  # the engine's roofs are in the caption above
         st.info(note)

@@ -146,7 +146,18 @@ def serving_sweep(
             f"prompt + output: {traffic.prompt_len + traffic.output_len - 1:,} tokens exceed {model.name}'s "
             f"maximum context of {model.max_context:,}"
         )
-    w = Workload(model, "decode", batch, int(round(traffic.mean_context)), precision=precision, tp=tp, cuda_graphs=True)
+    # Under attention data parallelism (the simulation's settings) the batch is one rank's.
+    context = int(round(traffic.mean_context))
+    w = Workload(
+        model,
+        "decode",
+        batch,
+        context,
+        precision=precision,
+        tp=tp,
+        cuda_graphs=True,
+        attention_dp=settings.attention_dp,
+    )
     runnable, why_not = [], {}
     for hw in devices:
         try:
