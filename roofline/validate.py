@@ -295,11 +295,19 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     return results[0] | extra
 
 
+def _clients(result: dict[str, object]) -> str:
+    """The run's concurrency, and under attention data parallelism its ranks and each one's share."""
+    d, c = int(result.get("attention_dp") or 1), result["concurrency"]
+    if d <= 1:
+        return f"concurrency {c}"
+    return f"{d} attention ranks of {int(result['tp']) // d} GPU(s), concurrency {c} a rank ({c * d} in all)"
+
+
 def render_explain(result: dict[str, object]) -> str:
     lines = [
         f"{result['id']}: {result['model']} on {result['device']}, "
         f"{(result['engine'] + ' ' + (result['engine_version'] or '')).strip()}, "
-        f"TP {result['tp']}, concurrency {result['concurrency']}, {result['isl']} in / {result['osl']} out",
+        f"TP {result['tp']}, {_clients(result)}, {result['isl']} in / {result['osl']} out",
         f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
         f"tables {result['tables_tpot_ms']:.2f} ms",
         f"KV cache: {result.get('kv_cache', 'bf16')}",

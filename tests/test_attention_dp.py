@@ -220,3 +220,10 @@ def test_kv_counts_one_ranks_sequences(capsys):
     assert rank["weights_bytes"] > group["weights_bytes"]
     assert cli_main(args + ["--attention-dp", "8"]) == 0
     assert "8 attention ranks of 1: every figure is one rank's" in capsys.readouterr().out
+
+
+def test_explain_names_the_ranks(capsys):
+    run = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp8_0_ep8_0_1085"
+    assert cli_main(["validate", "--explain", run]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "TP 8, 8 attention ranks of 1 GPU(s), concurrency 16 a rank (128 in all)" in head
