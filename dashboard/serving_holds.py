@@ -47,13 +47,15 @@ def held_back(settings: Settings) -> Settings:
         "has the host dispatch every kernel (0: every such step). Defaults: vLLM 512 (piecewise graphs), SGLang "
         "and TensorRT-LLM 0 (their piecewise graphs are off unless switched on).",
     )
-    settings = replace(settings, prompt_graph_tokens=int(limit))
+    ranks = attention_dp_picker(
+        {"vllm": c2, "sglang": c3, "trtllm": c4}[settings.engine],
+        "load_adp",
+        ATTENTION_DP_HELP + " Each rank has its own scheduler and cache, and takes the requests in turn. SGLang "
+        "gives each rank a share of the token budget and sequence cap; vLLM's and TensorRT-LLM's are each rank's.",
+    )
+    settings = replace(settings, prompt_graph_tokens=int(limit), attention_dp=int(ranks))
     if settings.engine == "vllm":
         return settings
-    ranks = attention_dp_picker(
-        c4, "load_adp", ATTENTION_DP_HELP + " Each rank has its own scheduler and cache; requests go round-robin."
-    )
-    settings = replace(settings, attention_dp=int(ranks))
     if settings.engine == "sglang":
         n = c1.number_input(
             "Intake interval (decode steps)",

@@ -21,7 +21,7 @@ from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report, md_escape
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
-from roofline.format import fmt_seconds
+from roofline.format import count_of, fmt_seconds
 from roofline.hardware import Hardware
 from roofline.known_error import for_settings
 from roofline.models import ModelConfig
@@ -35,7 +35,7 @@ from roofline.plots.serving_load import (
 )
 from roofline.report import Metric
 from roofline.serving import Traffic, serving_sweep
-from roofline.serving.simulation.api import graph_words
+from roofline.serving.simulation.api import graph_words, most_in_flight, rank_settings
 from roofline.serving.simulation.load import Lengths, Load
 from roofline.serving.simulation.metrics import PERCENTILES, Targets
 from roofline.serving.simulation.sweep import SWEEP_RATES, SWEEP_REQUESTS, latency_sweep, load_run
@@ -182,8 +182,9 @@ def _one_device(
     poisson = not trace and load.kind == "poisson"
     amount = None if trace else load.rate_per_s if poisson else load.concurrency
     if settings.attention_dp > 1:
+        each = count_of(tp // settings.attention_dp, "device")
         st.caption(
-            f"{settings.attention_dp} attention data parallel ranks of {tp // settings.attention_dp} device(s): each "
+            f"{settings.attention_dp} attention data parallel ranks of {each}: each "
             "runs its own scheduler and KV cache on the requests handed to it in turn, its steps carrying every "
             "rank's tokens in the MLP and experts (the ranks taken as alike). The running, waiting and KV series "
             "are the busiest rank's; the steady-state line is one rank's batch."
@@ -254,8 +255,9 @@ def _one_device(
         f"Each rate of the sweep is its own run of {SWEEP_REQUESTS} Poisson arrivals (seed {seed}; the Requests "
         "input sizes the one run below); lines are p50, bands p90 to p99. "
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
-        f"with {settings.max_num_seqs} requests always in flight. Below it the batch grows with the rate and TPOT "
-        "with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of that). "
+        f"with {most_in_flight(settings, hw.id)} requests always in flight. Below it the batch grows with the rate "
+        "and TPOT with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of "
+        "that). "
         "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing "
         "(on engine-measured kernels it keeps the timings' own steps, so a larger batch can read a few percent less)."
         + (
@@ -327,14 +329,15 @@ def _one_device(
     )
     pick = int(np.clip(np.searchsorted(time_s, time_s[-1] * at_pct / 100), 0, time_s.size - 1)) if time_s.size else 0
     running = np.asarray(series["running"], float)
-    busy = time_s.size and running.max() > settings.max_num_seqs / 2
+    cap = rank_settings(settings, hw.id).max_num_seqs  # the series is one rank's under attention DP
+    busy = time_s.size and running.max() > cap / 2
     report.chart(
         series_figure(
             time_s,
             running,
             series["waiting"],
             series["kv_used"],
-            settings.max_num_seqs if busy else None,
+            cap if busy else None,
             float(time_s[pick]) if time_s.size else None,
             title=f"The server over the run at {shown}: {done} ({roofs})",
         ),

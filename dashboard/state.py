@@ -250,7 +250,9 @@ def engine_notes(
 
 MAX_ATTENTION_DP = 64
 ATTENTION_DP_HELP = (
-    "Attention data parallelism (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's enable_attention_dp): "
+    "Attention data parallelism (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's enable_attention_dp; "
+    "vLLM's --data-parallel-size with expert parallelism, whose dense layers stay on each rank, comes close for "
+    "MoE models): "
     "the TP group's devices form this many ranks, each running attention, the embedding and the LM head on its "
     "own sequences at TP / ranks and holding only their KV cache; the MLP and experts run over every rank's "
     "tokens at the whole TP. It must divide the TP degree; 1: off."

@@ -8,6 +8,7 @@ doubling one resource alone.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -308,8 +309,10 @@ def levers(w: Workload, hw: Hardware, base: WorkloadTime, settings: Settings = D
             candidates.append(("fused (Flash) attention", replace(w, attention="flash"), settings))
     elif bound == "communication":
         candidates.append(("2× interconnect bandwidth", w, replace(settings, link_scale=settings.link_scale * 2)))
-        if w.tp > 1:
-            candidates.append((f"TP={w.tp // 2}", replace(w, tp=w.tp // 2), settings))
+        if w.tp > 1:  # with as many attention ranks as still divide it
+            half = replace(w, tp=w.tp // 2, attention_dp=math.gcd(w.tp // 2, w.attention_dp))
+            ranks = f" ({half.attention_dp} attention ranks)" if half.attention_dp > 1 else ""
+            candidates.append((f"TP={half.tp}{ranks}", half, settings))
     else:
         if not w.cuda_graphs:
             candidates.append(("CUDA graphs", replace(w, cuda_graphs=True), settings))

@@ -300,7 +300,8 @@ def _clients(result: dict[str, object]) -> str:
     d, c = int(result.get("attention_dp") or 1), result["concurrency"]
     if d <= 1:
         return f"concurrency {c}"
-    return f"{d} attention ranks of {int(result['tp']) // d} GPU(s), concurrency {c} a rank ({c * d} in all)"
+    each = int(result["tp"]) // d
+    return f"{d} attention ranks of {each} GPU{'s' if each > 1 else ''}, concurrency {c} a rank ({c * d} in all)"
 
 
 def render_explain(result: dict[str, object]) -> str:

@@ -158,7 +158,10 @@ def validate_attention_dp(model: ModelConfig, tp: int, attention_dp: int) -> Non
     if d == 1:
         return
     if tp % d:
-        raise ValueError(f"attention_dp={d} must divide tp={tp}: each attention rank takes tp / attention_dp devices")
+        raise ValueError(
+            f"attention data parallel ranks (attention_dp={d}) must divide the TP degree (tp={tp}): each rank "
+            "takes tp / attention_dp devices"
+        )
     if model.parallel_attention:
         raise ValueError(
             f"attention_dp: {model.id} runs attention and MLP side by side on one input; attention data "
@@ -291,7 +294,7 @@ class Workload:
             "seq_len": int(np.max(self.seq_len)),
             **({"output_len": self.output_len} if self.phase == "request" else {}),
             "tp": self.tp,
-            **({"attention_dp": self.attention_dp} if self.attention_dp > 1 else {}),
+            "attention_dp": self.attention_dp,
             "attention": self.attention,
             "cuda_graphs": self.cuda_graphs,
             "precision": self.precision.to_json(),

@@ -31,7 +31,7 @@ def _op(ops, name):
 
 
 def test_attention_dp_must_divide_tp_and_says_so():
-    with pytest.raises(ValueError, match="attention_dp=3 must divide tp=8"):
+    with pytest.raises(ValueError, match=r"\(attention_dp=3\) must divide the TP degree \(tp=8\)"):
         Workload(LLAMA, "decode", 4, 100, tp=8, attention_dp=3)
     for bad in (0, -2, True, 2.0, "2"):
         with pytest.raises(ValueError, match="attention_dp must be a positive integer"):
@@ -39,7 +39,7 @@ def test_attention_dp_must_divide_tp_and_says_so():
     w = Workload(LLAMA, "decode", 4, 100, tp=8, attention_dp=4)
     assert w.attention_tp == 2
     assert w.describe()["attention_dp"] == 4
-    assert "attention_dp" not in Workload(LLAMA, "decode", 4, 100, tp=8).describe()
+    assert Workload(LLAMA, "decode", 4, 100, tp=8).describe()["attention_dp"] == 1
 
 
 def test_one_rank_runs_its_own_attention_and_every_ranks_mlp():
@@ -49,13 +49,14 @@ def test_one_rank_runs_its_own_attention_and_every_ranks_mlp():
     assert _op(ops, "QKV projection").flops == pytest.approx(2 * 3 * 4096 * (16 + 2 * 4) * 128)
     # The MLP over the 4 ranks' 12 rows at TP 8: 2 x 14336 / 8 = 3584 gate+up outputs.
     assert _op(ops, "MLP gate+up projection").flops == pytest.approx(2 * 12 * 4096 * 3584)
-    # Gathered by an all-reduce of the 12 rows over the 8 devices, and reduced back the same way.
+    # Gathered to the 8 devices and summed back by an all-gather and a reduce-scatter of the 12 rows:
+    # each device receives 7/8 of the message, then sends 7/8 of it, an all-reduce's bytes, two latencies.
     message = 12 * 4096 * 2
-    for name in ("gather to the MLP (all-reduce of every rank's tokens)", "all-reduce (MLP)"):
-        op = _op(ops, name)
-        assert op.meta["message_bytes"] == pytest.approx(message)
-        assert op.meta["tp"] == 8
-        assert op.comm_bytes == pytest.approx(2 * 7 / 8 * message)
+    op = _op(ops, "all-gather to the MLP + reduce-scatter back (every rank's tokens)")
+    assert op.meta["message_bytes"] == pytest.approx(message) and op.meta["tp"] == 8
+    assert op.comm_bytes == pytest.approx(7 / 8 * message + 7 / 8 * message)
+    assert op.collectives == 2
+    assert not [o for o in ops if o.name == "all-reduce (MLP)"]
     # The attention output is reduced inside the rank: 3 rows over its 2 devices.
     attention = _op(ops, "all-reduce (attention)")
     assert attention.meta["tp"] == 2 and attention.meta["message_bytes"] == pytest.approx(3 * 4096 * 2)
@@ -203,7 +204,7 @@ def test_cli_takes_attention_dp(capsys):
         )
         == 2
     )
-    assert "attention_dp=3 must divide tp=8" in capsys.readouterr().err
+    assert "(attention_dp=3) must divide the TP degree (tp=8)" in capsys.readouterr().err
 
 
 def test_kv_counts_one_ranks_sequences(capsys):
@@ -226,4 +227,63 @@ def test_explain_names_the_ranks(capsys):
     run = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp8_0_ep8_0_1085"
     assert cli_main(["validate", "--explain", run]) == 0
     head = capsys.readouterr().out.splitlines()[0]
-    assert "TP 8, 8 attention ranks of 1 GPU(s), concurrency 16 a rank (128 in all)" in head
+    assert "TP 8, 8 attention ranks of 1 GPU, concurrency 16 a rank (128 in all)" in head
+
+
+def test_sglang_splits_its_budgets_over_the_ranks_and_the_others_do_not():
+    from roofline.serving.simulation.api import most_in_flight, rank_settings
+
+    s = Settings(engine="sglang", attention_dp=8, max_batched_tokens=8192, max_num_seqs=256)
+    rank = rank_settings(s, "h200-sxm")
+    # SGLang: chunked_prefill_size // dp_size, and max_running_requests // dp_size a worker.
+    assert (rank.max_batched_tokens, rank.max_num_seqs) == (1024, 32)
+    assert most_in_flight(s, "h200-sxm") == 256
+    for engine in ("trtllm", "vllm"):
+        other = Settings(engine=engine, attention_dp=8, max_batched_tokens=8192, max_num_seqs=256)
+        assert rank_settings(other, "h200-sxm") == other
+        assert most_in_flight(other, "h200-sxm") == 8 * 256
+    assert rank_settings(Settings(engine="sglang"), "h200-sxm") == Settings(engine="sglang")
+
+
+def test_halving_tp_keeps_the_ranks_that_still_divide_it():
+    from dataclasses import replace
+
+    from roofline.advisor import levers, workload_time
+
+    w = Workload(LLAMA, "decode", 8, 1000, tp=8, attention_dp=8)
+    hw = get_hardware("h100-sxm")
+    base = replace(workload_time(w, hw), bound="communication")  # the lever of a communication-bound step
+    names = [lever.name for lever in levers(w, hw, base)]
+    assert "TP=4 (4 attention ranks)" in names
+
+
+def test_serve_says_its_group_is_ranks(capsys):
+    args = [
+        "serve",
+        "--model",
+        "deepseek-r1",
+        "--hardware",
+        "h200-sxm",
+        "--tp",
+        "8",
+        "--weight-dtype",
+        "fp8",
+        "--act-dtype",
+        "fp8",
+        "--engine",
+        "sglang",
+        "--concurrency",
+        "16",
+        "--requests",
+        "32",
+        "--prompt-len",
+        "256",
+        "--output-len",
+        "8",
+        "--attention-dp",
+        "4",
+    ]
+    assert cli_main(args) == 0
+    out = capsys.readouterr().out
+    assert "on 8 x NVIDIA H200 SXM 141GB as 4 attention ranks, 16 concurrent clients" in out
+    assert "the busiest of 4 attention ranks, 4 to a replica" in out

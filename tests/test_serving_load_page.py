@@ -238,15 +238,15 @@ def test_the_engines_cuda_graph_limit_for_prompt_steps_is_in_the_url():
 
 
 def test_attention_data_parallel_ranks_are_in_the_url():
-    """SGLang's and TensorRT-LLM's attention ranks on the page (not vLLM's), read from the URL; ranks
-    that do not divide the TP degree say so instead of simulating."""
+    """Attention data parallel ranks on the page for each engine, read from the URL; ranks that do
+    not divide the TP degree say so instead of simulating."""
     at = serving(engine="sglang", tp="2", load_rate="5", load_n="80", load_adp="2", hw=["h100-sxm"])
     assert not at.exception and not at.warning, [e.message for e in at.exception]
     assert at.number_input(key="load_adp").value == 2
     assert chart(at, "load_ttft_chart")["data"]
-    assert not [n for n in serving(engine="vllm").number_input if n.key == "load_adp"]
+    assert [n for n in serving(engine="vllm").number_input if n.key == "load_adp"]
     odd = serving(engine="trtllm", tp="1", load_rate="5", load_n="80", load_adp="2", hw=["h100-sxm"])
     assert not odd.exception
-    assert any("attention_dp=2 must divide tp=1" in i.value for i in odd.info)
+    assert any("(attention_dp=2) must divide the TP degree (tp=1)" in i.value for i in odd.info)
     bad = serving(engine="sglang", load_adp="500")
     assert not bad.exception and "`load_adp`" in " ".join(w.value for w in bad.warning)

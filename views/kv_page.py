@@ -211,7 +211,8 @@ if is_open(capacity_tab):
                 curves,
                 model.max_context,
                 {r.hardware.name: no_fit_from(r) for r in results.values()},
-                title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp})",
+                title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp}"
+                + (f", one of {ranks} attention ranks)" if ranks > 1 else ")"),
             ),
             width="stretch",
             theme=None,

@@ -252,9 +252,10 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
         type=attention_dp,
         default=1,
         help="attention data parallel ranks in the TP group (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's "
-        "enable_attention_dp): each of them runs attention, the embedding and the LM head on its own --batch "
-        "sequences at TP / this and holds only their cache; the MLP and experts run over every rank's tokens at "
-        "--tp. It must divide --tp (default 1)",
+        "enable_attention_dp; vLLM's --data-parallel-size with expert parallelism comes close for MoE models): each "
+        "of them runs attention, the embedding and the LM head on its own --batch sequences at TP / this and holds "
+        "only their cache; the MLP and experts run over every rank's tokens at --tp, every rank's step carrying "
+        "as many. It must divide --tp (default 1)",
     )
     parser.add_argument("--attention", default="flash", choices=ATTENTION_KERNELS)
     launch = parser.add_mutually_exclusive_group()

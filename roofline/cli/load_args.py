@@ -112,8 +112,12 @@ def add_load(parser: argparse.ArgumentParser) -> None:
         type=attention_dp,
         default=1,
         help="attention data parallel ranks in each TP group (SGLang's --dp with --enable-dp-attention, TensorRT-LLM's "
-        "enable_attention_dp): each rank runs attention on its own requests at TP / this, with its own scheduler and "
-        "KV cache, and the MLP and experts run over every rank's tokens at TP; it must divide --tp (default 1)",
+        "enable_attention_dp; vLLM's --data-parallel-size with expert parallelism comes close for MoE models): each "
+        "rank runs attention on its own requests at TP / this, with its own scheduler and KV cache, taking the "
+        "requests in turn, and the MLP and experts run over every rank's tokens at TP, each rank's step carrying as "
+        "many tokens as this one's (at a trickle, with most ranks idle, that overstates the MLP's work); SGLang's "
+        "--max-batched-tokens and --max-num-seqs are the whole server's, split over the ranks as SGLang splits "
+        "them. It must divide --tp (default 1)",
     )
     group.add_argument(
         "--recv-interval",

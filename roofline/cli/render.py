@@ -267,7 +267,8 @@ def advise(d: dict, model_name: str) -> str:
         for r in d["ranking"]
     ]
     lines = [
-        f"{model_name} {d['phase']}, batch {d['batch']}, seq {d['seq_len']}, TP={d['tp']}; ranked by {d['objective']}",
+        f"{model_name} {d['phase']}, batch {d['batch']}, seq {d['seq_len']}, TP={d['tp']}{ranks_text(d)}; "
+        f"ranked by {d['objective']}",
         table(["#", "hardware", "time", "ideal bound", "roofs", "tokens/s", "bound", "fits"], rows),
         "",
     ]

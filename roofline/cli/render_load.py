@@ -68,12 +68,9 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
             else ""
         ),
     }[load["kind"]]
-    fleet = d["engine"].get("replicas", 1)
-    where = (
-        f"{fleet} replicas ({d['engine']['router']}) of {d['tp']} x {hw_name}"
-        if fleet > 1
-        else f"{d['tp']} x {hw_name}"
-    )
+    fleet, dp = d["engine"].get("replicas", 1), d["engine"].get("attention_dp", 1)
+    group = f"{d['tp']} x {hw_name}" + (f" as {dp} attention ranks" if dp > 1 else "")
+    where = f"{fleet} replicas ({d['engine']['router']}) of {group}" if fleet > 1 else group
     lines = [
         f"{model_name} on {where}, {what}: {d['completed']:,} of {d['requests']:,} requests "
         f"in {d['duration_s']:.1f} s simulated ({d['engine']['what_the_times_rest_on']})",

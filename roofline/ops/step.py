@@ -170,21 +170,22 @@ def _attention_dp_ops(w: Workload, rows) -> list[Op]:
     """One step of one attention rank under attention data parallelism: the rank's own ops at TP
     ``tp / attention_dp`` (embedding, attention, its projections, norms, LM head) on its ``batch``
     sequences, and the MLP or experts at TP ``tp`` over every rank's tokens, the ranks assumed
-    alike. The tokens reach the MLP as SGLang's DP attention gathers them, by an all-reduce of
-    every rank's tokens (each rank writes its own rows of a zeroed buffer), and return by the
-    MLP's own all-reduce, from which each rank keeps its rows."""
+    alike. The tokens reach the MLP by an all-gather and return, summed, by a reduce-scatter
+    (TensorRT-LLM's attention data parallelism, and SGLang's in its CUDA-graph decode steps): the
+    bytes of one all-reduce of every rank's tokens, a ring all-reduce being exactly a
+    reduce-scatter and an all-gather, and priced as that all-reduce where a table times it."""
     m, p, d = w.model, w.precision, w.attention_dp
     rank = replace(w, tp=w.attention_tp, attention_dp=1)
     own = step_ops(rank, rows)
     t = rank.tokens if rows is None else np.asarray(rows, float) * np.ones_like(rank.tokens)
     everyone = d * t
     h, L = m.hidden_size, m.num_layers
-    mlp: list[Op] = [all_reduce("gather to the MLP (all-reduce of every rank's tokens)", everyone, h, p, w.tp, L)]
+    exchange = all_reduce("all-gather to the MLP + reduce-scatter back (every rank's tokens)", everyone, h, p, w.tp, L)
+    mlp: list[Op] = [replace(exchange, collectives=2, launches=2)]
     if m.dense_mlp_layers:
         mlp += mlp_ops(w, everyone, m.dense_mlp_layers, m.intermediate_size, "MLP")
     if m.moe_layers:
         mlp += moe_ops(w, everyone, m.moe_layers)
-    mlp.append(all_reduce("all-reduce (MLP)", everyone, h, p, w.tp, L))
     kept = [op for op in own if op.group not in ("mlp", "moe") and op.name != "all-reduce (MLP)"]
     at = next(i for i, op in enumerate(kept) if op.name == "final norm")
     return kept[:at] + [replace(op, phase=w.phase) for op in mlp] + kept[at:]

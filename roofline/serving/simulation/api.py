@@ -3,7 +3,7 @@ and the Serving page run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,6 +40,28 @@ class Simulated:
     replicas: int = 1
     router: str = "round-robin"
     attention_dp: int = 1  # attention ranks per replica, each with its own scheduler and cache
+
+
+def rank_settings(settings: Settings, hardware_id: str = "") -> Settings:
+    """The settings one attention data parallel rank runs with. SGLang reads its token budget
+    (``--chunked-prefill-size``) and sequence cap (``--max-running-requests``) as the whole
+    server's and gives each of its D ranks a D-th (``server_args._handle_data_parallelism``:
+    ``chunked_prefill_size // dp_size``; its pool configurator: ``max_running_requests // dp_size``
+    a worker); TensorRT-LLM's and vLLM's settings are each rank's already."""
+    d = settings.attention_dp
+    engine = resolved_engine(settings.engine, hardware_id) if hardware_id else settings.engine
+    if d <= 1 or engine != "sglang":
+        return settings
+    return replace(
+        settings,
+        max_batched_tokens=max(1, settings.max_batched_tokens // d),
+        max_num_seqs=max(1, settings.max_num_seqs // d),
+    )
+
+
+def most_in_flight(settings: Settings, hardware_id: str = "") -> int:
+    """The most requests a server runs at once: its sequence cap, on every attention rank."""
+    return rank_settings(settings, hardware_id).max_num_seqs * settings.attention_dp
 
 
 def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
@@ -96,7 +118,7 @@ def simulate_serving(
 ) -> Simulated:
     """Run ``requests`` through ``replicas`` replicas of ``model``, each on ``tp`` devices of
     ``hw``, behind ``router`` (``roofline.serving.simulation.fleet``)."""
-    settings = settings or Settings()
+    settings = rank_settings(settings or Settings(), hw.id)
     precision = precision or Precision()
     knobs = knobs_from(settings, chunked_prefill, hw.id)
     blocks = kv_blocks(model, hw, precision, tp, settings)
@@ -130,8 +152,9 @@ def simulate_serving(
     ramped = requests.concurrency is not None and np.any(requests.arrival_s[: requests.concurrency] > 0)
     if ramped and ranks > 1:
         raise ValueError(
-            f"a closed loop whose clients start one at a time spends one budget of requests across the fleet; "
-            f"the {router} router simulates each replica's share apart: use the least-loaded router"
+            f"a closed loop whose clients start one at a time spends one budget of requests across the "
+            f"{'attention ranks' if dp > 1 else 'fleet'}; the {router} router simulates each "
+            f"{'rank' if dp > 1 else 'replica'}'s share apart: use the least-loaded router"
         )
     parts = split(requests, ranks, router, seed)
     clients = [None] * ranks
@@ -192,7 +215,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
 def _series_of(replicas: int, attention_dp: int) -> str:
     """Whose time series a result carries: the one engine, or the busiest replica or attention rank."""
     if attention_dp > 1:
-        return f"the busiest of {replicas * attention_dp} attention ranks, {attention_dp} a replica"
+        return f"the busiest of {replicas * attention_dp} attention ranks, {attention_dp} to a replica"
     return f"the busiest of {replicas} replicas" if replicas > 1 else "the replica"
 
 

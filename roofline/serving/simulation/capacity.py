@@ -19,7 +19,7 @@ import numpy as np
 
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
-from roofline.serving.simulation.api import simulate_serving
+from roofline.serving.simulation.api import most_in_flight, simulate_serving
 from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import Targets, per_request
 from roofline.serving.simulation.steptime import StepTimes, step_times
@@ -123,7 +123,7 @@ def max_rate(
     def run_at(load: Load):
         return simulate_serving(model, hw, make_requests(load), precision, tp, settings, times=times).run
 
-    saturation = saturation_rate(run_at, prompt, output, settings.max_num_seqs, seed)
+    saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw.id), seed)
 
     def probe(rate: float) -> tuple[bool, float, float, float, str]:
         run = run_at(Load("poisson", requests, prompt, output, rate_per_s=rate, seed=seed))

@@ -7,7 +7,7 @@ import numpy as np
 
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
-from roofline.serving.simulation.api import simulate_serving, to_json
+from roofline.serving.simulation.api import most_in_flight, simulate_serving, to_json
 from roofline.serving.simulation.capacity import saturation_rate
 from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests
 from roofline.serving.simulation.metrics import PERCENTILES, Targets, per_request, summary
@@ -41,7 +41,7 @@ def latency_sweep(
         return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
 
     prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
-    saturation = saturation_rate(run_at, prompt, output, settings.max_num_seqs, seed)
+    saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw.id), seed)
     if saturation <= 0:
         raise ValueError(f"no request completes on {tp} x {hw.name}")
     rates = np.geomspace(saturation * SWEEP_LOWEST, saturation * SWEEP_HIGHEST, SWEEP_RATES)
