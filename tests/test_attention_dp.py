@@ -159,27 +159,10 @@ def test_sample_rows_read_as_their_ranks():
 
 
 def test_cli_takes_attention_dp(capsys):
-    args = [
-        "request",
-        "--model",
-        "deepseek-r1",
-        "--hardware",
-        "h200-sxm",
-        "--tp",
-        "8",
-        "--attention-dp",
-        "8",
-        "--weight-dtype",
-        "fp8",
-        "--act-dtype",
-        "fp8",
-        "--batch",
-        "4",
-        "--prompt-len",
-        "512",
-        "--output-len",
-        "16",
-    ]
+    args = (
+        "request --model deepseek-r1 --hardware h200-sxm --tp 8 --attention-dp 8 --weight-dtype fp8 --act-dtype fp8 "
+        "--batch 4 --prompt-len 512 --output-len 16"
+    ).split()
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "8 attention ranks of 1 device" in out
@@ -258,31 +241,10 @@ def test_halving_tp_keeps_the_ranks_that_still_divide_it():
 
 
 def test_serve_says_its_group_is_ranks(capsys):
-    args = [
-        "serve",
-        "--model",
-        "deepseek-r1",
-        "--hardware",
-        "h200-sxm",
-        "--tp",
-        "8",
-        "--weight-dtype",
-        "fp8",
-        "--act-dtype",
-        "fp8",
-        "--engine",
-        "sglang",
-        "--concurrency",
-        "16",
-        "--requests",
-        "32",
-        "--prompt-len",
-        "256",
-        "--output-len",
-        "8",
-        "--attention-dp",
-        "4",
-    ]
+    args = (
+        "serve --model deepseek-r1 --hardware h200-sxm --tp 8 --weight-dtype fp8 --act-dtype fp8 --engine sglang "
+        "--concurrency 16 --requests 32 --prompt-len 256 --output-len 8 --attention-dp 4"
+    ).split()
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "on 8 x NVIDIA H200 SXM 141GB as 4 attention ranks, 16 concurrent clients" in out

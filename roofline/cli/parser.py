@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=attention_dp,
         default=1,
         help="attention data parallel ranks in the TP group: each holds the cache of its own sequences only, and "
-        "every figure is one rank's (default 1)",
+        "every figure is one rank's, --max-batched-tokens too (SGLang gives each rank its --chunked-prefill-size "
+        "over the ranks) (default 1)",
     )
     p.add_argument("--cuda-graphs", action="store_true", help="reserve the memory CUDA-graph capture pins")
     add_memory(p)
