@@ -104,17 +104,17 @@ def simulate_row(
         precision = replace(precision, kv_dtype=kv_dtype)
     run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp).on(hw)
     precision = run.precision
-    # The run's engine: its scheduler and its default token budget on the device; its sequence cap
-    # holds at least the run's concurrency.
+    # The run's engine (its scheduler, its default token budget on the device) and the settings its
+    # script gave the server, where its source documents them; SGLang splits them over its ranks.
     profile = profile or engine_profile(row["backend"])
-    # The scheduler settings its script gave the server, where its source documents them.
     setup = documented_setup(row) or ScriptSetup()
+    split = dp if row["backend"] == "sglang" else 1  # roofline.serving.simulation.api.rank_settings
     settings = replace(
         settings,
         engine=row["backend"],
         # The script's cap where it set one (its other requests wait), else at least the clients.
-        max_num_seqs=setup.max_num_seqs or max(settings.max_num_seqs, concurrency),
-        max_batched_tokens=setup.token_budget or profile.token_budget(hw),
+        max_num_seqs=(setup.max_num_seqs or 0) // split or max(settings.max_num_seqs, concurrency),
+        max_batched_tokens=max(1, (setup.token_budget or profile.token_budget(hw)) // split),
         prompt_graph_tokens=setup.prompt_graph_tokens,
         attention_dp=dp,
     )
