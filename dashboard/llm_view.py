@@ -7,7 +7,7 @@ import numpy as np
 
 from dashboard.share import md_escape
 from roofline.engine import REGIME_LABELS, evaluate
-from roofline.format import fmt_bytes, fmt_seconds
+from roofline.format import fmt_bytes, fmt_seconds, ranks_of
 from roofline.lazy import pandas as pd
 from roofline.memory import footprint
 from roofline.ops import step_ops
@@ -210,9 +210,8 @@ def does_not_fit(model_name: str, tp: int, device_name: str, mem: dict) -> str:
 
 def ranks_note(ranks: int, tp: int, batch: int) -> str:
     """What the page's figures are under attention data parallelism: one rank's batch, the group's tokens/s."""
-    each = tp // ranks
     return (
-        f"{ranks} attention data parallel ranks of {each} device{'s' if each > 1 else ''}: the batch of {batch:,} is "
+        f"{ranks_of(tp, ranks)}: the batch of {batch:,} is "
         f"one rank's sequences and the group runs {batch * ranks:,}. Attention and its cache are the rank's; the "
         "MLP and experts see every rank's tokens. Tokens/s counts every rank's."
     )

@@ -21,7 +21,7 @@ from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report, md_escape
 from dashboard.state import float_in, int_in, one_of, warn_bad_params
-from roofline.format import count_of, fmt_seconds
+from roofline.format import fmt_seconds, ranks_of
 from roofline.hardware import Hardware
 from roofline.known_error import for_settings
 from roofline.models import ModelConfig
@@ -182,9 +182,8 @@ def _one_device(
     poisson = not trace and load.kind == "poisson"
     amount = None if trace else load.rate_per_s if poisson else load.concurrency
     if settings.attention_dp > 1:
-        each = count_of(tp // settings.attention_dp, "device")
         st.caption(
-            f"{settings.attention_dp} attention data parallel ranks of {each}: each "
+            f"{ranks_of(tp, settings.attention_dp)}: each "
             "runs its own scheduler and KV cache on the requests handed to it in turn, its steps carrying every "
             "rank's tokens in the MLP and experts (the ranks taken as alike). The running, waiting and KV series "
             "are the busiest rank's; the steady-state line is one rank's batch."

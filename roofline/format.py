@@ -57,6 +57,11 @@ def count_of(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
+def ranks_of(tp: int, attention_dp: int, noun: str = "device") -> str:
+    """'8 attention ranks of 1 device': a TP group as attention data parallel ranks."""
+    return f"{attention_dp} attention ranks of {count_of(tp // attention_dp, noun)}"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain aligned text table."""
     cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]

@@ -16,21 +16,25 @@ from __future__ import annotations
 
 import math
 
+from roofline.sample_clients import _number as _value
 from roofline.sample_clients import recorded_clients
 
 
 def _number(row: dict[str, str], key: str, default: float) -> float:
-    value = row.get(key)
-    try:
-        return float(str(value)) if value not in (None, "") else default
-    except ValueError:
-        return float("nan")
+    return _value(row.get(key), default)
 
 
 def attention_ranks(row: dict[str, str]) -> int:
     """The attention data parallel ranks a row records (1 where it records none, or 0 or 1)."""
     d = _number(row, "attention_dp_size", 1.0)
     return int(d) if math.isfinite(d) and d > 1 and d == int(d) else 1
+
+
+def run_parallelism(row: dict[str, str]) -> tuple[int, int]:
+    """(devices, attention ranks) a row ran on: its D ranks of ``tp_size`` devices (D = 1 without
+    attention data parallelism)."""
+    d = attention_ranks(row)
+    return int(_number(row, "tp_size", 1.0)) * d, d
 
 
 def why_ranks_not_scored(row: dict[str, str]) -> str | None:

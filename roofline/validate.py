@@ -39,10 +39,11 @@ import numpy as np
 from roofline.accuracy import BREAKDOWNS, breakdowns, score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
+from roofline.format import ranks_of
 from roofline.hardware import get_hardware
 from roofline.inferencex_runs import SPECULATIVE_REASON, run_decoding
 from roofline.models import ModelConfig, get_model
-from roofline.sample_ranks import attention_ranks
+from roofline.sample_ranks import run_parallelism
 from roofline.serving import mixed_step_ops
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
@@ -158,8 +159,7 @@ def score_rows(
         source = run_tables(row, predictors, moe_routing) if tables else None
         try:
             precision = precision_for(row, model)
-            dp = attention_ranks(row)  # one of D ranks of tp_size GPUs (roofline.sample_ranks)
-            tp = int(_number(row, "tp_size", 1)) * dp
+            tp, dp = run_parallelism(row)  # one of D ranks of tp_size GPUs (roofline.sample_ranks)
             concurrency = int(_number(row, "batch_size"))
             pred = predict_tpot(
                 model,
@@ -300,8 +300,7 @@ def _clients(result: dict[str, object]) -> str:
     d, c = int(result.get("attention_dp") or 1), result["concurrency"]
     if d <= 1:
         return f"concurrency {c}"
-    each = int(result["tp"]) // d
-    return f"{d} attention ranks of {each} GPU{'s' if each > 1 else ''}, concurrency {c} a rank ({c * d} in all)"
+    return f"{ranks_of(int(result['tp']), d, 'GPU')}, concurrency {c} a rank ({c * d} in all)"
 
 
 def render_explain(result: dict[str, object]) -> str:

@@ -34,8 +34,8 @@ from roofline.defaults import CLIENT_STARTS, DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
-from roofline.sample_ranks import attention_ranks
-from roofline.serving.simulation.api import knobs_from, kv_blocks
+from roofline.sample_ranks import run_parallelism
+from roofline.serving.simulation.api import knobs_from, kv_blocks, rank_settings
 from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import per_request
 from roofline.serving.simulation.run import simulate
@@ -95,8 +95,7 @@ def simulate_row(
     hw = get_hardware(DEVICE_IDS[row["system"]])
     # Under attention data parallelism one of its D ranks of tp_size GPUs, with the row's batch (one
     # rank's sequences) as its clients and every rank's tokens in the MLP (roofline.sample_ranks).
-    dp = attention_ranks(row)
-    tp = int(_number(row, "tp_size", 1)) * dp
+    tp, dp = run_parallelism(row)
     concurrency = int(_number(row, "batch_size"))
     isl, osl = int(row["isl"]), int(row["osl"])
     precision = precision_for(row, model)
@@ -105,19 +104,20 @@ def simulate_row(
     run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp).on(hw)
     precision = run.precision
     # The run's engine (its scheduler, its default token budget on the device) and the settings its
-    # script gave the server, where its source documents them; SGLang splits them over its ranks.
+    # script gave the server, where its source documents them, as one rank runs them (rank_settings).
     profile = profile or engine_profile(row["backend"])
     setup = documented_setup(row) or ScriptSetup()
-    split = dp if row["backend"] == "sglang" else 1  # roofline.serving.simulation.api.rank_settings
     settings = replace(
         settings,
         engine=row["backend"],
-        # The script's cap where it set one (its other requests wait), else at least the clients.
-        max_num_seqs=(setup.max_num_seqs or 0) // split or max(settings.max_num_seqs, concurrency),
-        max_batched_tokens=max(1, (setup.token_budget or profile.token_budget(hw)) // split),
+        max_num_seqs=setup.max_num_seqs or settings.max_num_seqs,
+        max_batched_tokens=setup.token_budget or profile.token_budget(hw),
         prompt_graph_tokens=setup.prompt_graph_tokens,
         attention_dp=dp,
     )
+    settings = rank_settings(settings, hw.id)
+    if not setup.max_num_seqs:  # the script's cap holds its other requests back; else at least the clients
+        settings = replace(settings, max_num_seqs=max(settings.max_num_seqs, concurrency))
     knobs = replace(
         knobs_from(settings, True, hw.id),
         recv_interval=setup.recv_interval or 1,

@@ -203,7 +203,7 @@ def test_kv_counts_one_ranks_sequences(capsys):
     assert group["max_batch"] < 8 * rank["max_batch"] and rank["max_batch"] < group["max_batch"]
     assert rank["weights_bytes"] > group["weights_bytes"]
     assert cli_main(args + ["--attention-dp", "8"]) == 0
-    assert "8 attention ranks of 1: every figure is one rank's" in capsys.readouterr().out
+    assert "8 attention ranks of 1 device: every figure is one rank's" in capsys.readouterr().out
 
 
 def test_explain_names_the_ranks(capsys):

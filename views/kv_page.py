@@ -25,7 +25,7 @@ from dashboard.state import (
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
-from roofline.format import count_of, fmt_bytes
+from roofline.format import count_of, fmt_bytes, ranks_of
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.lazy import pandas as pd
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
@@ -149,7 +149,7 @@ for note in result.notes:
     st.info(note)
 if ranks > 1:
     st.info(
-        f"{ranks} attention data parallel ranks of {int(tp) // ranks} device{'s' if int(tp) // ranks > 1 else ''}: "
+        f"{ranks_of(int(tp), ranks)}: "
         f"every figure below is one rank's, its batch that rank's sequences; the group holds {ranks} times them "
         f"({result.max_batch * ranks:,} sequences of {context:,} tokens on {md_escape(primary.name)})."
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from roofline.cli.render_plans import load, measure, serve, train  # noqa: F401 (callers use render.<name>)
 from roofline.dtypes import peak_unit
-from roofline.format import fmt_bytes, fmt_flops, fmt_seconds, table
+from roofline.format import fmt_bytes, fmt_flops, fmt_seconds, ranks_of, table
 
 
 def num(value: object) -> str:
@@ -190,8 +190,7 @@ def ranks_text(d: dict) -> str:
     dp = d.get("attention_dp", 1)
     if dp <= 1:
         return ""
-    each = d["tp"] // dp
-    return f" ({dp} attention ranks of {each} device{'s' if each > 1 else ''}, each with the batch; the MLP over all)"
+    return f" ({ranks_of(d['tp'], dp)}, each with the batch; the MLP over all)"
 
 
 def request(d: dict, hardware_name: str, model_name: str) -> str:
@@ -224,7 +223,7 @@ def kv(d: dict, hardware_name: str, model_name: str) -> str:
         f"{model_name} on {hardware_name} x{d['tp']}, KV {d['kv_dtype']}, weights {d['weight_dtype']}, "
         f"{d['memory_utilization']:g} of memory, blocks of {d['block_size']}",
         *(
-            [f"  {d['attention_dp']} attention ranks of {d['tp'] // d['attention_dp']}: every figure is one rank's"]
+            [f"  {ranks_of(d['tp'], d['attention_dp'])}: every figure is one rank's"]
             if d.get("attention_dp", 1) > 1
             else []
         ),
