@@ -124,6 +124,16 @@ class Precision:
             )
         return p, notes
 
+    @property
+    def label(self) -> str:
+        """One line for a header: "weights fp8, math fp8, KV fp8" (and the experts where they differ)."""
+        experts = self.expert_weight_dtype
+        return (
+            f"weights {self.weight_dtype}"
+            + (f" (experts {experts})" if experts not in (None, self.weight_dtype) else "")
+            + f", math {self.act_dtype}, KV {self.kv_dtype}"
+        )
+
     def to_json(self) -> dict[str, object]:
         return {
             "weight_dtype": self.weight_dtype,
@@ -282,7 +292,10 @@ class Workload:
         """The workload as it runs on ``hw`` (fp16 for bf16 where the part lacks bf16), with notes.
         Raises ValueError naming the device where it cannot run at all (memory questions pass
         ``need_peak=False``: capacity needs no compute peak)."""
-        precision, notes = self.precision.on(hw, need_peak)
+        precision = self.precision
+        if precision.expert_weight_dtype is not None and self.model.moe is None:  # a dense model has no experts
+            precision = replace(precision, expert_weight_dtype=None)
+        precision, notes = precision.on(hw, need_peak)
         return (self if precision == self.precision else replace(self, precision=precision)), notes
 
     def describe(self) -> dict[str, object]:

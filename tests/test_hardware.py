@@ -310,6 +310,17 @@ def test_parts_without_fp8_kernels_refuse_fp8_weights(hardware_id):
     assert any("no kernels for fp8 weights" in n for n in notes)
 
 
+def test_a_dense_model_ignores_the_experts_weight_format():
+    from roofline.models import get_model
+    from roofline.workload import Workload
+
+    mi300x, mxfp4 = get_hardware("mi300x"), Precision(expert_weight_dtype="mxfp4")
+    run, _ = Workload(get_model("qwen3-8b"), "decode", precision=mxfp4).on(mi300x)  # no experts to store
+    assert run.precision.expert_weight_dtype is None
+    with pytest.raises(ValueError, match=r"^mi300x has no kernels for mxfp4 weights"):
+        Workload(get_model("gpt-oss-120b"), "decode", precision=mxfp4).on(mi300x)
+
+
 def test_format_support_follows_the_architecture():
     h100, a100, t4, tpu = (get_hardware(h) for h in ("h100-sxm", "a100-sxm-80gb", "t4", "tpu-v4"))
     assert h100.supports_weight_format("fp8") and h100.supports_math("fp8") and h100.supports_kv_format("fp8")
