@@ -215,3 +215,14 @@ def ranks_note(ranks: int, tp: int, batch: int) -> str:
         f"one rank's sequences and the group runs {batch * ranks:,}. Attention and its cache are the rank's; the "
         "MLP and experts see every rank's tokens. Tokens/s counts every rank's."
     )
+
+
+def llm_step_caption(model_name: str, w: Workload, device_name: str, time_s: float) -> str:
+    """The Roofline page's line under an LLM step: which step, at which setup, and what its time is."""
+    ranks = f", {ranks_of(w.tp, w.attention_dp)}" if w.attention_dp > 1 else ""
+    return (
+        f"{md_escape(model_name)} {w.phase} (batch {int(w.batch):,}{' a rank' if ranks else ''}, "
+        f"{int(w.seq_len):,} tokens; {w.precision.label}; TP {w.tp}{ranks}) on {md_escape(device_name)}: "
+        f"{fmt_seconds(time_s)} of device time per step, its kernels back to back; marker area is each op's share "
+        "of it. The LLM inference page adds the host's work per step and has the full analysis."
+    )

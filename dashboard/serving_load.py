@@ -20,7 +20,7 @@ from dashboard.serving_capacity import render_capacity
 from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report, md_escape
-from dashboard.state import float_in, int_in, one_of, warn_bad_params
+from dashboard.state import float_in, int_in, one_of, setup_params, warn_bad_params
 from roofline.format import fmt_seconds, ranks_of
 from roofline.hardware import Hardware
 from roofline.known_error import for_settings
@@ -324,9 +324,11 @@ def _one_device(
         50,
         key="load_at",
         bind="query-params",
-        help="The step nearest this point of the run opens on the roofline page as a decode step.",
+        help="The requests decoding at this moment of the run open on the roofline page as one decode step.",
     )
-    pick = int(np.clip(np.searchsorted(time_s, time_s[-1] * at_pct / 100), 0, time_s.size - 1)) if time_s.size else 0
+    moment = run["moments"]
+    pick = min(int(at_pct), len(moment["time_s"]) - 1)  # one moment for each % of the run
+    at_s = float(moment["time_s"][pick])
     running = np.asarray(series["running"], float)
     cap = rank_settings(settings, hw.id).max_num_seqs  # the series is one rank's under attention DP
     busy = time_s.size and running.max() > cap / 2
@@ -337,7 +339,7 @@ def _one_device(
             series["waiting"],
             series["kv_used"],
             cap if busy else None,
-            float(time_s[pick]) if time_s.size else None,
+            at_s if time_s.size else None,
             title=f"The server over the run at {shown}: {done} ({roofs})",
         ),
         width="stretch",
@@ -345,23 +347,28 @@ def _one_device(
         key="load_series_chart",
     )
     if time_s.size:
-        running_then = int(series["running"][pick])
-        context = series["context"][pick]
-        decoding = context is not None and np.isfinite(context)
-        if running_then and decoding:
-            context = max(1, int(round(context)))
+        ranks = int(run["engine"]["replicas"]) * settings.attention_dp
+        then = (
+            f"At {at_s:.2f} s (the dashed line): {moment['running'][pick]} running and {moment['waiting'][pick]} "
+            f"waiting" + (f" on {series['of']}" if ranks > 1 else "")
+        )
+        decoding, context = int(moment["decoding"][pick]), moment["context"][pick]
+        if decoding and context is not None and np.isfinite(context):
+            batch, context = max(1, round(decoding / ranks)), max(1, int(round(context)))
+            moe = {"moe_kernel": settings.moe_kernel, "moe_routing": settings.moe_routing}
+            step = {"llm": model.id, "llm_phase": "decode", "llm_batch": batch, "llm_seq": context}
+            step["dtypes"] = list(dict.fromkeys([precision.act_storage, precision.act_dtype]))  # the roofs drawn
             link = "/roofline?" + urlencode(
-                {"hw": hw.id, "llm": model.id, "llm_phase": "decode", "llm_batch": running_then, "llm_seq": context}
+                {"hw": hw.id, **step, **setup_params(precision, tp, settings.engine, moe, settings.attention_dp)},
+                doseq=True,
             )
             report.markdown(
-                f"At {time_s[pick]:.2f} s (the dashed line): {running_then} running, "
-                f"{int(series['waiting'][pick])} waiting, about {context:,} tokens cached per decoding request. "
-                f"[Open this step on the roofline]({link}) (a decode step of that batch and context, bf16, one "
-                "device)."
+                f"{then}; {decoding} requests decoding{' in all' if ranks > 1 else ''}, about {context:,} tokens "
+                f"cached each. [Open this step on the roofline]({link}): a decode step of {batch} sequences"
+                + (" a rank" if settings.attention_dp > 1 else "")
+                + f" at that context, on the run's setup ({precision.label}; TP {tp}"
+                + (f", {ranks_of(tp, settings.attention_dp)}" if settings.attention_dp > 1 else "")
+                + ") and roofs."
             )
         else:
-            report.markdown(
-                f"At {time_s[pick]:.2f} s (the dashed line): {running_then} running, "
-                f"{int(series['waiting'][pick])} waiting, no request decoding: no decode step to open. Move the "
-                "slider to a busy moment."
-            )
+            report.markdown(f"{then}, no request decoding: no decode step to open. Move the slider to a busy moment.")

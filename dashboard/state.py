@@ -9,11 +9,15 @@ parameter, the bad value and what is allowed, and the widget falls back to its d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from dashboard.share import md_escape
 from roofline.plots.style import MAX_COMPARED
+
+if TYPE_CHECKING:
+    from roofline.workload import Precision
 
 # A validator takes the raw values of one parameter and returns a problem, or None if fine.
 Validator = Callable[[list[str]], str | None]
@@ -271,3 +275,84 @@ def attention_dp_picker(container=None, key: str = "adp", help: str = ATTENTION_
 
 def attention_dp_param() -> Validator:
     return int_in(1, MAX_ATTENTION_DP)
+
+
+SAME_AS_WEIGHTS = "same as the weights"
+WEIGHT_DTYPE_HELP = "Storage of the linear weights: int4/int8/fp8 weight-only quantization shrinks the weight bytes."
+EXPERT_DTYPE_HELP = (
+    "The routed MoE experts' weights where they differ from the rest (gpt-oss ships mxfp4 experts beside bf16 "
+    "attention). Ignored for dense models."
+)
+MATH_DTYPE_HELP = "The dtype the linear layers compute in; its peak is used (fp8 = W8A8, as engines serve FP8 models)."
+
+
+def precision_params(math: bool = True) -> dict[str, Validator]:
+    """The checks of ``precision_pickers``' URL parameters, for the page's ``warn_bad_params``."""
+    from roofline.defaults import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES
+
+    return {
+        "wdtype": one_of(WEIGHT_DTYPES),
+        "ewdtype": one_of([SAME_AS_WEIGHTS, *WEIGHT_DTYPES]),
+        **({"adtype": one_of(ACT_DTYPES)} if math else {}),
+        "kvdtype": one_of(KV_DTYPES),
+    }
+
+
+def precision_pickers(math: bool = True) -> Precision:
+    """The weights, the MoE experts' weights, the math (where the page computes times) and the KV
+    cache, bound to the URL as ``wdtype``, ``ewdtype``, ``adtype`` and ``kvdtype`` on every page, as a
+    ``roofline.workload.Precision``. Without ``math`` the linear layers compute in bf16."""
+    from roofline.defaults import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES
+    from roofline.workload import Precision
+
+    weights = st.selectbox(
+        "Weight dtype",
+        WEIGHT_DTYPES,
+        index=WEIGHT_DTYPES.index("bf16"),
+        key="wdtype",
+        bind="query-params",
+        help=WEIGHT_DTYPE_HELP,
+    )
+    experts = st.selectbox(
+        "MoE expert weight dtype",
+        [SAME_AS_WEIGHTS, *WEIGHT_DTYPES],
+        key="ewdtype",
+        bind="query-params",
+        help=EXPERT_DTYPE_HELP,
+    )
+    act = "bf16"
+    if math:
+        act = st.selectbox(
+            "Compute (math) dtype",
+            ACT_DTYPES,
+            index=ACT_DTYPES.index("bf16"),
+            key="adtype",
+            bind="query-params",
+            help=MATH_DTYPE_HELP,
+        )
+    kv = st.selectbox("KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params")
+    return Precision(
+        weight_dtype=weights,
+        act_dtype=act,
+        kv_dtype=kv,
+        expert_weight_dtype=None if experts == SAME_AS_WEIGHTS else experts,
+    )
+
+
+def setup_params(
+    precision: Precision, tp: int, engine: str, moe: Mapping[str, str], attention_dp: int = 1
+) -> dict[str, object]:
+    """A setup as the URL parameters the LLM inference and Roofline pages read it from
+    (``precision_pickers``, the TP degree, ``attention_dp_picker``, ``engine_picker``, ``moe_pickers``),
+    so a link opens the same step."""
+    return {
+        "wdtype": precision.weight_dtype,
+        "ewdtype": precision.expert_weight_dtype or SAME_AS_WEIGHTS,
+        "adtype": precision.act_dtype,
+        "kvdtype": precision.kv_dtype,
+        "tp": tp,
+        "adp": attention_dp,
+        "engine": engine,
+        "moekernel": moe["moe_kernel"],
+        "moerouting": moe["moe_routing"],
+    }

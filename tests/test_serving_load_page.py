@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from roofline.plots.serving_load import distribution_figure, latency_rate_figure, series_figure
-from roofline.serving.simulation.sweep import decode_context
+from roofline.serving.simulation.sweep import decode_context, moments
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "views/serving_page.py")
@@ -128,6 +128,32 @@ def test_decode_context_is_the_prompt_plus_the_outputs_so_far():
     assert np.isnan(got[0])
     assert got[1] == pytest.approx(106.0)
     assert got[2] == pytest.approx((100 + 1 + 10 * 0.75 + 50 + 1) / 2)
+
+
+def test_a_moment_of_a_run_is_the_step_under_way_then():
+    # A decodes from 0.5 s to 1 s; the server is empty from 1 s until B arrives at 2.5 s; B's first
+    # token at 3 s, its last at 4 s. Steps end at 0.5, 1, 3 and 4 s, one request running in each.
+    run = SimpleNamespace(
+        arrival_s=np.array([0.0, 2.5]),
+        first_token_s=np.array([0.5, 3.0]),
+        finish_s=np.array([1.0, 4.0]),
+        prompt_tokens=np.array([10, 20]),
+        output_tokens=np.array([3, 5]),
+        step_end_s=np.array([0.5, 1.0, 3.0, 4.0]),
+        step_running=np.array([1, 1, 1, 1]),
+        step_waiting=np.array([0, 0, 0, 0]),
+    )
+    got = moments(run, 5)  # at 0, 1, 2, 3 and 4 s
+    assert got["time_s"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert got["running"] == [1, 1, 0, 1, 1]  # at 2 s the server is idle: nothing runs
+    assert got["decoding"] == [0, 0, 0, 1, 0]  # A is done at 1 s; B decodes from its first token
+    assert np.isnan(got["context"][0]) and got["context"][3] == pytest.approx(21.0)  # B's prompt and one token
+
+
+def test_the_server_series_holds_each_value_over_its_step():
+    fig = series_figure(np.array([1.0, 2.0]), np.array([4, 2]), np.array([0, 0]), np.array([0.1, 0.2]))
+    # Stamped at its step's end, a value is drawn from the step before's end: vertical first.
+    assert {t.line.shape for t in fig.data} == {"vh"}
 
 
 def test_the_rate_figure_marks_the_knee_on_log_axes():

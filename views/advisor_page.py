@@ -30,17 +30,16 @@ from dashboard.state import (
     moe_params,
     moe_pickers,
     one_of,
+    precision_params,
+    precision_pickers,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, open_view, view_param, view_tabs
 from roofline.advisor import diagnose, ops_on, rank, sensitivity, workload_time
 from roofline.defaults import (
-    ACT_DTYPES,
     DEFAULT_CUDA_GRAPHS,
-    KV_DTYPES,
     OBJECTIVES,
     TP_CHOICES,
-    WEIGHT_DTYPES,
     WORKLOAD_PHASES,
 )
 from roofline.engine import REGIME_LABELS
@@ -50,7 +49,7 @@ from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.ranking import ranking_figure
 from roofline.report import Metric
 from roofline.settings import Settings
-from roofline.workload import Precision, Workload
+from roofline.workload import Workload
 
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 VIEWS = ("Ranking", "Diagnosis", "What-if", "Top roofs")
@@ -72,9 +71,7 @@ warn_bad_params(
         "batch": int_in(1, 65536),
         "seq": int_in(1, 1 << 21),
         "output": int_in(1, 1 << 20),
-        "wdtype": one_of(WEIGHT_DTYPES),
-        "adtype": one_of(ACT_DTYPES),
-        "kvdtype": one_of(KV_DTYPES),
+        **precision_params(),
         "tp": one_of([str(t) for t in TP_CHOICES]),
         "objective": one_of(OBJECTIVES),
         "device": one_of(device_ids),
@@ -104,15 +101,7 @@ with st.sidebar:
     output = c3.number_input(
         "Output", 1, 1 << 20, 128, key="output", bind="query-params", help="Generated tokens, for the request phase."
     )
-    wdtype = st.selectbox(
-        "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
-    )
-    adtype = st.selectbox(
-        "Compute dtype", ACT_DTYPES, index=ACT_DTYPES.index("bf16"), key="adtype", bind="query-params"
-    )
-    kvdtype = st.selectbox(
-        "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
-    )
+    precision = precision_pickers()
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
     graphs = st.checkbox(
         "CUDA graphs",
@@ -182,7 +171,6 @@ seq, out_len, cut = fit_to_context(model, int(seq), out_len, phase)
 if cut:
     st.warning(cut)
 try:
-    precision = Precision(weight_dtype=wdtype, act_dtype=adtype, kv_dtype=kvdtype)
     workload = Workload(model, phase, int(batch), int(seq), out_len, precision, int(tp), cuda_graphs=graphs)
     ranking = [r.to_json() for r in cached(rank, workload, list(devices.values()), objective, settings)]
 except ValueError as exc:

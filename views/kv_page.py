@@ -21,17 +21,19 @@ from dashboard.state import (
     float_in,
     int_in,
     one_of,
+    precision_params,
+    precision_pickers,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
-from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
+from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, TP_CHOICES
 from roofline.format import count_of, fmt_bytes, ranks_of
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.lazy import pandas as pd
 from roofline.plots import capacity_figure, crossover_figure, memory_bar_figure
 from roofline.report import Metric
 from roofline.settings import Settings
-from roofline.workload import Precision, Workload
+from roofline.workload import Workload
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 VIEWS = ("Capacity", "Memory", "KV-bound decode", "KV dtype and GQA")
@@ -52,8 +54,7 @@ warn_bad_params(
     {
         "model": one_of(model_ids),
         "hw": devices_param(device_ids),
-        "kvdtype": one_of(KV_DTYPES),
-        "wdtype": one_of(WEIGHT_DTYPES),
+        **precision_params(math=False),
         "tp": one_of([str(t) for t in TP_CHOICES]),
         "adp": attention_dp_param(),
         "mem_util": float_in(0.05, 1.0),
@@ -71,12 +72,8 @@ with st.sidebar:
     selected = device_picker(
         device_ids, ["h100-sxm", "h200-sxm", "mi300x"], "One curve per device; the first is analysed in detail."
     )
-    kvdtype = st.selectbox(
-        "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
-    )
-    wdtype = st.selectbox(
-        "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
-    )
+    precision = precision_pickers(math=False)
+    kvdtype = precision.kv_dtype
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
     ranks = attention_dp_picker(help=ATTENTION_DP_HELP + " Every figure is then one rank's.")
     st.header("Serving engine")
@@ -127,7 +124,6 @@ roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 try:
-    precision = Precision(weight_dtype=wdtype, kv_dtype=kvdtype)
     workload = Workload(model, "decode", precision=precision, tp=int(tp), attention_dp=ranks)
 except ValueError as exc:
     st.error(f"Cannot analyse this configuration: {exc}")

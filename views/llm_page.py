@@ -35,17 +35,16 @@ from dashboard.state import (
     moe_params,
     moe_pickers,
     one_of,
+    precision_params,
+    precision_pickers,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import (
-    ACT_DTYPES,
     ATTENTION_KERNELS,
     DEFAULT_CUDA_GRAPHS,
     DEFAULT_LAUNCH_OVERHEAD_S,
-    KV_DTYPES,
     TP_CHOICES,
-    WEIGHT_DTYPES,
 )
 from roofline.engine import REGIME_LABELS
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
@@ -53,7 +52,7 @@ from roofline.inference import analyze_request
 from roofline.plots import op_table_series, roofline_figure, time_breakdown_figure
 from roofline.report import Metric
 from roofline.settings import Settings
-from roofline.workload import Precision, Workload
+from roofline.workload import Workload
 
 MAX_TOKENS = 1 << 20
 VIEWS = ("Ops on the roofline", "Where the time goes", "Batch and context", "Op table")
@@ -75,10 +74,7 @@ warn_bad_params(
         "batch": int_in(1, 65536),
         "prompt": int_in(1, MAX_TOKENS),
         "output": int_in(1, MAX_TOKENS),
-        "wdtype": one_of(WEIGHT_DTYPES),
-        "adtype": one_of(ACT_DTYPES),
-        "kvdtype": one_of(KV_DTYPES),
-        "ewdtype": one_of(["same as the weights", *WEIGHT_DTYPES]),
+        **precision_params(),
         "tp": one_of([str(t) for t in TP_CHOICES]),
         "adp": attention_dp_param(),
         "attn": one_of(ATTENTION_KERNELS),
@@ -104,34 +100,7 @@ with st.sidebar:
     engine = engine_picker()
     moe = moe_pickers()
     st.header("Precision and parallelism")
-    wdtype = st.selectbox(
-        "Weight dtype",
-        WEIGHT_DTYPES,
-        index=WEIGHT_DTYPES.index("bf16"),
-        key="wdtype",
-        bind="query-params",
-        help="int4/int8/fp8 weight-only quantization shrinks weight bytes.",
-    )
-    expert_choices = ["same as the weights", *WEIGHT_DTYPES]
-    ewdtype = st.selectbox(
-        "MoE expert weight dtype",
-        expert_choices,
-        key="ewdtype",
-        bind="query-params",
-        help="The routed experts' weights where they differ from the rest (gpt-oss ships mxfp4 experts beside "
-        "bf16 attention). Ignored for dense models.",
-    )
-    adtype = st.selectbox(
-        "Compute (math) dtype",
-        ACT_DTYPES,
-        index=ACT_DTYPES.index("bf16"),
-        key="adtype",
-        bind="query-params",
-        help="The dtype the linear layers compute in; its peak is used (fp8 = W8A8).",
-    )
-    kvdtype = st.selectbox(
-        "KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params"
-    )
+    precision = precision_pickers()
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
     ranks = attention_dp_picker(help=ATTENTION_DP_HELP + " Batch is then one rank's sequences.")
     attention = st.radio(
@@ -199,12 +168,6 @@ prompt, output, cut = fit_to_context(model, prompt, output)
 if cut:
     st.warning(cut)
 try:
-    precision = Precision(
-        weight_dtype=wdtype,
-        act_dtype=adtype,
-        kv_dtype=kvdtype,
-        expert_weight_dtype=None if ewdtype == "same as the weights" else ewdtype,
-    )
     workload = Workload(
         model, "request", int(batch), int(prompt), int(output), precision, int(tp), attention, graphs, ranks
     )

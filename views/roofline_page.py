@@ -8,8 +8,12 @@ import numpy as np
 import streamlit as st
 
 from dashboard import custom
+from dashboard.llm_view import does_not_fit, llm_step_caption
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
+    ATTENTION_DP_HELP,
+    attention_dp_param,
+    attention_dp_picker,
     boolean,
     device_picker,
     devices_param,
@@ -18,18 +22,23 @@ from dashboard.state import (
     engine_picker,
     float_in,
     int_in,
+    moe_params,
+    moe_pickers,
     one_of,
+    precision_params,
+    precision_pickers,
     some_of,
     warn_bad_params,
 )
 from dashboard.teach import teach_the_roofline
 from roofline.api import matmul_result
-from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S
+from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, TP_CHOICES
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 from roofline.lazy import pandas as pd
 from roofline.matmul import log_sweep_values, matmul_sweep
+from roofline.memory import footprint
 from roofline.ops import step_ops
 from roofline.plots import DEVICE_COLORS, PointSeries, op_table_series, point_hover, roofline_figure
 from roofline.report import Metric
@@ -64,6 +73,10 @@ warn_bad_params(
         "llm_phase": one_of(["prefill", "decode"]),
         "llm_batch": int_in(1, 65536),
         "llm_seq": int_in(1, MAX_DIM),
+        **precision_params(),
+        "tp": one_of([str(t) for t in TP_CHOICES]),
+        "adp": attention_dp_param(),
+        **moe_params(),
         "engine": engine_param(),
         "lesson": boolean,
     }
@@ -113,7 +126,7 @@ with st.sidebar:
         LLM_CHOICES,
         key="llm",
         bind="query-params",
-        help="Place every op of one prefill or decode step (bf16) on the first device's roofs.",
+        help="Place every op of one prefill or decode step on the first device's roofs.",
     )
     llm_phase = st.radio("Phase", ["prefill", "decode"], horizontal=True, key="llm_phase", bind="query-params")
     c1, c2 = st.columns(2)
@@ -127,6 +140,11 @@ with st.sidebar:
         bind="query-params",
         help="Prompt length for prefill; tokens already cached for decode.",
     )
+    if llm_id != "none":  # the step's setup, as the LLM inference page takes it
+        llm_precision = precision_pickers()
+        llm_tp = int(st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params"))
+        llm_ranks = attention_dp_picker(help=ATTENTION_DP_HELP + " Batch is then one rank's sequences.")
+        llm_moe = moe_pickers()
 
 custom.model_upload("llm")
 
@@ -135,7 +153,12 @@ if not selected:
     st.stop()
 
 # A kernel on the roofline is its device time: the floor is the least time one kernel takes.
-settings = Settings(launch_overhead_s=0.0, graph_launch_overhead_s=launch_us * 1e-6, engine=engine)
+settings = Settings(
+    launch_overhead_s=0.0,
+    graph_launch_overhead_s=launch_us * 1e-6,
+    engine=engine,
+    **(llm_moe if llm_id != "none" else {}),
+)
 ceilings_by_id = {hid: settings.ceilings(devices[hid], serving=False) for hid in selected}
 if engine != "ideal":
     st.caption(engine_notes(engine, devices, selected))
@@ -211,26 +234,40 @@ if len(stars) > 1:  # one legend entry for all sweeps and one for all stars: the
             ps.name = f"{label} (in each device's colour)" if j == 0 else ps.name
 series: list[PointSeries] = sweeps + stars  # stars drawn last: on top, and first for the hover
 
+llm_drawn = False
 if llm_id != "none":
-    c0 = ceilings_by_id[selected[0]]
+    hw0 = devices[selected[0]]
     try:
-        llm_w, _ = Workload(models[llm_id], llm_phase, int(llm_batch), int(llm_seq)).on(devices[selected[0]])
-        llm_table = evaluate(step_ops(llm_w), Settings().ceilings(devices[selected[0]]))
+        llm_w, _ = Workload(
+            models[llm_id],
+            llm_phase,
+            int(llm_batch),
+            int(llm_seq),
+            precision=llm_precision,
+            tp=llm_tp,
+            attention_dp=llm_ranks,
+        ).on(hw0)
+        llm_table = evaluate(step_ops(llm_w), settings.ceilings(hw0, llm_w.tp, serving=False))
     except ValueError as exc:
-        st.warning(f"LLM step not drawn: {exc}")
+        st.warning(f"LLM step not drawn: {md_escape(str(exc))}")
     else:
         series.append(op_table_series(llm_table, f"{llm_id} {llm_phase}", "diamond", llm_table.total_time_s))
-        st.caption(
-            f"{md_escape(models[llm_id].name)} {llm_phase} (batch {llm_batch}, {llm_seq} tokens) on "
-            f"{md_escape(c0.name)}: "
-            f"{fmt_seconds(llm_table.total_time_s)} per step; marker area is each op's share of it. "
-            "The LLM inference page has the full analysis."
-        )
+        llm_drawn = True
+        st.caption(llm_step_caption(models[llm_id].name, llm_w, hw0.name, llm_table.total_time_s))
+        if llm_w.precision.act_dtype not in roof_dtypes:
+            st.caption(
+                f"Its linear layers compute in {llm_w.precision.act_dtype}: add it to Roof dtypes for their roof."
+            )
+        mem = footprint(llm_w, hw0, Settings()).to_json()
+        if not mem["fits"]:
+            st.warning(does_not_fit(models[llm_id].name, llm_w.tp, hw0.name, mem))
 
 fig = roofline_figure(
     roofs,
     series,
-    title=f"GEMM {m}×{n}×{k} ({gemm_dtype}) on the roofs of "
+    title=f"GEMM {m}×{n}×{k} ({gemm_dtype})"
+    + (f" and a {llm_id} {llm_phase} step" if llm_drawn else "")
+    + " on the roofs of "
     + ", ".join(devices[h].name for h in selected[:3])
     + (f" and {len(selected) - 3} more" if len(selected) > 3 else ""),
 )

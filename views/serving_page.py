@@ -29,10 +29,13 @@ from dashboard.state import (
     moe_params,
     moe_pickers,
     one_of,
+    precision_params,
+    precision_pickers,
+    setup_params,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
-from roofline.defaults import KV_DTYPES, TP_CHOICES, WEIGHT_DTYPES
+from roofline.defaults import TP_CHOICES
 from roofline.engine import evaluate
 from roofline.format import dumps_strict, fmt_seconds
 from roofline.lazy import pandas as pd
@@ -49,7 +52,7 @@ from roofline.serving import (
     speculative,
 )
 from roofline.settings import Settings
-from roofline.workload import Precision, Workload
+from roofline.workload import Workload
 
 VIEWS = ("Frontier", "One point", "Cheapest setup", "Techniques", "Under load")
 devices = custom.devices()
@@ -74,8 +77,7 @@ warn_bad_params(
         "prompt": int_in(1, 1 << 20),
         "output": int_in(1, 1 << 20),
         "tp": one_of([str(t) for t in TP_CHOICES]),
-        "wdtype": one_of(WEIGHT_DTYPES),
-        "kvdtype": one_of(KV_DTYPES),
+        **precision_params(),
         "chunked": boolean,
         "ttft_ms": float_in(1, 1e6),
         "tpot_ms": float_in(0.1, 1e5),
@@ -103,10 +105,7 @@ with st.sidebar:
     tpot_ms = st.number_input("TPOT (ms)", 0.1, 1e5, 50.0, 1.0, key="tpot_ms", bind="query-params")
     st.header("The frontier's setup")
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
-    wdtype = st.selectbox(
-        "Weight dtype", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("bf16"), key="wdtype", bind="query-params"
-    )
-    kvdtype = st.selectbox("KV dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params")
+    precision = precision_pickers()
     chunked = st.checkbox(
         "Chunked prefill",
         True,
@@ -140,7 +139,6 @@ if prompt + output - 1 > model.max_context:
     st.warning(asked + f"using a prompt of {prompt:,} and an output of {output:,}.")
 traffic = Traffic(int(prompt), int(output))
 try:
-    precision = Precision(weight_dtype=wdtype, act_dtype="bf16", kv_dtype=kvdtype)
     points = cached(serving_sweep, model, hws, traffic, precision, int(tp), settings, prices, chunked=chunked)
 except ValueError as exc:
     st.error(f"Cannot plan serving for this setup: {exc}")
@@ -190,7 +188,7 @@ if is_open(frontier_tab):
             ttft_ms / 1e3,
             tpot_ms / 1e3,
             xaxis == "tokens per dollar",
-            f"{model.name}: every decode batch, TP={tp}, {wdtype} weights, {kvdtype} KV",
+            f"{model.name}: every decode batch, TP={tp}, {precision.label}",
         )
         report.chart(fig, width="stretch", theme=None, key="frontier_chart")
         report.caption(
@@ -261,9 +259,7 @@ if is_open(point_tab):
                     "batch": pick_batch,
                     "prompt": traffic.prompt_len,
                     "output": traffic.output_len,
-                    "tp": tp,
-                    "wdtype": wdtype,
-                    "kvdtype": kvdtype,
+                    **setup_params(precision, int(tp), engine, moe),
                 }
             )
             report.markdown(

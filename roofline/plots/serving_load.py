@@ -258,7 +258,8 @@ def series_figure(
     title: str = "",
     height: int = 520,
 ) -> go.Figure:
-    """The server over one run: the running batch, the queue and the KV cache in use."""
+    """The server over one run: the running batch, the queue and the KV cache in use. Each value
+    is a step's (or a stretch of decode steps'), stamped at its end and drawn over the step."""
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
     t = np.asarray(time_s, float)
     rows = (
@@ -272,7 +273,7 @@ def series_figure(
                 x=t,
                 y=y,
                 mode="lines",
-                line=dict(color=color, width=2, shape="hv"),
+                line=dict(color=color, width=2, shape="vh"),  # a value holds over the step that ends at it
                 name=name,
                 hovertemplate=f"t = %{{x:.2f}} s: {hover}<extra></extra>",
             ),

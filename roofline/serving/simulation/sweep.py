@@ -7,7 +7,7 @@ import numpy as np
 
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
-from roofline.serving.simulation.api import most_in_flight, simulate_serving, to_json
+from roofline.serving.simulation.api import idle_spans, most_in_flight, simulate_serving, to_json
 from roofline.serving.simulation.capacity import saturation_rate
 from roofline.serving.simulation.load import Lengths, Load, Requests, make_requests
 from roofline.serving.simulation.metrics import PERCENTILES, Targets, per_request, summary
@@ -81,8 +81,36 @@ def load_run(
     sim = simulate_serving(model, hw, requests, precision, tp, settings, chunked)
     data = to_json(sim, targets)
     data["per_request"] = {k: v for k, v in per_request(sim.run).items() if k in ("ttft_s", "tpot_s")}
-    data["series"]["context"] = decode_context(sim.run, np.asarray(data["series"]["time_s"], float)).tolist()
+    data["moments"] = moments(sim.run)
     return data
+
+
+MOMENTS = 101  # 0, 1, ..., 100 % of a run: the moments a page can open as a step
+
+
+def moments(run, count: int = MOMENTS) -> dict[str, list]:
+    """The server at ``count`` evenly spaced moments of a run, from its start to its last step's
+    end: the step (or stretch of decode steps) under way then, its running batch and queue (the
+    series' replica or rank), and how many requests are decoding at that moment and their mean
+    context (NaN where none). Idle, nothing runs."""
+    ends = np.asarray(run.step_end_s, float)
+    at = np.linspace(0.0, float(ends[-1]) if ends.size else 0.0, count)
+    step = np.clip(np.searchsorted(ends, at, side="left"), 0, max(ends.size - 1, 0))
+    running = np.asarray(run.step_running, int)[step] if ends.size else np.zeros(count, int)
+    waiting = np.asarray(run.step_waiting, int)[step] if ends.size else np.zeros(count, int)
+    idle = idle_spans(run.arrival_s, run.finish_s, run.arrival_s.size)
+    if idle.size:
+        empty = ((at[:, None] > idle[:, 0]) & (at[:, None] < idle[:, 1])).any(axis=1)
+        running, waiting = np.where(empty, 0, running), np.where(empty, 0, waiting)
+    first, finish = run.first_token_s[None, :], run.finish_s[None, :]
+    decoding = ((first <= at[:, None]) & (at[:, None] < finish)).sum(axis=1)
+    return {
+        "time_s": at.tolist(),
+        "running": running.tolist(),
+        "waiting": waiting.tolist(),
+        "decoding": decoding.tolist(),
+        "context": decode_context(run, at).tolist(),
+    }
 
 
 def decode_context(run, at_s: np.ndarray) -> np.ndarray:
