@@ -20,12 +20,13 @@ from roofline.serving import (
     disaggregation,
     expected_accepted,
     load_prices,
+    math_for,
     mixed_step_ops,
     parse_price,
     serving_sweep,
     speculative,
 )
-from roofline.workload import Workload
+from roofline.workload import Precision, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = get_hardware("h100-sxm")
@@ -139,6 +140,24 @@ def test_what_binds_when_no_setup_meets_the_targets():
         for b in best_under_targets(get_model("llama-3.1-405b"), [get_hardware("l4")], Traffic(), 2, 0.05, tps=(1,))
     }
     assert "memory capacity" in huge["l4"].binding
+
+
+def test_the_plan_runs_fp8_weights_as_the_engines_do():
+    a100 = get_hardware("a100-sxm-80gb")
+    # W8A8 where the device computes in fp8; FP8 Marlin (weight-only, bf16 math) on Ampere.
+    assert (math_for("fp8", H100), math_for("fp8", a100), math_for("bf16", H100)) == ("fp8", "bf16", "bf16")
+    plans = best_under_targets(
+        LLAMA, [H100, a100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(("fp8", "fp8"),)
+    )
+    best = {b.hardware: b for b in plans}
+    assert best["h100-sxm"].act_dtype == "fp8" and best["a100-sxm-80gb"].act_dtype == "bf16"
+    assert best["h100-sxm"].to_json()["act_dtype"] == "fp8"
+    # The H100's plan is a point of the W8A8 frontier: the fp8 peak halves its prefill.
+    w8a8 = serving_sweep(LLAMA, [H100], Traffic(1024, 256), Precision("fp8", "fp8", "fp8"), 1)
+    weight_only = serving_sweep(LLAMA, [H100], Traffic(1024, 256), Precision("fp8", "bf16", "fp8"), 1)
+    j = int(np.flatnonzero(w8a8.batch == best["h100-sxm"].point["batch"])[0])
+    assert best["h100-sxm"].point["ttft_s"] == pytest.approx(w8a8.ttft_s[0, j])
+    assert w8a8.ttft_s[0, j] < weight_only.ttft_s[0, j]
 
 
 def test_prices_carry_their_source_and_date():

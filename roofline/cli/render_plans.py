@@ -160,7 +160,7 @@ def serve(d: dict, model_name: str) -> str:
             [
                 b["hardware"],
                 f"TP{b['tp']} x{b['batch']}",
-                f"{b['weight_dtype']}/{b['kv_dtype']}",
+                f"{b['weight_dtype']}/{b['act_dtype']}/{b['kv_dtype']}",
                 fmt_seconds(b["ttft_s"]),
                 fmt_seconds(b["tpot_s"]),
                 f"{b['tokens_per_s_per_device']:,.0f}",
@@ -170,7 +170,16 @@ def serve(d: dict, model_name: str) -> str:
         )
     lines.append(
         table(
-            ["hardware", "setup", "weights/KV", "TTFT", "TPOT", "tok/s/device", "$/M out (all-in)", "meets targets"],
+            [
+                "hardware",
+                "setup",
+                "weights/math/KV",
+                "TTFT",
+                "TPOT",
+                "tok/s/device",
+                "$/M out (all-in)",
+                "meets targets",
+            ],
             rows,
         )
     )

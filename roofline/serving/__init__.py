@@ -9,7 +9,7 @@ and the serving techniques that move it, each a step on the roofline.
 - ``techniques``: speculative decoding and disaggregation
 """
 
-from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, splittable_tps
+from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, math_for, splittable_tps
 from roofline.serving.prices import SHIPPED_PRICES, Price, load_prices, parse_price
 from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, serving_sweep
 from roofline.serving.steps import mixed_step_ops, verify_step_ops
@@ -25,6 +25,7 @@ __all__ = [
     "ServingPoints",
     "Traffic",
     "best_under_targets",
+    "math_for",
     "disaggregation",
     "expected_accepted",
     "load_prices",

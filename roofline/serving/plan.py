@@ -26,12 +26,14 @@ class Best:
     kv_dtype: str | None
     binding: str  # what stops it doing better: the step's regime, memory capacity, or the targets
     notes: tuple[str, ...] = ()  # setups left out of the search, and why
+    act_dtype: str | None = None  # the math: fp8 with fp8 weights where the device computes in fp8 (W8A8)
 
     def to_json(self) -> dict[str, object]:
         return {
             "hardware": self.hardware,
             "meets_targets": self.meets,
             "weight_dtype": self.weight_dtype,
+            "act_dtype": self.act_dtype,
             "kv_dtype": self.kv_dtype,
             "binding": self.binding,
             "notes": list(self.notes),
@@ -57,6 +59,15 @@ def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int,
 DEFAULT_PRECISIONS: tuple[tuple[str, str], ...] = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"))
 
 
+def math_for(weight_dtype: str, hw: Hardware) -> str:
+    """The dtype a serving engine computes in with these weights on ``hw``: an fp8 checkpoint runs
+    W8A8 (fp8 GEMMs on activations quantized as they go) where the device has fp8 math and an fp8
+    peak (Hopper, Ada, Blackwell, MI300), weight-only (FP8 Marlin: dequantized to bf16) elsewhere;
+    every other format computes in bf16."""
+    fp8 = weight_dtype == "fp8" and hw.supports_math("fp8") and "fp8" in hw.peak_tflops.as_dict()
+    return "fp8" if fp8 else "bf16"
+
+
 def _formats_on(precision: Precision, hw: Hardware) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(weight formats, KV formats) the precision stores on ``hw`` (fp16 where it lacks bf16)."""
     run, _ = precision.on(hw, need_peak=False)
@@ -76,47 +87,48 @@ def best_under_targets(
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens all-in, every device-hour over the output tokens (where
-    priced; else that gives the most tokens/s per device), ranked by that. TP degrees that do
-    not split the model are skipped, with a note on every result saying why."""
+    priced; else that gives the most tokens/s per device), ranked by that. fp8 weights compute
+    as the engines run them on each device (``math_for``). TP degrees that do not split the model
+    are skipped, with a note on every result saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     prices = prices or {}
     tps, skipped = splittable_tps(model, tps)
     notes = tuple(skipped.values())
-    best: dict[str, tuple[float, dict, str, str]] = {}
+    best: dict[str, tuple[float, dict, Precision]] = {}
     near: dict[str, tuple[str, float]] = {}  # the closest miss: what binds
     for tp in tps:
         for wdtype, kvdtype in precisions:
-            precision = Precision(weight_dtype=wdtype, act_dtype="bf16", kv_dtype=kvdtype)
-            # Only the devices whose kernels take these formats (no fp8 on V100, T4, TPU v4).
-            able = []
+            # Only the devices whose kernels take these formats (no fp8 on V100, T4, TPU v4), each
+            # group computing as the engines do on it.
+            groups: dict[Precision, list[Hardware]] = {}
             for hw in devices:
+                precision = Precision(weight_dtype=wdtype, act_dtype=math_for(wdtype, hw), kv_dtype=kvdtype)
                 missing = hw.unsupported_formats(*_formats_on(precision, hw))
                 if missing:
                     near.setdefault(hw.id, (f"its kernels take no {' or '.join(missing)}", np.inf))
                 else:
-                    able.append(hw)
-            if not able:
-                continue
-            pts = serving_sweep(model, able, traffic, precision, tp, settings, prices)
-            cost = pts.usd_per_million()["output_all_in"]  # what a request costs, not its decode share
-            meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
-            for d, hw_id in enumerate(pts.devices):
-                if np.any(meets[d]):
-                    score = np.where(
-                        meets[d], np.nan_to_num(cost[d], nan=0.0) if hw_id in prices else -pts.per_device[d], np.inf
-                    )
-                    j = int(np.argmin(score))
-                    if hw_id not in best or score[j] < best[hw_id][0]:
-                        best[hw_id] = (float(score[j]), pts.row(d, j), wdtype, kvdtype)
-                elif hw_id not in best:
-                    near[hw_id] = _what_binds(pts, d, ttft_s, tpot_s, near.get(hw_id))
+                    groups.setdefault(precision, []).append(hw)
+            for precision, able in groups.items():
+                pts = serving_sweep(model, able, traffic, precision, tp, settings, prices)
+                cost = pts.usd_per_million()["output_all_in"]  # what a request costs, not its decode share
+                meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
+                for d, hw_id in enumerate(pts.devices):
+                    if np.any(meets[d]):
+                        score = np.where(
+                            meets[d], np.nan_to_num(cost[d], nan=0.0) if hw_id in prices else -pts.per_device[d], np.inf
+                        )
+                        j = int(np.argmin(score))
+                        if hw_id not in best or score[j] < best[hw_id][0]:
+                            best[hw_id] = (float(score[j]), pts.row(d, j), precision)
+                    elif hw_id not in best:
+                        near[hw_id] = _what_binds(pts, d, ttft_s, tpot_s, near.get(hw_id))
     out = []
     for hw in devices:
         if hw.id in best:
-            _, row, wdtype, kvdtype = best[hw.id]
-            out.append(Best(hw.id, True, row, wdtype, kvdtype, row["bound"], notes))
+            _, row, p = best[hw.id]
+            out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype))
         else:
             cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
             reason = near.get(hw.id, (cannot, np.inf))[0]
