@@ -278,7 +278,10 @@ def attention_dp_param() -> Validator:
 
 
 SAME_AS_WEIGHTS = "same as the weights"
-WEIGHT_DTYPE_HELP = "Storage of the linear weights: int4/int8/fp8 weight-only quantization shrinks the weight bytes."
+WEIGHT_DTYPE_HELP = "Storage of the linear weights: int4, int8, fp8 and the fp4 formats shrink the weight bytes."
+WEIGHTS_COMPUTE_HELP = (
+    " They compute in the math dtype: fp8 weights with fp8 math are W8A8, with bf16 math weight-only."
+)
 EXPERT_DTYPE_HELP = (
     "The routed MoE experts' weights where they differ from the rest (gpt-oss ships mxfp4 experts beside bf16 "
     "attention). Ignored for dense models."
@@ -311,7 +314,7 @@ def precision_pickers(math: bool = True) -> Precision:
         index=WEIGHT_DTYPES.index("bf16"),
         key="wdtype",
         bind="query-params",
-        help=WEIGHT_DTYPE_HELP,
+        help=WEIGHT_DTYPE_HELP + (WEIGHTS_COMPUTE_HELP if math else ""),
     )
     experts = st.selectbox(
         "MoE expert weight dtype",
