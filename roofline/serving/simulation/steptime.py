@@ -176,6 +176,9 @@ def step_times(
     where = settings.ceilings(hw, tp, cuda_graphs=True) if ceilings is None else ceilings
     rows = _grid(max(max_tokens, max_seqs))
     dp = settings.attention_dp  # tokens and sequences below are one attention rank's
+    # As the device runs it: a format its kernels do not take is refused, as the frontier refuses it,
+    # and bf16 runs as fp16 where the device has no bf16 math (V100, T4).
+    precision = Workload(model, "decode", precision=precision, tp=tp, attention_dp=dp).on(hw)[0].precision
     w = Workload(model, "decode", rows, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp)
     ops = step_ops(w)
     rows_s = _sum_time(ops, where, lambda op: not is_attention(op) and op.group != "logits")
