@@ -286,6 +286,7 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
         extra["repeats"] = repeats  # the sample's other rows of this run (roofline.sample_twins)
     if decoding:
         extra["decoding"] = f"{decoding.kind} ({decoding.where})"
+    extra["ttft"] = _first_token(rows[0])
     if rows[0].get("recorded_parallelism"):
         extra["parallelism"] = (
             f"TP {_number(rows[0], 'tp_size'):g}, experts split {_number(rows[0], 'moe_tp_size'):g} x "
@@ -293,6 +294,35 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
             f"as its config ran it; the row records {rows[0]['recorded_parallelism']} (TP x EP as TP)"
         )
     return results[0] | extra
+
+
+def _first_token(row: dict[str, str]) -> dict[str, object]:
+    """The run's mean TTFT as ``validate --load`` simulates it at its clients, beside the same run
+    with one client (a rank, under attention data parallelism): its prompts alone in the server, so
+    the gap between the two is the waiting and the steps shared with the other clients' work, and
+    the second is the prefill itself."""
+    from roofline.validate_load import simulate_row
+
+    cache: dict = {}
+    loaded, alone = simulate_row(row, cache), simulate_row({**row, "batch_size": "1"}, cache)
+    return {
+        "measured_ms": loaded["measured_ttft_ms"],
+        "clients": f"{loaded['concurrency']} clients" + (" a rank" if loaded.get("attention_dp") else ""),
+        **{f"{c}_ms": loaded[f"{c}_ttft_ms"] for c in ("datasheet", "tables") if f"{c}_ttft_ms" in loaded},
+        **{f"one_client_{c}_ms": alone[f"{c}_ttft_ms"] for c in ("datasheet", "tables") if f"{c}_ttft_ms" in alone},
+    }
+
+
+def _ttft_line(t: dict[str, object]) -> str:
+    def both(prefix: str) -> str:
+        return ", ".join(
+            f"{c} {t[prefix + c + '_ms']:.1f} ms" for c in ("datasheet", "tables") if prefix + c + "_ms" in t
+        )
+
+    return (
+        f"TTFT measured {t['measured_ms']:.1f} ms; simulated at its {t['clients']} (validate --load): "
+        f"{both('')}; with one client, its prompts alone in the server: {both('one_client_')}"
+    )
 
 
 def _clients(result: dict[str, object]) -> str:
@@ -310,6 +340,7 @@ def render_explain(result: dict[str, object]) -> str:
         f"TP {result['tp']}, {_clients(result)}, {result['isl']} in / {result['osl']} out",
         f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
         f"tables {result['tables_tpot_ms']:.2f} ms",
+        *([_ttft_line(result["ttft"])] if result.get("ttft") else []),
         f"KV cache: {result.get('kv_cache', 'bf16')}",
         f"Scheduler (validate --load): {result.get('scheduler', 'the engine defaults')}",
         *([f"Parallelism: {result['parallelism']}"] if result.get("parallelism") else []),

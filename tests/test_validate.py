@@ -131,7 +131,7 @@ def test_validate_command_on_a_tiny_sample(tmp_path, capsys):
 
 @shipped
 def test_explain_gives_every_op_its_source(tmp_path):
-    from roofline.validate import explain, render_explain
+    from roofline.validate import explain, load_silicon_sample, render_explain
 
     path = tmp_path / "sample.csv.gz"
     with gzip.open(path, "wt", newline="") as f:
@@ -149,6 +149,14 @@ def test_explain_gives_every_op_its_source(tmp_path):
     assert "one: llama-3.1-8b on h100-sxm" in render_explain(result)
     assert "KV cache: bf16 (the engines' default; the source records none)" in render_explain(result)
     assert "Scheduler (validate --load): the engine's defaults (the source records none)" in render_explain(result)
+    # The first token: the run under its load (validate --load's figures) beside its prompts alone.
+    from roofline.validate_load import simulate_row
+
+    row = next(r for r in load_silicon_sample(path) if r["id"] == "one")
+    loaded, t = simulate_row(row, {}), result["ttft"]
+    assert (t["datasheet_ms"], t["tables_ms"]) == (loaded["datasheet_ttft_ms"], loaded["tables_ttft_ms"])
+    assert t["one_client_tables_ms"] <= t["tables_ms"] and t["one_client_datasheet_ms"] <= t["datasheet_ms"]
+    assert f"TTFT measured {loaded['measured_ttft_ms']:.1f} ms; simulated at its" in render_explain(result)
     with pytest.raises(ValueError, match="no run"):
         explain("missing", path)
 
