@@ -11,10 +11,12 @@ scored by ``validate --load`` (``roofline.validate_load``: each run simulated re
 its concurrency);
 disaggregated runs are not scored yet.
 
-The prediction is the serving steady state of ``roofline.serving``: one continuous-batching step
-with ``batch`` = the run's concurrency decoding at the mean context (prompt + half the output),
-plus the prompt tokens that arrive per step (``batch x isl / osl``) as a prefill chunk, replayed
-from a CUDA graph. Two columns:
+The prediction is the serving steady state of ``roofline.serving``: the mean continuous-batching
+step with ``batch`` = the run's concurrency decoding at the mean context (prompt + half the output),
+replayed from a CUDA graph, where a share of the steps also carries a prompt whole (or a chunk of
+the run's token budget, ``roofline.serving.prompt_chunks``) and the rest only decode; under SGLang,
+which does not mix them by default, each prompt is a step of its own that the decodes wait out.
+Two columns:
 - ``datasheet``: every op on the datasheet roofs (what roofline prints today);
 - ``tables``: the GEMMs, attention and all-reduces read from the engine-measured kernel tables
   (``roofline.tables``) of the run's engine on the run's device, and the routed experts from its
@@ -39,12 +41,11 @@ import numpy as np
 from roofline.accuracy import BREAKDOWNS, breakdowns, score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split
-from roofline.format import ranks_of
 from roofline.hardware import get_hardware
-from roofline.inferencex_runs import SPECULATIVE_REASON, run_decoding
 from roofline.models import ModelConfig, get_model
+from roofline.ops import step_ops
 from roofline.sample_ranks import run_parallelism
-from roofline.serving import mixed_step_ops
+from roofline.serving import mixed_step_ops, prompt_chunks
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
     BLOCK_FP8_CHECKPOINTS,
@@ -105,9 +106,14 @@ def predict_tpot(
     settings: Settings | None = None,
     version: str | None = None,
     attention_dp: int = 1,
+    budget: int | None = None,
+    mixed: bool = True,
 ) -> StepPrediction:
-    """The steady-state step of a run (see the module notes), on the datasheet and with the
-    engine's kernel ``tables`` and its host work per step (its ``version``'s way)."""
+    """The steady-state TPOT of a run (see the module notes): the mean step over the steps that
+    carry a prompt and those that only decode, on the datasheet and with the engine's kernel
+    ``tables`` and its host work per step (its ``version``'s way). ``budget``: the engine's tokens
+    per step (default ``settings.max_batched_tokens``); ``mixed`` False runs each prompt as a step
+    of its own, as SGLang does unless told to mix them (``--enable-mixed-chunk``)."""
     settings = settings or Settings()
     hw = get_hardware(hardware_id)
     context = int(round(isl + osl / 2))
@@ -115,12 +121,19 @@ def predict_tpot(
         model, "decode", concurrency, context, precision=precision, tp=tp, cuda_graphs=True, attention_dp=attention_dp
     )
     run, _ = w.on(hw)
-    # Prompt tokens per step in the steady state, rounded to whole tokens (at least one).
-    chunk = max(1, round(concurrency * isl / osl))
-    ops = mixed_step_ops(run, concurrency, chunk, isl)
+    decode = mixed_step_ops(run, concurrency, 0.0, isl)
+    if mixed:  # a share of the steps carries a prompt beside the decodes (roofline.serving.prompt_chunks)
+        chunk, carrying = prompt_chunks(concurrency, isl, osl, budget or settings.max_batched_tokens)
+        parts = [(float(carrying), mixed_step_ops(run, concurrency, float(chunk), isl)), (1 - float(carrying), decode)]
+    else:  # every output token's step, and a prompt's prefill step for every osl / concurrency of them
+        prompt = step_ops(replace(run, phase="prefill", batch=1, seq_len=isl))
+        parts = [(1.0, decode), (concurrency / osl, prompt)]
+    parts = [(share, ops) for share, ops in parts if share > 0]
     ceilings = settings.ceilings(hw, tp, cuda_graphs=True)
     if tables is None:
-        return StepPrediction(float(evaluate(ops, ceilings).step_time_s), None, 0.0, ())
+        return StepPrediction(
+            sum(share * float(evaluate(ops, ceilings).step_time_s) for share, ops in parts), None, 0.0, ()
+        )
     profile = engine_profile(tables.engine)
     expected = replace(ceilings, roof_source=tables, source="engine-measured")
     if profile is not None:
@@ -131,13 +144,34 @@ def predict_tpot(
             engine_overlap=profile.overlaps(version),
             engine_step_note=profile.host_note(version),
         )
-    step = evaluate(ops, expected)
-    breakdown = tuple(
-        {"name": op.name, "count": op.count, "datasheet_s": d, "tables_s": t, "source": src}
-        for op, d, t, src in zip(ops, step.ideal_device_s.tolist(), step.device_s.tolist(), step.sources)
-    )
-    labels = tuple(sorted({src for src, used in zip(step.sources, step.from_source) if used}))
-    return StepPrediction(float(step.ideal_step_time_s), float(step.step_time_s), step.source_share, labels, breakdown)
+    ideal_s = tables_s = from_tables_s = 0.0
+    labels: set[str] = set()
+    by_op: dict[str, dict[str, object]] = {}  # the mean step's time of each op, the parts' summed
+    for share, ops in parts:
+        step = evaluate(ops, expected)
+        ideal_s += share * float(step.ideal_step_time_s)
+        tables_s += share * float(step.step_time_s)
+        from_tables_s += share * float(step.step_time_s) * step.source_share
+        labels |= {src for src, used in zip(step.sources, step.from_source) if used}
+        for op, d, t, src in zip(ops, step.ideal_device_s.tolist(), step.device_s.tolist(), step.sources):
+            entry = by_op.setdefault(op.name, {"name": op.name, "count": op.count, "datasheet_s": 0.0, "tables_s": 0.0})
+            entry["datasheet_s"] += share * d
+            entry["tables_s"] += share * t
+            entry["source"] = src
+    share_of_tables = from_tables_s / tables_s if tables_s > 0 else 0.0
+    return StepPrediction(ideal_s, tables_s, share_of_tables, tuple(sorted(labels)), tuple(by_op.values()))
+
+
+def run_budget(row: dict[str, str], attention_dp: int = 1) -> int:
+    """A run's tokens per step, as ``validate --load`` gives its server: its script's where its source
+    documents one, else its engine's default on its device, as one attention rank has it."""
+    from roofline.serving.simulation.api import rank_settings
+
+    hw = get_hardware(DEVICE_IDS[row["system"]])
+    setup = documented_setup(row)
+    budget = (setup.token_budget if setup else None) or engine_profile(row["backend"]).token_budget(hw)
+    ranked = rank_settings(Settings(engine=row["backend"], max_batched_tokens=budget, attention_dp=attention_dp), hw.id)
+    return ranked.max_batched_tokens
 
 
 def score_rows(
@@ -172,6 +206,8 @@ def score_rows(
                 source,
                 version=version,
                 attention_dp=dp,
+                budget=run_budget(row, dp),
+                mixed=engine != "sglang",  # SGLang runs prompts as steps of their own (its default)
             )
         except ValueError as exc:
             reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])
@@ -261,99 +297,6 @@ def validate(path: Path | None = None, tables: bool = True, moe_routing: str | N
         "skipped": skipped,
         "results": results,
     }
-
-
-def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
-    """One run's prediction op by op: where each op's time comes from, on both columns."""
-    sample = load_silicon_sample(path)
-    rows = [r for r in sample if r["id"] == run_id]
-    if not rows:
-        raise ValueError(f"no run {run_id!r} in the silicon sample")
-    results, skipped = score_rows(rows, tables=True, with_ops=True)
-    decoding = run_decoding(rows[0])
-    if not results:
-        speculative = any(reason.startswith(SPECULATIVE_REASON) for reason in skipped)
-        where = f" ({decoding.where})" if decoding and speculative else ""
-        if rows[0].get("same_as"):
-            where = f": {rows[0]['same_as']}"
-        raise ValueError(f"run {run_id!r} is not scored: {', '.join(skipped)}{where}")
-    documented = documented_kv_dtype(rows[0])
-    kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"
-    setup = documented_setup(rows[0])
-    scheduler = f"{setup.words()} ({setup.where})" if setup else "the engine's defaults (the source records none)"
-    extra = {"kv_cache": kv, "scheduler": scheduler}
-    if repeats := [r["id"] for r in sample if r.get("same_as") == run_id]:
-        extra["repeats"] = repeats  # the sample's other rows of this run (roofline.sample_twins)
-    if decoding:
-        extra["decoding"] = f"{decoding.kind} ({decoding.where})"
-    extra["ttft"] = _first_token(rows[0])
-    if rows[0].get("recorded_parallelism"):
-        extra["parallelism"] = (
-            f"TP {_number(rows[0], 'tp_size'):g}, experts split {_number(rows[0], 'moe_tp_size'):g} x "
-            f"{_number(rows[0], 'moe_ep_size'):g} (TP x EP) "
-            f"as its config ran it; the row records {rows[0]['recorded_parallelism']} (TP x EP as TP)"
-        )
-    return results[0] | extra
-
-
-def _first_token(row: dict[str, str]) -> dict[str, object]:
-    """The run's mean TTFT as ``validate --load`` simulates it at its clients, beside the same run
-    with one client (a rank, under attention data parallelism): its prompts alone in the server, so
-    the gap between the two is the waiting and the steps shared with the other clients' work, and
-    the second is the prefill itself."""
-    from roofline.validate_load import simulate_row
-
-    cache: dict = {}
-    loaded, alone = simulate_row(row, cache), simulate_row({**row, "batch_size": "1"}, cache)
-    return {
-        "measured_ms": loaded["measured_ttft_ms"],
-        "clients": f"{loaded['concurrency']} clients" + (" a rank" if loaded.get("attention_dp") else ""),
-        **{f"{c}_ms": loaded[f"{c}_ttft_ms"] for c in ("datasheet", "tables") if f"{c}_ttft_ms" in loaded},
-        **{f"one_client_{c}_ms": alone[f"{c}_ttft_ms"] for c in ("datasheet", "tables") if f"{c}_ttft_ms" in alone},
-    }
-
-
-def _ttft_line(t: dict[str, object]) -> str:
-    def both(prefix: str) -> str:
-        return ", ".join(
-            f"{c} {t[prefix + c + '_ms']:.1f} ms" for c in ("datasheet", "tables") if prefix + c + "_ms" in t
-        )
-
-    return (
-        f"TTFT measured {t['measured_ms']:.1f} ms; simulated at its {t['clients']} (validate --load): "
-        f"{both('')}; with one client, its prompts alone in the server: {both('one_client_')}"
-    )
-
-
-def _clients(result: dict[str, object]) -> str:
-    """The run's concurrency, and under attention data parallelism its ranks and each one's share."""
-    d, c = int(result.get("attention_dp") or 1), result["concurrency"]
-    if d <= 1:
-        return f"concurrency {c}"
-    return f"{ranks_of(int(result['tp']), d, 'GPU')}, concurrency {c} a rank ({c * d} in all)"
-
-
-def render_explain(result: dict[str, object]) -> str:
-    lines = [
-        f"{result['id']}: {result['model']} on {result['device']}, "
-        f"{(result['engine'] + ' ' + (result['engine_version'] or '')).strip()}, "
-        f"TP {result['tp']}, {_clients(result)}, {result['isl']} in / {result['osl']} out",
-        f"TPOT measured {result['measured_tpot_ms']:.2f} ms, datasheet {result['datasheet_tpot_ms']:.2f} ms, "
-        f"tables {result['tables_tpot_ms']:.2f} ms",
-        *([_ttft_line(result["ttft"])] if result.get("ttft") else []),
-        f"KV cache: {result.get('kv_cache', 'bf16')}",
-        f"Scheduler (validate --load): {result.get('scheduler', 'the engine defaults')}",
-        *([f"Parallelism: {result['parallelism']}"] if result.get("parallelism") else []),
-        *([f"Decoding: {result['decoding']}"] if result.get("decoding") else []),
-        *([f"The sample repeats this run as: {', '.join(result['repeats'])}"] if result.get("repeats") else []),
-        f"{'op':<48} {'count':>5} {'datasheet ms':>12} {'tables ms':>10}  source",
-    ]
-    for op in result["ops"]:
-        lines.append(
-            f"{op['name'][:48]:<48} {op['count']:>5} {op['datasheet_s'] * 1e3:>12.3f} {op['tables_s'] * 1e3:>10.3f}  "
-            f"{op['source']}"
-        )
-    return "\n".join(lines)
 
 
 def write_csv(results: list[dict[str, object]], path: Path, fields: tuple[str, ...] = RESULT_FIELDS) -> None:

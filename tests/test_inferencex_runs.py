@@ -210,7 +210,7 @@ def test_the_shipped_configurations_on_the_samples_deepseek_runs():
 
 
 def test_explain_names_the_configurations_of_a_run_left_out_and_of_one_scored():
-    from roofline.validate import explain, render_explain
+    from roofline.validate_explain import explain, render_explain
 
     prefix = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep1_0_"
     with pytest.raises(ValueError, match=r"not scored: speculative decoding \(mtp.*dsr1-fp8-b200-trt-mtp \(rerun by"):

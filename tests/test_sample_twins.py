@@ -98,7 +98,7 @@ def test_the_exports_last_digits_do_not_split_a_run():
 
 
 def test_a_twin_is_not_scored_and_explain_names_the_row_kept():
-    from roofline.validate import explain, render_explain
+    from roofline.validate_explain import explain, render_explain
 
     twin = run("dump", "db-dump/2026-04-27") | {"same_as": "march"}
     assert why_not_scored(twin) == SAME_RUN_REASON

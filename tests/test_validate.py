@@ -131,7 +131,8 @@ def test_validate_command_on_a_tiny_sample(tmp_path, capsys):
 
 @shipped
 def test_explain_gives_every_op_its_source(tmp_path):
-    from roofline.validate import explain, load_silicon_sample, render_explain
+    from roofline.validate import load_silicon_sample
+    from roofline.validate_explain import explain, render_explain
 
     path = tmp_path / "sample.csv.gz"
     with gzip.open(path, "wt", newline="") as f:

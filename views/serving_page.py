@@ -111,7 +111,9 @@ with st.sidebar:
         True,
         key="chunked",
         bind="query-params",
-        help="A step carries a chunk of new prompts beside the decode batch; off, prefills stall every decode.",
+        help="A share of the steps carries a new prompt (or a budget's chunk of one) beside the decode batch, as "
+        "vLLM and TensorRT-LLM run them; off, each prompt is a step of its own that every decode waits out, as "
+        "SGLang runs them unless --enable-mixed-chunk is set.",
     )
 
 prices = price_inputs(selected, devices, shipped_prices)

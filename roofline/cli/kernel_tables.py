@@ -123,7 +123,8 @@ def cmd_tables_import(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
-    from roofline.validate import explain, load_silicon_sample, render, render_explain, validate, write_csv
+    from roofline.validate import load_silicon_sample, render, validate, write_csv
+    from roofline.validate_explain import explain, render_explain
 
     assumed = [
         f

@@ -1,10 +1,12 @@
 """Serving in steady state: latency against throughput over batch, on many devices at once.
 
-Continuous batching with chunked prefill: B sequences decode together, and each step also
-processes a chunk of new prompts' tokens so that prefills keep pace with the requests that
-finish: c = B x prompt / output tokens per step (see ``steps``). Then
+Continuous batching with chunked prefill: B sequences decode together, and new prompts' tokens
+arrive at c = B x prompt / output per step so that prefills keep pace with the requests that
+finish. The engine puts each prompt in whole (or in chunks of what its budget leaves beside the
+decodes, q = min(prompt, budget - B)): a share s = c / q of the steps carries one, the rest only
+decode (``steps.prompt_chunks``; every step carries c where the prompts need more). Then
 
-    TPOT = T(B, c),  tokens/s per group = B / T(B, c),  tokens/s per user = 1 / TPOT,
+    TPOT = s T(B, q) + (1 - s) T(B, 0),  tokens/s per group = B / TPOT,  tokens/s per user = 1 / TPOT,
 
 and a new prompt's first token comes after ceil(prompt / (budget - B)) steps of T(B, budget - B)
 (``budget``: the engine's max batched tokens per step). Without chunking, prefills run as their
@@ -24,12 +26,17 @@ from roofline.hardware import Hardware
 from roofline.memory import footprint
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
-from roofline.serving.steps import mixed_step_ops
+from roofline.serving.steps import mixed_step_ops, prompt_chunks
 from roofline.serving.traffic import Traffic
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
 
 DEFAULT_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 40)).astype(int))
+
+
+def _total(ops, field: str) -> np.ndarray:
+    """A step's FLOPs or bytes over its ops (arrays over the batch)."""
+    return sum(np.asarray(getattr(op, field), float) * op.count for op in ops)
 
 
 @dataclass(frozen=True)
@@ -187,16 +194,22 @@ def serving_sweep(
         run = members[0][1]
         ceilings = [settings.ceilings(hw, tp, cuda_graphs=True) for hw, _ in members]
         rows = [index[hw.id] for hw, _ in members]
-        chunk = batch * traffic.prompt_len / traffic.output_len
         if chunked:
-            ops = mixed_step_ops(run, batch, chunk, traffic.prompt_len)
-            step, by_regime = evaluate_devices(ops, ceilings)
-            plain, _ = evaluate_devices(mixed_step_ops(run, batch, 0.0, traffic.prompt_len), ceilings)
+            # A share of the steps carries a prompt (or a budget's chunk of one), the rest only decode.
+            chunk, carrying = prompt_chunks(batch, traffic.prompt_len, traffic.output_len, budget)
+            mixed_ops = mixed_step_ops(run, batch, chunk, traffic.prompt_len)
+            plain_ops = mixed_step_ops(run, batch, 0.0, traffic.prompt_len)
+            mixed, mixed_regimes = evaluate_devices(mixed_ops, ceilings)
+            plain, plain_regimes = evaluate_devices(plain_ops, ceilings)
+            step = carrying * mixed + (1 - carrying) * plain
+            by_regime = carrying * mixed_regimes + (1 - carrying) * plain_regimes
             first = np.clip(budget - batch, 1, traffic.prompt_len)
             burst, _ = evaluate_devices(mixed_step_ops(run, batch, first, traffic.prompt_len), ceilings)
             ttft = np.ceil(traffic.prompt_len / first) * burst
             tpot = step
             share = np.clip(1 - plain / step, 0, 1)
+            flops = carrying * _total(mixed_ops, "flops") + (1 - carrying) * _total(plain_ops, "flops")
+            moved = carrying * _total(mixed_ops, "bytes") + (1 - carrying) * _total(plain_ops, "bytes")
         else:
             ops = step_ops(run)
             plain, by_regime = evaluate_devices(ops, ceilings)
@@ -207,8 +220,7 @@ def serving_sweep(
             tpot = plain + batch / traffic.output_len * pre
             share = np.clip(1 - plain / tpot, 0, 1)
             step = tpot
-        flops = sum(np.asarray(op.flops, float) * op.count for op in ops) * np.ones_like(batch)
-        moved = sum(np.asarray(op.bytes, float) * op.count for op in ops) * np.ones_like(batch)
+            flops, moved = _total(ops, "flops") * np.ones_like(batch), _total(ops, "bytes") * np.ones_like(batch)
         for k, (hw, member) in enumerate(members):
             i = rows[k]
             out["tpot"][i], out["ttft"][i], out["share"][i] = tpot[k], ttft[k], share[k]

@@ -3,8 +3,9 @@
 A continuous-batching step with chunked prefill: B sequences decode together and the step also
 processes c tokens of new prompts. One such mixed step reads every weight once for B + c rows
 (the point of chunking), attends B decode queries over their caches and c prompt tokens over the
-prompt so far (half of it on average). ``c`` is a token count, not a number of sequences: in
-steady state it is a mean (B x prompt / output) and need not be whole.
+prompt so far (half of it on average). ``c`` is a token count, not a number of sequences. In
+steady state B x prompt / output prompt tokens arrive per step; ``prompt_chunks`` says how the
+engine packs them: whole prompts (or budget-sized chunks) in a share of the steps.
 
 Speculative decoding's verify step scores k drafted tokens and one more per sequence in one step
 of B(k + 1) rows that reads the cache once.
@@ -25,6 +26,21 @@ from roofline.workload import Workload
 def is_attention(op: Op) -> bool:
     """Ops whose work depends on the cache (attention, and MLA's absorbed per-head products)."""
     return op.meta.get("kind") == "attention" or op.name.startswith("MLA ")
+
+
+def prompt_chunks(batch, prompt_len: int, output_len: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """How a steady state's prompts reach the steps. B sequences each finish every ``output_len``
+    steps, so c = B x prompt / output prompt tokens arrive per step on average; an engine does
+    not spread them thin over every step: a prompt goes in whole, or in chunks of what its token
+    ``budget`` leaves beside the B decodes, min(prompt, budget - B). So a share c / that of the
+    steps carries such a chunk and the rest only decode; where the prompts need more than one
+    chunk a step, every step carries c. Returns (the prompt tokens of a step that carries some,
+    the share of steps that do): the mean step is share x T(B, chunk) + (1 - share) x T(B, 0)."""
+    b = np.asarray(batch, float)
+    mean = b * prompt_len / output_len
+    whole = np.clip(budget - b, 1, prompt_len)
+    share = np.clip(mean / whole, 0.0, 1.0)
+    return np.where(mean < whole, whole, mean), share
 
 
 def mixed_step_ops(w: Workload, batch, chunk, prompt_len: int) -> list[Op]:

@@ -1,0 +1,73 @@
+"""How the steady state's prompts reach the steps: whole prompts (or budget-sized chunks) in a
+share of the steps, the rest decode only (``roofline.serving.prompt_chunks``); SGLang's prompts as
+steps of their own. Worked by hand, then against the frontier and the validation's step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from roofline.engine import evaluate
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.ops import step_ops
+from roofline.serving import Traffic, mixed_step_ops, prompt_chunks, serving_sweep
+from roofline.settings import Settings
+from roofline.validate import predict_tpot
+from roofline.workload import Precision, Workload
+
+H100, LLAMA = get_hardware("h100-sxm"), get_model("llama-3.1-8b")
+
+
+def test_prompt_chunks_by_hand():
+    # 8 sequences, 1,024-token prompts, 128-token outputs: 8 x 1024 / 128 = 64 prompt tokens a
+    # step on average, which arrive as one whole prompt every 1024 / 64 = 16 steps.
+    chunk, share = prompt_chunks(8, 1024, 128, 8192)
+    assert (float(chunk), float(share)) == (1024.0, 1 / 16)
+    # 100 sequences and 8,192-token prompts with an 8,192-token budget: chunks of 8,092 tokens
+    # beside the decodes, 100 x 8192 / 1024 = 800 prompt tokens a step, in 800 / 8092 of the steps.
+    chunk, share = prompt_chunks(100, 8192, 1024, 8192)
+    assert float(chunk) == 8092 and float(share) == pytest.approx(800 / 8092)
+    # Outputs of 2 tokens: 4,096 prompt tokens a step, more than a whole prompt: every step has them.
+    chunk, share = prompt_chunks(8, 1024, 2, 8192)
+    assert (float(chunk), float(share)) == (4096.0, 1.0)
+    # Arrays over the batch: past the budget (9,000 decodes) every step carries its 9,000 prompt tokens.
+    chunk, share = prompt_chunks(np.array([1, 9000]), 512, 512, 8192)
+    assert chunk.tolist() == [512.0, 9000.0] and share.tolist() == [1 / 512, 1.0]
+
+
+def test_the_frontiers_tpot_is_the_mean_of_its_two_kinds_of_step():
+    pts = serving_sweep(LLAMA, [H100], Traffic(1024, 128), batches=np.array([8]))
+    run = Workload(LLAMA, "decode", 8, 1088, cuda_graphs=True)
+    ceilings = Settings().ceilings(H100, 1, cuda_graphs=True)
+    carrying = evaluate(mixed_step_ops(run, 8, 1024.0, 1024), ceilings).step_time_s
+    decoding = evaluate(mixed_step_ops(run, 8, 0.0, 1024), ceilings).step_time_s
+    assert pts.tpot_s[0, 0] == pytest.approx(carrying / 16 + decoding * 15 / 16, rel=1e-9)
+    assert decoding < pts.tpot_s[0, 0] < carrying
+
+
+def test_a_moe_model_reads_fewer_experts_than_a_thin_chunk_in_every_step_would():
+    # gpt-oss-120b on an H200 at 4 sequences, 8,192 -> 1,024 tokens: 32 prompt tokens a step spread
+    # over every step would route 36 tokens a step through the experts (most of the 128 experts of
+    # each layer read every step); a whole prompt in one step of 256 reads them once.
+    oss, h200 = get_model("gpt-oss-120b"), get_hardware("h200-sxm")
+    precision = Precision(expert_weight_dtype="mxfp4")
+    run = Workload(oss, "decode", 4, 8704, precision=precision, cuda_graphs=True)
+    ceilings = Settings().ceilings(h200, 1, cuda_graphs=True)
+    thin = evaluate(mixed_step_ops(run, 4, 32.0, 8192), ceilings).step_time_s
+    pts = serving_sweep(oss, [h200], Traffic(8192, 1024), precision, batches=np.array([4]))
+    assert pts.tpot_s[0, 0] < 0.6 * thin
+
+
+def test_sglang_runs_prompts_as_steps_of_their_own():
+    # Each output token's decode step, and a 1,024-token prompt's prefill for every 128 / 8 of them.
+    pred = predict_tpot(LLAMA, "h100-sxm", Precision(), 1, 1024, 128, 8, mixed=False)
+    run = Workload(LLAMA, "decode", 8, 1088, cuda_graphs=True)
+    ceilings = Settings().ceilings(H100, 1, cuda_graphs=True)
+    decoding = evaluate(mixed_step_ops(run, 8, 0.0, 1024), ceilings).step_time_s
+    prompt = evaluate(step_ops(replace(run, phase="prefill", batch=1, seq_len=1024)), ceilings).step_time_s
+    assert pred.datasheet_s == pytest.approx(decoding + 8 / 128 * prompt, rel=1e-9)
+    mixed = predict_tpot(LLAMA, "h100-sxm", Precision(), 1, 1024, 128, 8)
+    assert mixed.datasheet_s < pred.datasheet_s  # the decodes wait out every prefill
