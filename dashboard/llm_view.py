@@ -8,6 +8,7 @@ import numpy as np
 from dashboard.share import md_escape
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_seconds, ranks_of
+from roofline.kvcache import beyond_links
 from roofline.lazy import pandas as pd
 from roofline.memory import footprint
 from roofline.ops import step_ops
@@ -196,15 +197,20 @@ def steps_summary(prefill, decode, batch: int, prompt: int, mid_context: int, de
     return text
 
 
-def does_not_fit(model_name: str, tp: int, device_name: str, mem: dict) -> str:
+def does_not_fit(model_name: str, tp: int, hw, mem: dict) -> str:
     """Why a workload does not fit, term by term per device, and the TP degree at which it would."""
+    smallest = mem["smallest_tp"]
     return (
-        f"{md_escape(model_name)} does not fit on {tp} × {md_escape(device_name)}: "
+        f"{md_escape(model_name)} does not fit on {tp} × {md_escape(hw.name)}: "
         f"weights {fmt_bytes(mem['weights_bytes'])} + KV "
         f"{fmt_bytes(mem['kv_cache_bytes'])} + activations {fmt_bytes(mem['activation_bytes'])} + reserved "
         f"{fmt_bytes(mem['non_torch_bytes'] + mem['cuda_graph_bytes'])} per device, "
         f"{fmt_bytes(mem['capacity_bytes'])} usable."
-        + (f" It fits at TP={mem['smallest_tp']}." if mem["smallest_tp"] else " No TP degree up to 64 is enough.")
+        + (
+            f" It fits at TP={smallest}{beyond_links(hw, smallest)}."
+            if smallest
+            else " No TP degree up to 64 is enough."
+        )
     )
 
 

@@ -23,6 +23,12 @@ from roofline.settings import Settings
 ENGINES = ("vllm", "sglang", "trtllm")
 
 
+RANKS_HELP = (
+    " Each rank has its own scheduler and cache, and takes the requests in turn. SGLang gives each rank a share of "
+    "the token budget and sequence cap; vLLM's and TensorRT-LLM's are each rank's."
+)
+
+
 def held_back(settings: Settings) -> Settings:
     """SGLang's intake interval or TensorRT-LLM's batch waiting, for the page's engine (off by default),
     and the engine's CUDA-graph limit for steps with prompt tokens."""
@@ -31,9 +37,10 @@ def held_back(settings: Settings) -> Settings:
         | {f"load_graph_{e}": int_in(0, 1 << 20) for e in ENGINES}
         | {"load_adp": attention_dp_param()}
     )
-    if settings.engine not in ENGINES:
-        return settings
     c1, c2, c3, c4 = st.columns(4)
+    if settings.engine not in ENGINES:  # auto or ideal: the device's engine, or vLLM's scheduler on the datasheet
+        ranks = attention_dp_picker(c1, "load_adp", ATTENTION_DP_HELP + RANKS_HELP)
+        return replace(settings, attention_dp=int(ranks))
     graphs = {"vllm": c1, "sglang": c2, "trtllm": c3}[settings.engine]
     default = engine_profile(settings.engine).prompt_graph_limit(settings.max_num_seqs)
     limit = graphs.number_input(
@@ -48,10 +55,7 @@ def held_back(settings: Settings) -> Settings:
         "and TensorRT-LLM 0 (their piecewise graphs are off unless switched on).",
     )
     ranks = attention_dp_picker(
-        {"vllm": c2, "sglang": c3, "trtllm": c4}[settings.engine],
-        "load_adp",
-        ATTENTION_DP_HELP + " Each rank has its own scheduler and cache, and takes the requests in turn. SGLang "
-        "gives each rank a share of the token budget and sequence cap; vLLM's and TensorRT-LLM's are each rank's.",
+        {"vllm": c2, "sglang": c3, "trtllm": c4}[settings.engine], "load_adp", ATTENTION_DP_HELP + RANKS_HELP
     )
     settings = replace(settings, prompt_graph_tokens=int(limit), attention_dp=int(ranks))
     if settings.engine == "vllm":

@@ -349,26 +349,33 @@ def _one_device(
     if time_s.size:
         ranks = int(run["engine"]["replicas"]) * settings.attention_dp
         then = (
-            f"At {at_s:.2f} s (the dashed line): {moment['running'][pick]} running and {moment['waiting'][pick]} "
-            f"waiting" + (f" on {series['of']}" if ranks > 1 else "")
+            f"At {at_s:.2f} s (the dashed line): the step under way runs {moment['running'][pick]} requests with "
+            f"{moment['waiting'][pick]} waiting" + (f" on {series['of']}" if ranks > 1 else "")
         )
         decoding, context = int(moment["decoding"][pick]), moment["context"][pick]
         if decoding and context is not None and np.isfinite(context):
-            batch, context = max(1, round(decoding / ranks)), max(1, int(round(context)))
+            # A rank's share of the requests decoding then, at their mean context.
+            batch, context = max(1, int(decoding / ranks + 0.5)), max(1, int(round(context)))
             moe = {"moe_kernel": settings.moe_kernel, "moe_routing": settings.moe_routing}
+            ran = precision.on(hw, need_peak=False)[0]  # as the device runs it (fp16 where it has no bf16)
             step = {"llm": model.id, "llm_phase": "decode", "llm_batch": batch, "llm_seq": context}
-            step["dtypes"] = list(dict.fromkeys([precision.act_storage, precision.act_dtype]))  # the roofs drawn
+            # The roofs drawn, and the page's GEMM in the step's math.
+            step |= {"dtypes": list(dict.fromkeys([ran.act_storage, ran.act_dtype])), "gemm_dtype": ran.act_dtype}
             link = "/roofline?" + urlencode(
-                {"hw": hw.id, **step, **setup_params(precision, tp, settings.engine, moe, settings.attention_dp)},
+                {"hw": hw.id, **step, **setup_params(ran, tp, settings.engine, moe, settings.attention_dp)},
                 doseq=True,
             )
             report.markdown(
-                f"{then}; {decoding} requests decoding{' in all' if ranks > 1 else ''}, about {context:,} tokens "
-                f"cached each. [Open this step on the roofline]({link}): a decode step of {batch} sequences"
+                f"{then}; {decoding} requests between their first and last token"
+                + (f" in all, {decoding / ranks:.1f} a rank" if ranks > 1 else "")
+                + f", about {context:,} tokens cached each. [Open this step on the roofline]({link}): a decode step "
+                f"of {batch} sequences"
                 + (" a rank" if settings.attention_dp > 1 else "")
-                + f" at that context, on the run's setup ({precision.label}; TP {tp}"
+                + f" at that context, on the run's setup ({ran.label}; TP {tp}"
                 + (f", {ranks_of(tp, settings.attention_dp)}" if settings.attention_dp > 1 else "")
                 + ") and roofs."
             )
         else:
-            report.markdown(f"{then}, no request decoding: no decode step to open. Move the slider to a busy moment.")
+            report.markdown(
+                f"{then}; no request is decoding: no decode step to open. Move the slider to a busy moment."
+            )

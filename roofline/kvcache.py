@@ -114,10 +114,14 @@ class KVResult:
         if self.weights_fit:
             return None
         w, f = self.workload, self.footprint
-        advice = f"use TP >= {f.smallest_tp}" if f.smallest_tp else "no TP degree up to 64 is enough"
+        advice = (
+            f"use TP >= {f.smallest_tp}{beyond_links(self.hardware, f.smallest_tp)}"
+            if f.smallest_tp
+            else ("no TP degree up to 64 is enough")
+        )
         per_device = f", {f.weights_bytes / 1e9:.1f} GB per device at TP={w.tp}," if w.tp > 1 else ""
         return (
-            f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({w.precision.weight_dtype}){per_device} "
+            f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({_weight_formats(w)}){per_device} "
             f"against {f.capacity_bytes / 1e9:.1f} GB usable per {self.hardware.name}; {advice}"
         )
 
@@ -188,3 +192,17 @@ def analyze_kv(w: Workload, hw: Hardware, batch: int, context: int, settings: Se
         curve_max_batch=max_batch(run, hw, settings, contexts),
         notes=tuple(notes),
     )
+
+
+def _weight_formats(w) -> str:
+    """The weights' format, and the routed experts' where a MoE model stores them otherwise."""
+    experts = w.precision.expert_weight_dtype
+    mixed = w.model.moe is not None and experts not in (None, w.precision.weight_dtype)
+    return w.precision.weight_dtype + (f", experts {experts}" if mixed else "")
+
+
+def beyond_links(hw, tp: int) -> str:
+    """Where a TP degree's devices are more than the device's links join, why (this tool times no
+    such group); empty where they are joined."""
+    link, why = hw.group_link(tp)
+    return f" ({why}: a group this tool does not time)" if tp > 1 and link is None else ""

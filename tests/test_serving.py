@@ -158,6 +158,9 @@ def test_the_plan_runs_fp8_weights_as_the_engines_do():
     j = int(np.flatnonzero(w8a8.batch == best["h100-sxm"].point["batch"])[0])
     assert best["h100-sxm"].point["ttft_s"] == pytest.approx(w8a8.ttft_s[0, j])
     assert w8a8.ttft_s[0, j] < weight_only.ttft_s[0, j]
+    # A V100 has no bf16: its plan names the fp16 it runs.
+    v100 = best_under_targets(get_model("llama-3.2-1b"), [get_hardware("v100-sxm2-32gb")], Traffic(1024, 256), 10, 0.2)
+    assert (v100[0].weight_dtype, v100[0].act_dtype) == ("fp16", "fp16")
 
 
 def test_prices_carry_their_source_and_date():

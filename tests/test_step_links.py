@@ -133,3 +133,54 @@ def test_the_one_point_link_carries_the_frontiers_setup():
     llm = page("views/llm_page.py", **{k: v[0] if k != "hw" else v for k, v in params.items()})
     assert not llm.exception and not llm.warning, [w.value for w in llm.warning]
     assert llm.selectbox(key="adtype").value == "fp8"
+
+
+def test_a_device_without_bf16_links_its_step_as_it_runs_it():
+    # A V100 has no bf16 math: its run is fp16, and so is the step its link opens (with the fp16 roof).
+    at = page(
+        "views/serving_page.py",
+        view="Under load",
+        model="llama-3.2-1b",
+        hw=["v100-sxm2-32gb"],
+        load_kind="concurrency",
+        load_conc="8",
+        load_n="40",
+        load_at="10",
+    )
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    said = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
+    params = _link(said, "Open this step on the roofline")
+    assert (params["wdtype"], params["adtype"], params["kvdtype"], params["dtypes"]) == (
+        ["fp16"],
+        ["fp16"],
+        ["fp16"],
+        ["fp16"],
+    )
+    roof = page("views/roofline_page.py", **{k: v[0] if k not in ("hw", "dtypes") else v for k, v in params.items()})
+    assert not roof.exception and not roof.warning and not roof.info, [w.value for w in roof.warning]
+
+
+def test_attention_ranks_reach_the_run_whatever_the_engine():
+    # engine auto (vLLM's on the H100): the ranks still split the run, and its link carries them.
+    at = page(
+        "views/serving_page.py",
+        view="Under load",
+        model="qwen3-30b-a3b",
+        hw=["h100-sxm"],
+        tp="2",
+        load_adp="2",
+        load_kind="concurrency",
+        load_conc="16",
+        load_n="40",
+        load_at="40",
+    )
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    said = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
+    assert _link(said, "Open this step on the roofline")["adp"] == ["2"]
+    assert "on the busiest of 2 attention ranks" in said
+
+
+def test_a_fit_past_the_devices_links_says_so():
+    at = page("views/roofline_page.py", hw=["h200-sxm"], llm="deepseek-r1", llm_phase="decode", tp="8")
+    said = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "It fits at TP=16 (16 devices exceed the NVLink 4 domain of 8 and no host link is recorded: a group" in said

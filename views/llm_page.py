@@ -263,7 +263,7 @@ report.metrics(
     ),
 )
 if not mem["fits"]:
-    st.warning(does_not_fit(model.name, int(tp), hw.name, mem))
+    st.warning(does_not_fit(model.name, int(tp), hw, mem))
 report.markdown(steps_summary(prefill, decode, int(batch), int(prompt), mid_context, md_escape(hw.name)))
 
 ceilings = prefill.table.ceilings

@@ -161,7 +161,7 @@ settings = Settings(
 )
 ceilings_by_id = {hid: settings.ceilings(devices[hid], serving=False) for hid in selected}
 if engine != "ideal":
-    st.caption(engine_notes(engine, devices, selected))
+    st.caption(engine_notes(engine, devices, selected, **(llm_moe if llm_id != "none" else {})))
 roofs = [(ceilings_by_id[hid], d) for hid in selected for d in roof_dtypes if d in devices[hid].peak_tflops.as_dict()]
 missing = [
     f"{md_escape(devices[hid].name)} has no {d}"
@@ -260,7 +260,7 @@ if llm_id != "none":
             )
         mem = footprint(llm_w, hw0, Settings()).to_json()
         if not mem["fits"]:
-            st.warning(does_not_fit(models[llm_id].name, llm_w.tp, hw0.name, mem))
+            st.warning(does_not_fit(models[llm_id].name, llm_w.tp, hw0, mem))
 
 fig = roofline_figure(
     roofs,

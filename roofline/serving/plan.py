@@ -128,6 +128,7 @@ def best_under_targets(
     for hw in devices:
         if hw.id in best:
             _, row, p = best[hw.id]
+            p = p.on(hw, need_peak=False)[0]  # as the device runs it: fp16 where it has no bf16 (V100, T4)
             out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype))
         else:
             cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
