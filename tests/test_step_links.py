@@ -18,15 +18,28 @@ from roofline.workload import Precision, Workload
 from tests.page_helpers import page
 
 
+def _run_step(**params) -> tuple[str, dict[str, list[str]]]:
+    """The Serving page's run at a closed loop of ``params`` (its Under load view): the words under
+    the series and the parameters of the step link in them."""
+    load = {"view": "Under load", "load_kind": "concurrency", "load_n": "40", "load_at": "40"}
+    at = page("views/serving_page.py", **(load | params))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    said = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
+    return said, _link(said, "Open this step on the roofline")
+
+
+def _opened(params: dict[str, list[str]]):
+    """The Roofline page a step link opens."""
+    return page("views/roofline_page.py", **{k: v[0] if k not in ("hw", "dtypes") else v for k, v in params.items()})
+
+
 def _link(markdown: str, text: str) -> dict[str, list[str]]:
     target = markdown.split(f"[{text}](", 1)[1].split(")", 1)[0]
     return parse_qs(urlsplit(target).query)
 
 
 def test_the_serving_runs_step_opens_on_the_roofline_at_the_runs_setup():
-    at = page(
-        "views/serving_page.py",
-        view="Under load",
+    said, params = _run_step(
         model="qwen3-30b-a3b",
         hw=["h200-sxm"],
         prompt="512",
@@ -37,15 +50,10 @@ def test_the_serving_runs_step_opens_on_the_roofline_at_the_runs_setup():
         kvdtype="fp8",
         engine="sglang",
         moekernel="triton",
-        load_kind="concurrency",
         load_conc="16",
-        load_n="40",
         load_adp="2",
     )
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    said = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
     assert "on the run's setup (weights fp8, math fp8, KV fp8; TP 2, 2 attention ranks of 1 device) and roofs" in said
-    params = _link(said, "Open this step on the roofline")
     expected = {
         "hw": "h200-sxm",
         "llm": "qwen3-30b-a3b",
@@ -64,7 +72,7 @@ def test_the_serving_runs_step_opens_on_the_roofline_at_the_runs_setup():
     assert params["dtypes"] == ["bf16", "fp8"]  # the roofs of its math and of its attention
 
     # Followed, the link draws that step, timed as the engine's tables time it.
-    roof = page("views/roofline_page.py", **{k: v[0] if k not in ("hw", "dtypes") else v for k, v in params.items()})
+    roof = _opened(params)
     assert not roof.exception and not roof.warning, [w.value for w in roof.warning]
     batch, context = int(params["llm_batch"][0]), int(params["llm_seq"][0])
     hw = load_hardware()["h200-sxm"]
@@ -137,47 +145,16 @@ def test_the_one_point_link_carries_the_frontiers_setup():
 
 def test_a_device_without_bf16_links_its_step_as_it_runs_it():
     # A V100 has no bf16 math: its run is fp16, and so is the step its link opens (with the fp16 roof).
-    at = page(
-        "views/serving_page.py",
-        view="Under load",
-        model="llama-3.2-1b",
-        hw=["v100-sxm2-32gb"],
-        load_kind="concurrency",
-        load_conc="8",
-        load_n="40",
-        load_at="10",
-    )
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    said = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
-    params = _link(said, "Open this step on the roofline")
-    assert (params["wdtype"], params["adtype"], params["kvdtype"], params["dtypes"]) == (
-        ["fp16"],
-        ["fp16"],
-        ["fp16"],
-        ["fp16"],
-    )
-    roof = page("views/roofline_page.py", **{k: v[0] if k not in ("hw", "dtypes") else v for k, v in params.items()})
+    _, params = _run_step(model="llama-3.2-1b", hw=["v100-sxm2-32gb"], load_conc="8", load_at="10")
+    assert [params[k] for k in ("wdtype", "adtype", "kvdtype", "dtypes", "gemm_dtype")] == [["fp16"]] * 5
+    roof = _opened(params)
     assert not roof.exception and not roof.warning and not roof.info, [w.value for w in roof.warning]
 
 
 def test_attention_ranks_reach_the_run_whatever_the_engine():
     # engine auto (vLLM's on the H100): the ranks still split the run, and its link carries them.
-    at = page(
-        "views/serving_page.py",
-        view="Under load",
-        model="qwen3-30b-a3b",
-        hw=["h100-sxm"],
-        tp="2",
-        load_adp="2",
-        load_kind="concurrency",
-        load_conc="16",
-        load_n="40",
-        load_at="40",
-    )
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    said = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
-    assert _link(said, "Open this step on the roofline")["adp"] == ["2"]
-    assert "on the busiest of 2 attention ranks" in said
+    said, params = _run_step(model="qwen3-30b-a3b", hw=["h100-sxm"], tp="2", load_adp="2", load_conc="16")
+    assert params["adp"] == ["2"] and "on the busiest of 2 attention ranks" in said
 
 
 def test_a_fit_past_the_devices_links_says_so():
