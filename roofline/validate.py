@@ -162,14 +162,19 @@ def predict_tpot(
     return StepPrediction(ideal_s, tables_s, share_of_tables, tuple(sorted(labels)), tuple(by_op.values()))
 
 
+def documented_budget(row: dict[str, str], hw) -> int:
+    """A run's tokens per step as its server had them: its script's where its source documents one,
+    else its engine's default on its device."""
+    setup = documented_setup(row)
+    return (setup.token_budget if setup else None) or engine_profile(row["backend"]).token_budget(hw)
+
+
 def run_budget(row: dict[str, str], attention_dp: int = 1) -> int:
-    """A run's tokens per step, as ``validate --load`` gives its server: its script's where its source
-    documents one, else its engine's default on its device, as one attention rank has it."""
+    """A run's tokens per step (``documented_budget``) as one of its attention ranks has them."""
     from roofline.serving.simulation.api import rank_settings
 
     hw = get_hardware(DEVICE_IDS[row["system"]])
-    setup = documented_setup(row)
-    budget = (setup.token_budget if setup else None) or engine_profile(row["backend"]).token_budget(hw)
+    budget = documented_budget(row, hw)
     ranked = rank_settings(Settings(engine=row["backend"], max_batched_tokens=budget, attention_dp=attention_dp), hw.id)
     return ranked.max_batched_tokens
 

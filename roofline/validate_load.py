@@ -41,8 +41,8 @@ from roofline.serving.simulation.metrics import per_request
 from roofline.serving.simulation.run import simulate
 from roofline.serving.simulation.steptime import step_times
 from roofline.settings import Settings
-from roofline.silicon_sample import ScriptSetup, documented_setup
-from roofline.validate import DEVICE_IDS, MODEL_IDS, _errors, _number, precision_for, run_tables, why_not_scored
+from roofline.silicon_sample import DEVICE_IDS, MODEL_IDS, ScriptSetup, _number, documented_setup, run_tables
+from roofline.validate import _errors, documented_budget, precision_for, why_not_scored
 from roofline.workload import Workload
 
 LOAD_FIELDS = (
@@ -111,7 +111,7 @@ def simulate_row(
         settings,
         engine=row["backend"],
         max_num_seqs=setup.max_num_seqs or settings.max_num_seqs,
-        max_batched_tokens=setup.token_budget or profile.token_budget(hw),
+        max_batched_tokens=documented_budget(row, hw),
         prompt_graph_tokens=setup.prompt_graph_tokens,
         attention_dp=dp,
     )

@@ -120,7 +120,12 @@ def memory_line(mem: dict) -> str:
 
 
 def precision_text(p: dict) -> str:
-    return f"weights {p['weight_dtype']}, math {p['act_dtype']}, KV {p['kv_dtype']}"
+    """A workload's precision (``Precision.to_json``) in the one wording of ``Precision.label``."""
+    from roofline.workload import Precision
+
+    return Precision(
+        p["weight_dtype"], p["act_dtype"], p["kv_dtype"], expert_weight_dtype=p.get("expert_weight_dtype")
+    ).label
 
 
 def pct(x: float | None) -> str:
