@@ -8,9 +8,8 @@ import numpy as np
 from dashboard.share import md_escape
 from roofline.engine import REGIME_LABELS, evaluate
 from roofline.format import fmt_bytes, fmt_seconds, ranks_of
-from roofline.kvcache import beyond_links
 from roofline.lazy import pandas as pd
-from roofline.memory import footprint
+from roofline.memory import beyond_links, footprint
 from roofline.ops import step_ops
 from roofline.plots import DEVICE_COLORS, PointSeries, step_series
 from roofline.settings import Settings

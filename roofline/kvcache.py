@@ -16,6 +16,7 @@ from roofline.engine import byte_totals
 from roofline.hardware import Hardware
 from roofline.memory import (
     Footprint,
+    beyond_links,
     footprint,
     kv_bytes_per_token_per_layer,
     kv_cache_bytes,
@@ -199,10 +200,3 @@ def _weight_formats(w) -> str:
     experts = w.precision.expert_weight_dtype
     mixed = w.model.moe is not None and experts not in (None, w.precision.weight_dtype)
     return w.precision.weight_dtype + (f", experts {experts}" if mixed else "")
-
-
-def beyond_links(hw, tp: int) -> str:
-    """Where a TP degree's devices are more than the device's links join, why (this tool times no
-    such group); empty where they are joined."""
-    link, why = hw.group_link(tp)
-    return f" ({why}: a group this tool does not time)" if tp > 1 and link is None else ""

@@ -335,6 +335,13 @@ def smallest_tp(w: Workload, hw: Hardware, settings: Settings) -> int | None:
     return None
 
 
+def beyond_links(hw: Hardware, tp: int) -> str:
+    """Where a TP degree's devices are more than the device's links join (``smallest_tp`` may name
+    one), why: this tool times no such group; empty where they are joined."""
+    link, why = hw.group_link(tp)
+    return f" ({why}: a group this tool does not time)" if tp > 1 and link is None else ""
+
+
 # ---- capacity questions, answered with the same footprint ------------------------------------
 def largest_fitting(fits: Callable[[np.ndarray], np.ndarray], upper: np.ndarray) -> np.ndarray:
     """The largest integer n in [0, upper] with ``fits(n)`` (which must be non-increasing in n),
