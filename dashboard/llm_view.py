@@ -227,7 +227,7 @@ def llm_step_caption(model_name: str, w: Workload, device_name: str, time_s: flo
     ranks = f", {ranks_of(w.tp, w.attention_dp)}" if w.attention_dp > 1 else ""
     return (
         f"{md_escape(model_name)} {w.phase} (batch {int(w.batch):,}{' a rank' if ranks else ''}, "
-        f"{int(w.seq_len):,} tokens; {w.precision.label}; TP {w.tp}{ranks}) on {md_escape(device_name)}: "
+        f"{int(w.seq_len):,} tokens; {w.kernel_precision.label}; TP {w.tp}{ranks}) on {md_escape(device_name)}: "
         f"{fmt_seconds(time_s)} of device time per step, its kernels back to back; marker area is each op's share "
         "of it. The LLM inference page adds the host's work per step and has the full analysis."
     )

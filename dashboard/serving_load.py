@@ -357,7 +357,7 @@ def _one_device(
             # A rank's share of the requests decoding then, at their mean context.
             batch, context = max(1, int(decoding / ranks + 0.5)), max(1, int(round(context)))
             moe = {"moe_kernel": settings.moe_kernel, "moe_routing": settings.moe_routing}
-            ran = precision.on(hw, need_peak=False)[0]  # as the device runs it (fp16 where it has no bf16)
+            ran = precision.resolved(model).on(hw, need_peak=False)[0]  # as the device runs it (fp16 with no bf16)
             step = {"llm": model.id, "llm_phase": "decode", "llm_batch": batch, "llm_seq": context}
             # The roofs drawn, and the page's GEMM in the step's math.
             step |= {"dtypes": list(dict.fromkeys([ran.act_storage, ran.act_dtype])), "gemm_dtype": ran.act_dtype}

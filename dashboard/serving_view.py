@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import streamlit as st
+
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
-from roofline.format import fmt_bytes, fmt_seconds
+from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
 
@@ -83,4 +85,33 @@ def steady_bias_sentence(settings, devices: list) -> str:
     return (
         "Published bias of this steady-state TPOT (the median of predicted / measured − 1 on the accuracy report's "
         f"test runs of the engine on the device; below 0 too fast): {'; '.join(cells)}{star}."
+    )
+
+
+def serving_downloads(points, plan, prices: dict[str, float]) -> None:
+    """The frontier as CSV and the whole plan as JSON (``plan()``: the cheapest setups), each built
+    when its button is clicked."""
+
+    def frontier_frame():
+        return pd.DataFrame([points.row(d, j) for d in range(len(points.devices)) for j in range(len(points.batch))])
+
+    st.download_button(
+        "Download the frontier (CSV)",
+        data=lambda: frontier_frame().to_csv(index=False),
+        file_name="roofline_serving.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
+    st.download_button(
+        "Download the plan (JSON)",
+        data=lambda: dumps_strict(
+            {
+                "frontier": frontier_frame().to_dict("records"),
+                "best": [b.to_json() for b in plan()],
+                "prices_usd_per_hour": prices,
+            }
+        ),
+        file_name="roofline_serving.json",
+        mime="application/json",
+        on_click="ignore",
     )

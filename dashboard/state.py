@@ -287,25 +287,33 @@ EXPERT_DTYPE_HELP = (
     "attention). Ignored for dense models."
 )
 MATH_DTYPE_HELP = "The dtype the linear layers compute in; its peak is used (fp8 = W8A8, as engines serve FP8 models)."
+FP8_SCALING_HELP = (
+    "How fp8 weights carry their scales, which sets the kernels an engine runs and its tables are read at: one "
+    "scale per tensor (NVIDIA's FP8 checkpoints, vLLM's --quantization fp8) or one per 128 x 128 block "
+    "(DeepSeek-V3's format, Qwen3's own FP8 releases), whose kernels differ in speed. auto: the model's own FP8 "
+    "checkpoint's, per-tensor where the model records none. The datasheet does not see it (a block's scale is "
+    "1/16,384 of its bytes). Ignored without fp8 weights."
+)
 
 
 def precision_params(math: bool = True) -> dict[str, Validator]:
     """The checks of ``precision_pickers``' URL parameters, for the page's ``warn_bad_params``."""
-    from roofline.defaults import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES
+    from roofline.defaults import ACT_DTYPES, FP8_SCALINGS, KV_DTYPES, WEIGHT_DTYPES
 
     return {
         "wdtype": one_of(WEIGHT_DTYPES),
         "ewdtype": one_of([SAME_AS_WEIGHTS, *WEIGHT_DTYPES]),
-        **({"adtype": one_of(ACT_DTYPES)} if math else {}),
+        **({"adtype": one_of(ACT_DTYPES), "fp8scale": one_of(FP8_SCALINGS)} if math else {}),
         "kvdtype": one_of(KV_DTYPES),
     }
 
 
 def precision_pickers(math: bool = True) -> Precision:
-    """The weights, the MoE experts' weights, the math (where the page computes times) and the KV
-    cache, bound to the URL as ``wdtype``, ``ewdtype``, ``adtype`` and ``kvdtype`` on every page, as a
-    ``roofline.workload.Precision``. Without ``math`` the linear layers compute in bf16."""
-    from roofline.defaults import ACT_DTYPES, KV_DTYPES, WEIGHT_DTYPES
+    """The weights, the MoE experts' weights, the math and the fp8 weights' scaling (where the page
+    computes times) and the KV cache, bound to the URL as ``wdtype``, ``ewdtype``, ``adtype``,
+    ``fp8scale`` and ``kvdtype`` on every page, as a ``roofline.workload.Precision``. Without ``math``
+    the linear layers compute in bf16."""
+    from roofline.defaults import ACT_DTYPES, FP8_SCALINGS, KV_DTYPES, WEIGHT_DTYPES
     from roofline.workload import Precision
 
     weights = st.selectbox(
@@ -323,7 +331,7 @@ def precision_pickers(math: bool = True) -> Precision:
         bind="query-params",
         help=EXPERT_DTYPE_HELP,
     )
-    act = "bf16"
+    act, scaling = "bf16", "auto"
     if math:
         act = st.selectbox(
             "Compute (math) dtype",
@@ -333,12 +341,16 @@ def precision_pickers(math: bool = True) -> Precision:
             bind="query-params",
             help=MATH_DTYPE_HELP,
         )
+        scaling = st.selectbox(
+            "FP8 weight scaling", FP8_SCALINGS, key="fp8scale", bind="query-params", help=FP8_SCALING_HELP
+        )
     kv = st.selectbox("KV-cache dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kvdtype", bind="query-params")
     return Precision(
         weight_dtype=weights,
         act_dtype=act,
         kv_dtype=kv,
         expert_weight_dtype=None if experts == SAME_AS_WEIGHTS else experts,
+        fp8_scaling=scaling,
     )
 
 
@@ -352,6 +364,7 @@ def setup_params(
         "wdtype": precision.weight_dtype,
         "ewdtype": precision.expert_weight_dtype or SAME_AS_WEIGHTS,
         "adtype": precision.act_dtype,
+        "fp8scale": precision.fp8_scaling,
         "kvdtype": precision.kv_dtype,
         "tp": tp,
         "adp": attention_dp,

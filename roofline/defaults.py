@@ -15,6 +15,11 @@ WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4",
 # The dtype the linear layers compute in; its peak is used (fp8 = W8A8, fp4 = W4A4).
 ACT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4")
 KV_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+# How fp8 weights carry their scales, which sets the kernels an engine runs for them: one scale per
+# tensor (NVIDIA ModelOpt's FP8 checkpoints, vLLM's online --quantization fp8) or one per 128 x 128
+# block (DeepSeek-V3's format, Qwen3's own FP8 releases). auto: the model's own published FP8
+# checkpoint's (model_db's fp8_checkpoint), per-tensor where the model records none.
+FP8_SCALINGS: tuple[str, ...] = ("auto", "per-tensor", "block")
 # How a closed loop's clients send their first requests, as `validate --load --clients` scores them:
 # together (as vllm bench serve, GuideLLM and aiperf start them by default) or spread out of step.
 CLIENT_STARTS: tuple[str, ...] = ("together", "out-of-step")

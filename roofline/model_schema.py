@@ -62,6 +62,15 @@ class MLA(DataRecord):
     v_head_dim: int = Field(gt=0, le=MAX_HEAD_DIM)
 
 
+class Fp8Checkpoint(DataRecord):
+    """The FP8 checkpoint a model's publisher released, and how its weights carry their scales
+    (``roofline.defaults.FP8_SCALINGS``): what "auto" fp8 scaling reads the model's kernels at."""
+
+    repo: str = Field(min_length=3, max_length=200)  # its Hugging Face repository
+    scaling: Literal["per-tensor", "block"]
+    source: Source
+
+
 class ModelConfig(DataRecord):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$", max_length=128)
     name: str = Field(min_length=1, max_length=200)
@@ -101,6 +110,7 @@ class ModelConfig(DataRecord):
     vision_params_b: float | None = Field(default=None, ge=0, le=1e6)
     notes: str | None = None
     sources: list[Source] = Field(min_length=1)
+    fp8_checkpoint: Fp8Checkpoint | None = None
 
     @model_validator(mode="after")
     def _heads_consistent(self) -> ModelConfig:

@@ -75,6 +75,7 @@ from roofline.inferencex_scripts import (
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
 from roofline.sample_clients import why_clients_not_batch
+from roofline.sample_precision import QUANT, QUANT_WEIGHT_ONLY, block_fp8_checkpoints, fp8_tables  # noqa: F401
 from roofline.sample_ranks import why_ranks_not_scored
 from roofline.sample_twins import SAME_RUN_REASON, mark_twins
 from roofline.tables import TablePredictor, store
@@ -98,13 +99,6 @@ MODEL_IDS = {
 }
 # The sample's system names: the converter's one mapping to hardware_db ids.
 DEVICE_IDS = {system: hw for system, hw in SYSTEM_TO_HARDWARE.items() if hw}
-# quant mode -> (weight dtype, math dtype)
-QUANT = {"": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("nvfp4", "fp4")}
-QUANT_WEIGHT_ONLY = {"int4_wo": "int4"}
-# Checkpoints released with block-scaled fp8 weights (their config.json's quantization_config has
-# weight_block_size [128, 128]): the engines run their block-fp8 kernels whatever a run's column
-# says ("fp8" in some of the sample's rows for the same checkpoint).
-BLOCK_FP8_CHECKPOINTS = {"Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"}
 
 
 def _scripts_in_effect(row: dict[str, str], scripts: tuple[dict, ...]) -> tuple[str, dict[str, list]] | None:
@@ -312,36 +306,27 @@ def _number(row: dict[str, str], key: str, default: float = float("nan")) -> flo
 
 
 def precision_for(row: dict[str, str], model: ModelConfig) -> Precision:
-    """The run's precision as roofline's Precision (see the module notes)."""
+    """The run's precision as roofline's Precision (see the module notes), its fp8 scaling the run's."""
+    kv, scaling = kv_dtype_for(row), "block" if fp8_tables(row)[0] else "per-tensor"
     if model.id.startswith("gpt-oss"):
-        return Precision("bf16", "bf16", kv_dtype_for(row), expert_weight_dtype="mxfp4")
+        return Precision("bf16", "bf16", kv, expert_weight_dtype="mxfp4", fp8_scaling=scaling)
     gemm = row.get("gemm_quant_mode") or ""
     moe = row.get("moe_quant_mode") or gemm
     if gemm in QUANT_WEIGHT_ONLY:
         expert = QUANT_WEIGHT_ONLY.get(moe, QUANT.get(moe, ("bf16",))[0])
-        return Precision(QUANT_WEIGHT_ONLY[gemm], "bf16", kv_dtype_for(row), expert_weight_dtype=expert)
+        return Precision(QUANT_WEIGHT_ONLY[gemm], "bf16", kv, expert_weight_dtype=expert, fp8_scaling=scaling)
     if gemm not in QUANT:
         raise ValueError(f"quant mode {gemm!r} not mapped")
     weight, math_dtype = QUANT[gemm]
     expert = QUANT_WEIGHT_ONLY.get(moe) or QUANT.get(moe, (weight,))[0]
-    return Precision(weight, math_dtype, kv_dtype_for(row), expert_weight_dtype=expert if expert != weight else None)
+    expert = expert if expert != weight else None
+    return Precision(weight, math_dtype, kv, expert_weight_dtype=expert, fp8_scaling=scaling)
 
 
 def kv_dtype_for(row: dict[str, str]) -> str:
     """The run's KV-cache format: its script's where documented, else bf16 (module notes)."""
     documented = documented_kv_dtype(row)
     return documented[0] if documented else "bf16"
-
-
-def fp8_tables(row: dict[str, str]) -> tuple[str | None, str | None]:
-    """The kernel tables of a run's fp8 GEMMs and experts where they are block-scaled
-    ("fp8_block"), else None (the plain fp8 tables): the column says so, or the checkpoint is
-    block-scaled whatever the column says (``BLOCK_FP8_CHECKPOINTS``)."""
-    block = row.get("model_path") in BLOCK_FP8_CHECKPOINTS
-    gemm, moe = row.get("gemm_quant_mode") or "", row.get("moe_quant_mode") or ""
-    gemm_dtype = "fp8_block" if gemm == "fp8_block" or (block and gemm == "fp8") else None
-    moe_dtype = "fp8_block" if moe == "fp8_block" or (block and moe == "fp8") else None
-    return gemm_dtype, moe_dtype
 
 
 def run_tables(

@@ -48,7 +48,6 @@ from roofline.sample_ranks import run_parallelism
 from roofline.serving import mixed_step_ops, prompt_chunks
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
-    BLOCK_FP8_CHECKPOINTS,
     DEVICE_IDS,
     MODEL_IDS,
     QUANT,

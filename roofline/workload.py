@@ -17,6 +17,7 @@ from roofline.defaults import (
     ACT_DTYPES,
     ATTENTION_KERNELS,
     DEFAULT_INT4_GROUP_SIZE,
+    FP8_SCALINGS,
     KV_DTYPES,
     MAX_DECODE_POINTS,
     WEIGHT_DTYPES,
@@ -54,6 +55,11 @@ class Precision:
     group_size: int = DEFAULT_INT4_GROUP_SIZE  # int4 weights: elements per scale
     # The routed MoE experts' weights, where they differ (gpt-oss ships MXFP4 experts beside bf16).
     expert_weight_dtype: str | None = None
+    # How fp8 weights carry their scales (roofline.defaults.FP8_SCALINGS): it picks the kernels an
+    # engine's tables are read at (per-tensor or block-scaled GEMMs and MoE layers). The datasheet
+    # does not see it: a 128 x 128 block's one scale is 1/16,384 of its bytes. "auto" is the model's
+    # own FP8 checkpoint's (Workload.kernel_precision resolves it).
+    fp8_scaling: str = "auto"
 
     def __post_init__(self) -> None:
         check_choice(self.weight_dtype, WEIGHT_DTYPES, "weight dtype")
@@ -61,7 +67,20 @@ class Precision:
             check_choice(self.expert_weight_dtype, WEIGHT_DTYPES, "expert weight dtype")
         check_choice(self.act_dtype, ACT_DTYPES, "activation dtype")
         check_choice(self.kv_dtype, KV_DTYPES, "KV-cache dtype")
+        check_choice(self.fp8_scaling, FP8_SCALINGS, "fp8 scaling")
         check_positive_int(self.group_size, "group_size", 1 << 20)
+
+    @property
+    def has_fp8_weights(self) -> bool:
+        return "fp8" in (self.weight_dtype, self.expert_weight_dtype)
+
+    def resolved(self, model: ModelConfig) -> Precision:
+        """This precision with "auto" fp8 scaling made the model's own FP8 checkpoint's (model_db's
+        ``fp8_checkpoint``), per-tensor where the model records none."""
+        if self.fp8_scaling != "auto":
+            return self
+        checkpoint = model.fp8_checkpoint
+        return replace(self, fp8_scaling=checkpoint.scaling if checkpoint else "per-tensor")
 
     @property
     def act_storage(self) -> str:
@@ -128,9 +147,11 @@ class Precision:
     def label(self) -> str:
         """One line for a header: "weights fp8, math fp8, KV fp8" (and the experts where they differ)."""
         experts = self.expert_weight_dtype
+        scaling = f" ({self.fp8_scaling} scaling)" if self.has_fp8_weights and self.fp8_scaling != "auto" else ""
         return (
             f"weights {self.weight_dtype}"
             + (f" (experts {experts})" if experts not in (None, self.weight_dtype) else "")
+            + scaling
             + f", math {self.act_dtype}, KV {self.kv_dtype}"
         )
 
@@ -142,6 +163,7 @@ class Precision:
             "expert_weight_dtype": self.expert_weight_dtype or self.weight_dtype,
             "weight_bytes_per_element": self.weight_bytes,
             "group_size": self.group_size,
+            "fp8_scaling": self.fp8_scaling,
         }
 
 
@@ -227,6 +249,12 @@ class Workload:
 
     # ---- shape of one step ----------------------------------------------------------------
     @property
+    def kernel_precision(self) -> Precision:
+        """The precision the step's kernels run at: "auto" fp8 scaling resolved to the model's
+        own FP8 checkpoint's (``Precision.resolved``)."""
+        return self.precision.resolved(self.model)
+
+    @property
     def attention_tp(self) -> int:
         """Devices one attention rank splits its heads over (``tp`` without attention data parallelism)."""
         return self.tp // self.attention_dp
@@ -310,5 +338,5 @@ class Workload:
             "attention_dp": self.attention_dp,
             "attention": self.attention,
             "cuda_graphs": self.cuda_graphs,
-            "precision": self.precision.to_json(),
+            "precision": self.kernel_precision.to_json(),
         }

@@ -53,7 +53,9 @@ def test_the_serving_runs_step_opens_on_the_roofline_at_the_runs_setup():
         load_conc="16",
         load_adp="2",
     )
-    assert "on the run's setup (weights fp8, math fp8, KV fp8; TP 2, 2 attention ranks of 1 device) and roofs" in said
+    # Qwen3's own FP8 checkpoint is block-scaled (model_db's fp8_checkpoint): "auto" scaling reads so.
+    setup = "weights fp8 (block scaling), math fp8, KV fp8"
+    assert f"on the run's setup ({setup}; TP 2, 2 attention ranks of 1 device) and roofs" in said
     expected = {
         "hw": "h200-sxm",
         "llm": "qwen3-30b-a3b",
@@ -61,6 +63,7 @@ def test_the_serving_runs_step_opens_on_the_roofline_at_the_runs_setup():
         "wdtype": "fp8",
         "ewdtype": "same as the weights",
         "adtype": "fp8",
+        "fp8scale": "block",
         "kvdtype": "fp8",
         "tp": "2",
         "adp": "2",
@@ -88,9 +91,7 @@ def test_the_serving_runs_step_opens_on_the_roofline_at_the_runs_setup():
     settings = Settings(launch_overhead_s=0.0, engine="sglang", moe_kernel="triton")
     time_s = evaluate(step_ops(w), settings.ceilings(hw, 2, serving=False)).total_time_s
     caption = next(c.value for c in roof.caption if "of device time per step" in c.value)
-    assert f"decode (batch {batch:,} a rank, {context:,} tokens; weights fp8, math fp8, KV fp8; TP 2, 2 attention" in (
-        caption
-    )
+    assert f"decode (batch {batch:,} a rank, {context:,} tokens; {setup}; TP 2, 2 attention" in caption
     assert f": {fmt_seconds(time_s)} of device time per step" in caption
     assert not any("add it to Roof dtypes" in c.value for c in roof.caption)
     assert "and a qwen3-30b-a3b decode step on the roofs of" in " ".join(m.value for m in roof.markdown)

@@ -52,13 +52,21 @@ def _row(**kw) -> dict[str, str]:
 
 def test_precisions_are_mapped_as_documented():
     llama = get_model("llama-3.1-8b")
-    assert precision_for(_row(), llama) == Precision("bf16", "bf16", "bf16")
-    assert precision_for(_row(gemm_quant_mode="fp8_block"), llama) == Precision("fp8", "fp8", "bf16")
-    assert precision_for(_row(gemm_quant_mode="nvfp4"), llama) == Precision("nvfp4", "fp4", "bf16")
+    tensor = {"fp8_scaling": "per-tensor"}
+    assert precision_for(_row(), llama) == Precision("bf16", "bf16", "bf16", **tensor)
+    block = precision_for(_row(gemm_quant_mode="fp8_block"), llama)
+    assert block == Precision("fp8", "fp8", "bf16", fp8_scaling="block")
+    assert precision_for(_row(gemm_quant_mode="nvfp4"), llama) == Precision("nvfp4", "fp4", "bf16", **tensor)
     kimi = get_model("kimi-k2")
     assert precision_for(_row(gemm_quant_mode="int4_wo", moe_quant_mode="int4_wo"), kimi) == Precision(
-        "int4", "bf16", "bf16", expert_weight_dtype="int4"
+        "int4", "bf16", "bf16", expert_weight_dtype="int4", **tensor
     )
+    # A block-scaled checkpoint (model_db's fp8_checkpoint) runs block kernels whatever its column says;
+    # the bf16 repository quantized at load (vLLM's --quantization fp8) scales per tensor.
+    qwen = get_model("qwen3-235b-a22b")
+    fp8 = {"gemm_quant_mode": "fp8", "moe_quant_mode": "fp8"}
+    assert precision_for(_row(model_path="Qwen/Qwen3-235B-A22B-FP8", **fp8), qwen).fp8_scaling == "block"
+    assert precision_for(_row(model_path="Qwen/Qwen3-32B", **fp8), get_model("qwen3-32b")).fp8_scaling == "per-tensor"
     oss = get_model("gpt-oss-120b")
     assert precision_for(_row(gemm_quant_mode="nvfp4"), oss).expert_weight_dtype == "mxfp4"
 

@@ -15,7 +15,13 @@ from dashboard.measured import measured_panel, roofs_caption
 from dashboard.serving_arrivals import TRACE_NOTE
 from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
-from dashboard.serving_view import disaggregation_frame, steady_bias_sentence, targets_columns, targets_frame
+from dashboard.serving_view import (
+    disaggregation_frame,
+    serving_downloads,
+    steady_bias_sentence,
+    targets_columns,
+    targets_frame,
+)
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
@@ -37,8 +43,7 @@ from dashboard.state import (
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import TP_CHOICES
 from roofline.engine import evaluate
-from roofline.format import dumps_strict, fmt_seconds
-from roofline.lazy import pandas as pd
+from roofline.format import fmt_seconds
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
 from roofline.report import Metric
@@ -190,7 +195,7 @@ if is_open(frontier_tab):
             ttft_ms / 1e3,
             tpot_ms / 1e3,
             xaxis == "tokens per dollar",
-            f"{model.name}: every decode batch, TP={tp}, {precision.label}",
+            f"{model.name}: every decode batch, TP={tp}, {precision.resolved(model).label}",
         )
         report.chart(fig, width="stretch", theme=None, key="frontier_chart")
         report.caption(
@@ -268,11 +273,24 @@ if is_open(point_tab):
                 f"[Open this batch on the LLM inference page]({link}): every op of its prefill and decode steps."
             )
 
+
+def plan(errors: bool = True) -> list:
+    """The cheapest setup per device (cached), its fp8 weights scaled as the page's; without
+    ``errors`` (the JSON download, built when clicked) none where the search refuses."""
+    args = (model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
+    try:
+        return cached(best_under_targets, *args, fp8_scaling=precision.fp8_scaling)
+    except ValueError:
+        if errors:
+            raise
+        return []
+
+
 if is_open(targets_tab):
     with targets_tab:
         report.subheader(f"Cheapest setup per device that meets TTFT ≤ {ttft_ms:g} ms and TPOT ≤ {tpot_ms:g} ms")
         try:
-            best = cached(best_under_targets, model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
+            best = plan()
         except ValueError as exc:
             st.error(str(exc))
             best = []
@@ -360,38 +378,6 @@ if is_open(load_tab):
         )
 
 
-def plan_best() -> list:
-    """The cheapest setups, for the JSON download (built when it is clicked)."""
-    try:
-        return cached(best_under_targets, model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
-    except ValueError:
-        return []
-
-
-def frontier_frame():
-    """Every point of the frontier, a row each: the CSV and the plan JSON (built when clicked)."""
-    return pd.DataFrame([points.row(d, j) for d in range(len(points.devices)) for j in range(len(points.batch))])
-
-
-# Below every tab: the files hold the whole plan, whichever view is open.
-st.download_button(
-    "Download the frontier (CSV)",
-    data=lambda: frontier_frame().to_csv(index=False),
-    file_name="roofline_serving.csv",
-    mime="text/csv",
-    on_click="ignore",
-)
-st.download_button(
-    "Download the plan (JSON)",
-    data=lambda: dumps_strict(
-        {
-            "frontier": frontier_frame().to_dict("records"),
-            "best": [b.to_json() for b in plan_best()],
-            "prices_usd_per_hour": prices,
-        }
-    ),
-    file_name="roofline_serving.json",
-    mime="application/json",
-    on_click="ignore",
-)
+# Below every tab: the files hold the whole plan, whichever view is open (built when clicked).
+serving_downloads(points, lambda: plan(errors=False), prices)
 share_panel("Serving", report.sections, note=TRACE_NOTE if st.query_params.get("load_kind") == "trace" else "")

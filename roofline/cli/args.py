@@ -19,6 +19,7 @@ from roofline.defaults import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_MEMORY_UTILIZATION,
     DEFAULT_NON_TORCH_BYTES,
+    FP8_SCALINGS,
     KV_DTYPES,
     WEIGHT_DTYPES,
 )
@@ -184,6 +185,15 @@ def add_precision(parser: argparse.ArgumentParser, compute: bool = True) -> None
     )
     parser.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
     parser.add_argument(
+        "--fp8-scaling",
+        default="auto",
+        choices=FP8_SCALINGS,
+        help="how fp8 weights carry their scales, which sets the kernels an engine's tables are read at: one per "
+        "tensor (NVIDIA's FP8 checkpoints, vLLM's --quantization fp8) or one per 128 x 128 block (DeepSeek-V3's, "
+        "Qwen3's own FP8 releases); auto: the model's own FP8 checkpoint's, per-tensor where it records none "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
         "--group-size",
         type=positive_int,
         default=DEFAULT_INT4_GROUP_SIZE,
@@ -317,6 +327,7 @@ def precision_from_args(args: argparse.Namespace) -> Precision:
         kv_dtype=args.kv_dtype,
         group_size=args.group_size,
         expert_weight_dtype=args.expert_weight_dtype,
+        fp8_scaling=getattr(args, "fp8_scaling", "auto"),
     )
 
 

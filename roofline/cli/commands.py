@@ -297,6 +297,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             raise CliError(f"--price: unknown device {device!r}")
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
+    scaling = {"fp8_scaling": precision.fp8_scaling}  # the plan's fp8 weights scale as the command's
     chunked = not args.no_chunked_prefill
     frontier = []
     for tp in tps:
@@ -306,7 +307,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         mask = pts.frontier()
         for d in range(len(pts.devices)):
             frontier += [pts.row(d, j) for j in np.flatnonzero(mask[d])]
-    best = best_under_targets(model, devices, traffic, args.ttft_ms / 1e3, args.tpot_ms / 1e3, settings, prices, tps)
+    best = best_under_targets(
+        model, devices, traffic, args.ttft_ms / 1e3, args.tpot_ms / 1e3, settings, prices, tps, **scaling
+    )
     primary = next((b for b in best if b.meets), None)
     levers: dict[str, object] = {}
     if primary is not None:

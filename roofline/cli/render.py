@@ -124,7 +124,11 @@ def precision_text(p: dict) -> str:
     from roofline.workload import Precision
 
     return Precision(
-        p["weight_dtype"], p["act_dtype"], p["kv_dtype"], expert_weight_dtype=p.get("expert_weight_dtype")
+        p["weight_dtype"],
+        p["act_dtype"],
+        p["kv_dtype"],
+        expert_weight_dtype=p.get("expert_weight_dtype"),
+        fp8_scaling=p.get("fp8_scaling", "auto"),
     ).label
 
 

@@ -73,7 +73,7 @@ def is_local_layer(m: ModelConfig, index: int) -> bool:
 
 def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]:
     """Attention proper (the kernel on Q, K, V and the cache) for ``count`` layers."""
-    m, p, tp = w.model, w.precision, w.tp
+    m, p, tp = w.model, w.kernel_precision, w.tp
     b = np.asarray(w.batch, float)
     s = np.asarray(w.seq_len, float)
     nh = m.num_heads / tp

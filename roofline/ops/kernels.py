@@ -72,8 +72,16 @@ def linear(
         count=count,
         launches=launches,
         group=group,
-        # n (output) and k (reduction) name the GEMM a kernel table is read at.
-        meta={"kind": "matmul", "m": rows / matrices, "n": out_features, "k": in_features, "matrices": matrices},
+        # n (output) and k (reduction) name the GEMM a kernel table is read at; fp8_scaling which
+        # fp8 GEMM table (per-tensor or block-scaled).
+        meta={
+            "kind": "matmul",
+            "m": rows / matrices,
+            "n": out_features,
+            "k": in_features,
+            "matrices": matrices,
+            "fp8_scaling": p.fp8_scaling,
+        },
     )
 
 

@@ -22,7 +22,7 @@ def expected_experts_loaded(num_experts: int, top_k: int, tokens: np.ndarray | f
 
 
 def mlp_ops(w: Workload, tokens, count: int, intermediate: int, prefix: str) -> list[Op]:
-    m, p = w.model, w.precision
+    m, p = w.model, w.kernel_precision
     h, i = m.hidden_size, intermediate / w.tp
     act = ACTIVATION_FLOPS_PER_ELEMENT[m.mlp]
     if m.mlp == "gated":
@@ -39,7 +39,7 @@ def mlp_ops(w: Workload, tokens, count: int, intermediate: int, prefix: str) -> 
 
 
 def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
-    m, p, tp = w.model, w.precision, w.tp
+    m, p, tp = w.model, w.kernel_precision, w.tp
     moe = m.moe
     h, i = m.hidden_size, moe.expert_intermediate_size / tp
     k, e = moe.experts_per_token, moe.num_experts
@@ -57,6 +57,7 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
         "tp": tp,
         "expert_dtype": p.expert_weight_dtype or p.weight_dtype,
         "shared_experts": moe.shared_experts,  # what "auto" routing reads (roofline.routing)
+        "fp8_scaling": p.fp8_scaling,  # which fp8 MoE table (per-tensor or block-scaled)
     }
     ops = [
         linear("MoE router", tokens, h, e, p, count, "moe", weight_dtype_bytes=ab, launches=3),

@@ -32,7 +32,7 @@ def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
         raise ValueError(f"step_ops takes one prefill or decode step, got phase {w.phase!r}")
     if w.attention_dp > 1:
         return _attention_dp_ops(w, rows)
-    m, p, tp = w.model, w.precision, w.tp
+    m, p, tp = w.model, w.kernel_precision, w.tp
     L, h = m.num_layers, m.hidden_size
     t = w.tokens if rows is None else np.asarray(rows, float) * np.ones_like(w.tokens)
     if np.any(~np.isfinite(t)) or np.any(t <= 0):
@@ -174,7 +174,7 @@ def _attention_dp_ops(w: Workload, rows) -> list[Op]:
     (TensorRT-LLM's attention data parallelism, and SGLang's in its CUDA-graph decode steps): the
     bytes of one all-reduce of every rank's tokens, a ring all-reduce being exactly a
     reduce-scatter and an all-gather, and priced as that all-reduce where a table times it."""
-    m, p, d = w.model, w.precision, w.attention_dp
+    m, p, d = w.model, w.kernel_precision, w.attention_dp
     rank = replace(w, tp=w.attention_tp, attention_dp=1)
     own = step_ops(rank, rows)
     t = rank.tokens if rows is None else np.asarray(rows, float) * np.ones_like(rank.tokens)

@@ -84,11 +84,13 @@ def best_under_targets(
     prices: dict[str, float] | None = None,
     tps: tuple[int, ...] = (1, 2, 4, 8),
     precisions: tuple[tuple[str, str], ...] = DEFAULT_PRECISIONS,
+    fp8_scaling: str = "auto",
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens all-in, every device-hour over the output tokens (where
     priced; else that gives the most tokens/s per device), ranked by that. fp8 weights compute
-    as the engines run them on each device (``math_for``). TP degrees that do not split the model
+    as the engines run them on each device (``math_for``), scaled as ``fp8_scaling`` says (auto: the
+    model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``). TP degrees that do not split the model
     are skipped, with a note on every result saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
@@ -104,7 +106,8 @@ def best_under_targets(
             # group computing as the engines do on it.
             groups: dict[Precision, list[Hardware]] = {}
             for hw in devices:
-                precision = Precision(weight_dtype=wdtype, act_dtype=math_for(wdtype, hw), kv_dtype=kvdtype)
+                math = math_for(wdtype, hw)
+                precision = Precision(wdtype, math, kvdtype, fp8_scaling=fp8_scaling).resolved(model)
                 missing = hw.unsupported_formats(*_formats_on(precision, hw))
                 if missing:
                     near.setdefault(hw.id, (f"its kernels take no {' or '.join(missing)}", np.inf))

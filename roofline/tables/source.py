@@ -102,10 +102,10 @@ class OpAnswer:
 class KernelTables:
     """The kernel tables of one engine on one device as a roof source.
 
-    ``gemm_dtype`` names the table of the linear layers' fp8 math where it is not the plain one
-    (``fp8_block``: DeepSeek-style block scales); ``moe_parallel`` the (TP, EP) split of the
-    experts (default: TP over the experts); ``moe_dtype`` the experts' table where it is not their
-    weight format's; ``moe_kernel`` the MoE kernel family the server runs (``roofline.roofs.
+    ``gemm_dtype`` names the table of the linear layers' fp8 math where a run's own setup fixes it
+    (``fp8_block``: DeepSeek-style block scales; None: each op's ``fp8_scaling``, its workload's
+    ``Precision.fp8_scaling``), and ``moe_dtype`` the experts' likewise; ``moe_parallel`` the (TP, EP) split of the
+    experts (default: TP over the experts); ``moe_kernel`` the MoE kernel family the server runs (``roofline.roofs.
     MOE_KERNELS``; None: the fastest this engine timed); ``moe_routing`` how tokens spread over
     the experts (``roofline.routing``; None: the model's own, ``model_routing``).
     ``speed`` is a what-if: (compute, memory) multipliers applied to each op's measured time by the
@@ -241,8 +241,8 @@ class KernelTables:
         dtype = op.dtype
         if math.isclose(weight_bytes, 2.0, rel_tol=0.05):  # bf16 weights (the LM head): the bf16 table
             dtype = "bf16"
-        elif dtype == "fp8" and self.gemm_dtype:
-            dtype = self.gemm_dtype
+        elif dtype == "fp8":  # the run's own fp8 table, else its weights' scaling (Precision.fp8_scaling)
+            dtype = self.gemm_dtype or ("fp8_block" if meta.get("fp8_scaling") == "block" else "fp8")
         if not math.isclose(weight_bytes, TABLE_WEIGHT_BYTES.get(dtype, -1.0), rel_tol=0.15):
             return OpAnswer(None, f"{weight_bytes:g}-byte weights with {op.dtype} math: no table")
         keys = {"gemm_dtype": GEMM_DTYPES.get(dtype, dtype)}
@@ -271,6 +271,8 @@ class KernelTables:
             "moe_ep_size": int(moe_ep),
         }
         weight_dtype = self.moe_dtype or str(meta["expert_dtype"])
+        if weight_dtype == "fp8" and self.moe_dtype is None and meta.get("fp8_scaling") == "block":
+            weight_dtype = "fp8_block"
         what = (
             f"{weight_dtype} MoE {meta['experts']}x{meta['hidden']}x{meta['expert_inter']} top-{meta['topk']} "
             f"(TP {moe_tp}, EP {moe_ep})"

@@ -1,0 +1,157 @@
+"""FP8 weights' scaling (Precision.fp8_scaling): one scale per tensor or one per 128 x 128 block
+picks the engine kernels a step is read at; "auto" is the model's own published FP8 checkpoint's
+(model_db's fp8_checkpoint, each with its source)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from roofline.engine import evaluate
+from roofline.format import fmt_seconds
+from roofline.hardware import get_hardware
+from roofline.models import get_model, load_models
+from roofline.ops import step_ops
+from roofline.roofs import kernel_tables
+from roofline.serving import Traffic, best_under_targets
+from roofline.settings import Settings
+from roofline.silicon_sample import block_fp8_checkpoints
+from roofline.tables.source import KernelTables
+from roofline.workload import Precision, Workload
+from tests.page_helpers import ROOT, page
+
+H100 = get_hardware("h100-sxm")
+QWEN_MOE = get_model("qwen3-30b-a3b")
+FP8 = ("fp8", "fp8", "fp8")
+
+
+def _decode(model, scaling: str, batch: int = 64, tp: int = 1) -> Workload:
+    return Workload(model, "decode", batch, 2000, precision=Precision(*FP8, fp8_scaling=scaling), tp=tp)
+
+
+def _op(w: Workload, name: str):
+    return next(op for op in step_ops(w) if op.name == name)
+
+
+def test_auto_is_the_models_own_checkpoint_and_bad_values_are_named():
+    assert Precision(*FP8).resolved(QWEN_MOE).fp8_scaling == "block"  # Qwen/Qwen3-30B-A3B-FP8
+    assert Precision(*FP8).resolved(get_model("deepseek-v3")).fp8_scaling == "block"
+    assert Precision(*FP8).resolved(get_model("llama-3.1-70b")).fp8_scaling == "per-tensor"  # NVIDIA's ModelOpt
+    assert Precision(*FP8).resolved(get_model("llama-3.1-8b")).fp8_scaling == "per-tensor"  # none recorded
+    assert Precision(*FP8, fp8_scaling="per-tensor").resolved(QWEN_MOE).fp8_scaling == "per-tensor"  # a choice stays
+    assert _decode(QWEN_MOE, "auto").kernel_precision.fp8_scaling == "block"
+    with pytest.raises(ValueError, match="fp8 scaling: 'channel' is not allowed; allowed: auto, per-tensor, block"):
+        Precision(*FP8, fp8_scaling="channel")
+    # The label names the scaling where there are fp8 weights to scale.
+    assert Precision(*FP8, fp8_scaling="block").label == "weights fp8 (block scaling), math fp8, KV fp8"
+    assert Precision("bf16", "bf16", "fp8", fp8_scaling="block").label == "weights bf16, math bf16, KV fp8"
+
+
+def test_every_recorded_checkpoint_has_its_source_and_the_sample_reads_them():
+    recorded = {m.id: m.fp8_checkpoint for m in load_models().values() if m.fp8_checkpoint}
+    assert {"qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-r1", "deepseek-v3", "kimi-k2"} <= set(recorded)
+    for checkpoint in recorded.values():
+        words = {"block": "block", "per-tensor": "per tensor"}[checkpoint.scaling]  # the source says which
+        assert checkpoint.source.url.startswith("https://") and words in checkpoint.source.name.lower()
+    # The silicon sample's block checkpoints are the ones model_db records (one list, not two).
+    assert {"Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"} <= block_fp8_checkpoints()
+    assert "Qwen/Qwen3-32B" not in block_fp8_checkpoints()  # the bf16 repository, quantized at load
+
+
+def test_block_scaling_reads_the_block_tables_and_the_datasheet_does_not_see_it():
+    tables = kernel_tables("vllm", "h100-sxm")
+    per_tensor, block = _decode(QWEN_MOE, "per-tensor"), _decode(QWEN_MOE, "block")
+    # The experts: the block-scaled op reads what the block table gives the per-tensor op's shape.
+    name = "MoE experts gate+up"
+    forced = KernelTables(tables.predictor, moe_dtype="fp8_block").op_seconds(_op(per_tensor, name))
+    read = tables.op_seconds(_op(block, name))
+    np.testing.assert_allclose(read.seconds, forced.seconds)
+    assert read.label == forced.label
+    plain = tables.op_seconds(_op(per_tensor, name))
+    assert not np.allclose(plain.seconds, read.seconds)
+    # The dense GEMMs likewise, from the fp8_block GEMM table.
+    dense = get_model("qwen3-32b")
+    qkv_block = _op(_decode(dense, "block", 16), "QKV projection")
+    qkv_tensor = _op(_decode(dense, "per-tensor", 16), "QKV projection")
+    sglang = kernel_tables("sglang", "h100-sxm")
+    np.testing.assert_allclose(
+        sglang.op_seconds(qkv_block).seconds,
+        KernelTables(sglang.predictor, gemm_dtype="fp8_block").op_seconds(qkv_tensor).seconds,
+    )
+    # On the datasheet a 128 x 128 block's one scale is not counted: the same step either way.
+    ideal = Settings().ceilings(H100, serving=False)
+    assert evaluate(step_ops(per_tensor), ideal).total_time_s == evaluate(step_ops(block), ideal).total_time_s
+
+
+def test_the_moe_step_under_vllm_on_an_h100():
+    """vLLM's H100 tables time a per-tensor fp8 MoE layer (CUTLASS) far slower than a block-scaled one
+    (Triton) at 64 tokens: the same fp8 step is then slower than bf16, which the block checkpoint is not."""
+    roofs = Settings(engine="vllm").ceilings(H100, serving=False)
+
+    def step_s(precision: Precision) -> float:
+        return float(
+            evaluate(step_ops(Workload(QWEN_MOE, "decode", 64, 2000, precision=precision)), roofs).total_time_s
+        )
+
+    bf16 = step_s(Precision("bf16", "bf16", "fp8"))
+    assert step_s(Precision(*FP8, fp8_scaling="block")) < bf16 < step_s(Precision(*FP8, fp8_scaling="per-tensor"))
+    assert step_s(Precision(*FP8)) == step_s(Precision(*FP8, fp8_scaling="block"))  # auto: Qwen's checkpoint
+
+
+def test_the_cheapest_setup_scales_fp8_as_asked():
+    plans = {
+        s: best_under_targets(
+            QWEN_MOE, [H100], Traffic(1024, 256), 2.0, 0.05, Settings(engine="vllm"), tps=(1,), fp8_scaling=s
+        )[0]
+        for s in ("per-tensor", "block")
+    }
+    assert plans["per-tensor"].point != plans["block"].point
+
+
+def test_the_command_line_takes_the_scaling_and_refuses_another():
+    base = [sys.executable, "-m", "roofline", "analyze", "--phase", "decode", "--batch", "64", "--seq-len", "2000"]
+    base += ["--model", "qwen3-30b-a3b", "--hardware", "h100-sxm", "--weight-dtype", "fp8", "--act-dtype", "fp8"]
+    base += ["--engine", "vllm"]
+    out = subprocess.run([*base, "--fp8-scaling", "per-tensor"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "weights fp8 (per-tensor scaling), math fp8" in out.stdout
+    auto = subprocess.run(base, capture_output=True, text=True, cwd=ROOT)
+    assert "weights fp8 (block scaling)" in auto.stdout  # Qwen's own FP8 checkpoint
+    bad = subprocess.run([*base, "--fp8-scaling", "channel"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "--fp8-scaling: invalid choice: 'channel'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+STEP = {
+    "hw": ["h100-sxm"],
+    "engine": "vllm",
+    "llm": "qwen3-30b-a3b",
+    "llm_phase": "decode",
+    "llm_batch": "64",
+    "llm_seq": "2000",
+    "wdtype": "fp8",
+    "adtype": "fp8",
+    "kvdtype": "fp8",
+}
+
+
+@pytest.mark.parametrize("scaling", ["per-tensor", "block"])
+def test_the_roofline_page_times_the_step_at_the_scaling_in_its_url(scaling):
+    at = page("views/roofline_page.py", **STEP, fp8scale=scaling)
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    roofs = Settings(launch_overhead_s=0.0, engine="vllm").ceilings(H100, serving=False)
+    time_s = evaluate(step_ops(_decode(QWEN_MOE, scaling)), roofs).total_time_s
+    caption = next(c.value for c in at.caption if "of device time per step" in c.value)
+    assert f"weights fp8 ({scaling} scaling), math fp8, KV fp8" in caption
+    assert f": {fmt_seconds(time_s)} of device time per step" in caption
+
+
+def test_a_bad_scaling_in_the_url_is_named_and_dropped():
+    at = page("views/roofline_page.py", **STEP, fp8scale="channel")
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "fp8scale" in said and "per-tensor" in said
+    caption = next(c.value for c in at.caption if "of device time per step" in c.value)
+    assert "weights fp8 (block scaling)" in caption  # the default, auto: Qwen's own checkpoint
