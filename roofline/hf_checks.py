@@ -125,3 +125,28 @@ def check_fields(data: dict, origin: str, prefix: str = "") -> None:
             fail(key, f"a list of layer indices from 0 to {MAX_LAYERS - 1:,}", value)
         if key != "mlp_only_layers" and isinstance(layers, int) and value and len(value) != layers:
             fail(key, f"a list of one entry per layer ({layers:,}, num_hidden_layers), not {len(value):,}", value)
+
+
+def fp8_checkpoint(config: dict, repo: str, origin: str) -> dict | None:
+    """The scaling of an FP8 checkpoint's weights as its config.json's ``quantization_config`` says
+    (quant_method "fp8": one scale per ``weight_block_size`` block where it gives one, else one per
+    tensor, as vLLM's Fp8Config reads it), as model_db's ``fp8_checkpoint``; None for any other
+    checkpoint (bf16, MXFP4, compressed-tensors, ...)."""
+    quant = config.get("quantization_config")
+    if quant is None or (isinstance(quant, dict) and quant.get("quant_method") != "fp8"):
+        return None
+    if not isinstance(quant, dict):
+        raise DataError(f"{origin}: field 'quantization_config' must be an object (or null), got {shown(quant)}")
+    block = quant.get("weight_block_size")
+    ok = isinstance(block, list) and len(block) == 2
+    if block is not None and not (ok and all(type(v) is int and 1 <= v <= 1 << 16 for v in block)):
+        raise DataError(
+            f"{origin}: field 'quantization_config.weight_block_size' must be two positive integers "
+            f"(rows, columns of a scaled block) or null, got {shown(block)}"
+        )
+    said = f"weight_block_size {block}" if block else "no weight_block_size: one scale per tensor"
+    return {
+        "repo": repo,
+        "scaling": "block" if block else "per-tensor",
+        "source": {"name": f"its config.json ({origin}): quantization_config quant_method fp8, {said}"},
+    }

@@ -22,6 +22,7 @@ from roofline.hf_checks import (  # noqa: F401 (the field checks are importable 
     MAX_NAME_CHARS,
     TEXT_FIELDS,
     check_fields,
+    fp8_checkpoint,
     json_type,
     shown,
 )
@@ -196,6 +197,9 @@ def model_from_hf_config(
         "norm": "rmsnorm",
         "sources": [{"name": f"Hugging Face config.json ({origin})"}],
     }
+    checkpoint = fp8_checkpoint(config, str(label or record_id).ljust(3, "_"), origin)
+    if checkpoint:
+        record["fp8_checkpoint"] = checkpoint
     if f.get("attention_bias") or family == "qwen2":
         record["qkv_bias"] = True
 

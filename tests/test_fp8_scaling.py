@@ -155,3 +155,25 @@ def test_a_bad_scaling_in_the_url_is_named_and_dropped():
     assert "fp8scale" in said and "per-tensor" in said
     caption = next(c.value for c in at.caption if "of device time per step" in c.value)
     assert "weights fp8 (block scaling)" in caption  # the default, auto: Qwen's own checkpoint
+
+
+def test_a_config_json_says_its_own_scaling():
+    """A user's FP8 checkpoint brings its scaling: quantization_config's weight_block_size, as vLLM reads it."""
+    import json
+
+    from roofline.datafiles import DataError
+    from roofline.hf_config import model_from_hf_config
+
+    config = json.loads((ROOT / "tests/data/hf_configs/deepseek-v3.json").read_text())
+    assert model_from_hf_config(config).fp8_checkpoint.scaling == "block"
+    assert Precision(*FP8).resolved(model_from_hf_config(config)).fp8_scaling == "block"
+    tensor = {**config, "quantization_config": {"quant_method": "fp8", "activation_scheme": "static"}}
+    assert model_from_hf_config(tensor).fp8_checkpoint.scaling == "per-tensor"
+    assert model_from_hf_config({**config, "quantization_config": {"quant_method": "mxfp4"}}).fp8_checkpoint is None
+    assert model_from_hf_config({k: v for k, v in config.items() if k != "quantization_config"}).fp8_checkpoint is None
+    for bad in ([128], [0, 128], "128x128", [True, 1]):
+        broken = {**config, "quantization_config": {"quant_method": "fp8", "weight_block_size": bad}}
+        with pytest.raises(DataError, match="field 'quantization_config.weight_block_size' must be two positive"):
+            model_from_hf_config(broken)
+    with pytest.raises(DataError, match="field 'quantization_config' must be an object"):
+        model_from_hf_config({**config, "quantization_config": [1]})
