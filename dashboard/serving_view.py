@@ -24,7 +24,7 @@ def targets_frame(best: list, roofs: dict[str, str]):
                 "what binds": f"{b.binding}-bound" if b.meets else b.binding,
                 "TP": b.point["tp"] if b.meets else None,
                 "batch": b.point["batch"] if b.meets else None,
-                "weights / math / KV": f"{b.weight_dtype} / {b.act_dtype} / {b.kv_dtype}" if b.meets else "",
+                "weights / math / KV": f"{b.weights} / {b.act_dtype} / {b.kv_dtype}" if b.meets else "",
                 "TTFT": fmt_seconds(b.point["ttft_s"]) if b.meets else "",
                 "TPOT": fmt_seconds(b.point["tpot_s"]) if b.meets else "",
                 "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,

@@ -177,3 +177,15 @@ def test_a_config_json_says_its_own_scaling():
             model_from_hf_config(broken)
     with pytest.raises(DataError, match="field 'quantization_config' must be an object"):
         model_from_hf_config({**config, "quantization_config": [1]})
+
+
+def test_the_plan_names_the_scaling_it_searched():
+    best = best_under_targets(QWEN_MOE, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), fp8_scaling="per-tensor")[0]
+    assert best.weight_dtype == "fp8" and best.weights == "fp8 (per-tensor)"  # fp8 is the cheapest here
+    # Llama 3.2 1B records no FP8 checkpoint: auto is per-tensor; without fp8 weights no scaling is named.
+    plain = best_under_targets(get_model("llama-3.2-1b"), [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,))[0]
+    assert plain.weight_dtype == "fp8" and plain.to_json()["fp8_scaling"] == "per-tensor"
+    bf16 = best_under_targets(
+        get_model("llama-3.2-1b"), [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(("bf16", "bf16"),)
+    )[0]
+    assert bf16.fp8_scaling is None and bf16.weights == "bf16"

@@ -160,7 +160,8 @@ def serve(d: dict, model_name: str) -> str:
             [
                 b["hardware"],
                 f"TP{b['tp']} x{b['batch']}",
-                f"{b['weight_dtype']}/{b['act_dtype']}/{b['kv_dtype']}",
+                f"{b['weight_dtype']}{' (' + b['fp8_scaling'] + ')' if b.get('fp8_scaling') else ''}/{b['act_dtype']}"
+                f"/{b['kv_dtype']}",
                 fmt_seconds(b["ttft_s"]),
                 fmt_seconds(b["tpot_s"]),
                 f"{b['tokens_per_s_per_device']:,.0f}",

@@ -27,6 +27,12 @@ class Best:
     binding: str  # what stops it doing better: the step's regime, memory capacity, or the targets
     notes: tuple[str, ...] = ()  # setups left out of the search, and why
     act_dtype: str | None = None  # the math: fp8 with fp8 weights where the device computes in fp8 (W8A8)
+    fp8_scaling: str | None = None  # fp8 weights' scales, per-tensor or block (None: no fp8 weights)
+
+    @property
+    def weights(self) -> str | None:
+        """The weight format, with its scaling where it is fp8: "fp8 (block)"."""
+        return f"{self.weight_dtype} ({self.fp8_scaling})" if self.fp8_scaling else self.weight_dtype
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -35,6 +41,7 @@ class Best:
             "weight_dtype": self.weight_dtype,
             "act_dtype": self.act_dtype,
             "kv_dtype": self.kv_dtype,
+            "fp8_scaling": self.fp8_scaling,
             "binding": self.binding,
             "notes": list(self.notes),
             **(self.point or {}),
@@ -132,7 +139,8 @@ def best_under_targets(
         if hw.id in best:
             _, row, p = best[hw.id]
             p = p.on(hw, need_peak=False)[0]  # as the device runs it: fp16 where it has no bf16 (V100, T4)
-            out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype))
+            scaling = p.fp8_scaling if p.has_fp8_weights else None
+            out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype, scaling))
         else:
             cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
             reason = near.get(hw.id, (cannot, np.inf))[0]
