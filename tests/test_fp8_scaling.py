@@ -189,3 +189,15 @@ def test_the_plan_names_the_scaling_it_searched():
         get_model("llama-3.2-1b"), [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(("bf16", "bf16"),)
     )[0]
     assert bf16.fp8_scaling is None and bf16.weights == "bf16"
+
+
+def test_the_serving_pages_cheapest_setup_follows_the_pages_scaling():
+    """vLLM's per-tensor fp8 MoE kernel on an H100 is slower than bf16, so the cheapest Qwen3 30B-A3B
+    setup there is bf16 unless the fp8 weights are block-scaled (Qwen's own FP8 checkpoint)."""
+    params = {"model": "qwen3-30b-a3b", "hw": ["h100-sxm"], "engine": "vllm", "view": "Cheapest setup"}
+    params |= {"ttft_ms": "500", "tpot_ms": "30"}
+    for scaling, weights in (("per-tensor", "bf16 / bf16 / fp8"), ("block", "fp8 (block) / fp8 / fp8")):
+        at = page("views/serving_page.py", **params, fp8scale=scaling)
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert any(f"{scaling}-scaled (FP8 weight scaling)" in c.value for c in at.caption)
+        assert list(at.dataframe[0].value["weights / math / KV"]) == [weights]

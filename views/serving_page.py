@@ -310,10 +310,10 @@ if is_open(targets_tab):
         )
         report.caption(
             "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV, fp8 weights computing in fp8 (W8A8) "
-            "where the device has fp8 math and weight-only elsewhere, as the engines run them; every batch that fits. "
-            "Ranked by cost "
-            "per million output tokens all-in (every device-hour over the output tokens: what a request costs) where "
-            "priced, then by throughput per device. Each row's times rest on its "
+            "where the device has fp8 math and weight-only elsewhere, as the engines run them, "
+            f"{precision.resolved(model).fp8_scaling}-scaled (FP8 weight scaling); every batch that fits. "
+            "Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
+            "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
             "device on the datasheet alone looks better than it will run."
         )
