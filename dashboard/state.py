@@ -204,10 +204,11 @@ MOE_KERNEL_HELP = (
 
 MOE_ROUTING_HELP = (
     "How a MoE layer's tokens spread over its experts in the kernel tables read. balanced: every expert an "
-    "equal share (the ideal); power-law-1.01 and power-law-1.2: the database's estimates for DeepSeek-V3/R1 and "
+    "equal share, as the datasheet assumes (the fastest spread for a prompt; in a small decode batch it reads "
+    "the most experts); power-law-1.01 and power-law-1.2: the database's estimates for DeepSeek-V3/R1 and "
     "Qwen3-235B serving real prompts (the busiest expert sets a fused MoE kernel's pace). auto: the model's own "
     "as the database prices it (1.01 with shared experts, 1.2 without). Ignored for dense models and on the "
-    "datasheet, which keeps the balanced ideal."
+    "datasheet, which keeps the balanced spread."
 )
 
 

@@ -201,3 +201,23 @@ def test_the_serving_pages_cheapest_setup_follows_the_pages_scaling():
         assert not at.exception and not at.error, [e.value for e in at.error]
         assert any(f"{scaling}-scaled (FP8 weight scaling)" in c.value for c in at.caption)
         assert list(at.dataframe[0].value["weights / math / KV"]) == [weights]
+
+
+def test_math_narrower_than_its_weights_is_named():
+    """fp8 math on bf16 weights is no engine's setup: the note says so and what to set instead."""
+    w = Workload(get_model("llama-3.1-8b"), "decode", 8, 1000, precision=Precision("bf16", "fp8", "bf16"))
+    _, notes = w.on(H100)
+    assert any(n.startswith("fp8 math with bf16 weights") and "set the weight dtype to fp8" in n for n in notes)
+    _, fp4 = Workload(w.model, "decode", 8, 1000, precision=Precision("bf16", "fp4", "bf16")).on(get_hardware("b200"))
+    assert any("set the weight dtype to nvfp4 or mxfp4" in n for n in fp4)
+    for fine in (Precision(*FP8), Precision("int4", "fp8", "bf16"), Precision("bf16", "bf16", "fp8")):
+        _, quiet = Workload(w.model, "decode", 8, 1000, precision=fine).on(H100)
+        assert not any("math with" in n for n in quiet), fine
+    out = subprocess.run(
+        [sys.executable, "-m", "roofline", "analyze", "--phase", "decode", "--model", "llama-3.1-8b"]
+        + ["--hardware", "h100-sxm", "--act-dtype", "fp8", "--seq-len", "1000"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert "note: fp8 math with bf16 weights" in out.stdout

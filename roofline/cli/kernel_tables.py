@@ -65,7 +65,8 @@ def add_parsers(sub) -> None:
         choices=MOE_ROUTINGS,
         default=None,
         help="score every MoE run as if its tokens were routed so (default auto: each model's own, as the "
-        "database prices it; balanced is the ideal); not with --report, which publishes the default",
+        "database prices it; balanced is the datasheet's uniform spread); not with --report, which publishes the "
+        "default",
     )
     p.add_argument(
         "--launch-overhead-us",
