@@ -51,6 +51,7 @@ from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests
     DEVICE_IDS,
     MODEL_IDS,
     QUANT,
+    ScriptSetup,
     _number,
     documented_kv_dtype,
     documented_setup,
@@ -113,7 +114,7 @@ def predict_tpot(
     ``tables`` and its host work per step (its ``version``'s way). ``budget``: the engine's tokens
     per step (default ``settings.max_batched_tokens``); ``mixed`` False runs each prompt as a step
     of its own, as SGLang does unless told to mix them (``--enable-mixed-chunk``)."""
-    settings = settings or Settings()
+    settings = replace(settings or Settings(), engine="ideal")  # the datasheet; the tables come as ``tables``
     hw = get_hardware(hardware_id)
     context = int(round(isl + osl / 2))
     w = Workload(
@@ -168,14 +169,30 @@ def documented_budget(row: dict[str, str], hw) -> int:
     return (setup.token_budget if setup else None) or engine_profile(row["backend"]).token_budget(hw)
 
 
-def run_budget(row: dict[str, str], attention_dp: int = 1) -> int:
-    """A run's tokens per step (``documented_budget``) as one of its attention ranks has them."""
+def run_settings(
+    row: dict[str, str], attention_dp: int, concurrency: int, settings: Settings | None = None
+) -> Settings:
+    """``settings`` (default: the defaults) as one of a run's attention ranks had its server: its
+    engine; its token budget (``documented_budget``); the sequence cap and CUDA-graph limit its
+    script set where its source documents them, else the engine's defaults, the cap at least its
+    clients (``roofline.serving.simulation.api.rank_settings``). The steady score and ``validate
+    --load`` both read a run so."""
     from roofline.serving.simulation.api import rank_settings
 
     hw = get_hardware(DEVICE_IDS[row["system"]])
-    budget = documented_budget(row, hw)
-    ranked = rank_settings(Settings(engine=row["backend"], max_batched_tokens=budget, attention_dp=attention_dp), hw.id)
-    return ranked.max_batched_tokens
+    setup = documented_setup(row) or ScriptSetup()
+    settings = replace(
+        settings or Settings(),
+        engine=row["backend"],
+        max_num_seqs=setup.max_num_seqs or (settings or Settings()).max_num_seqs,
+        max_batched_tokens=documented_budget(row, hw),
+        prompt_graph_tokens=setup.prompt_graph_tokens,
+        attention_dp=attention_dp,
+    )
+    settings = rank_settings(settings, hw.id)
+    if not setup.max_num_seqs:  # the script's cap holds its other requests back; else at least the clients
+        settings = replace(settings, max_num_seqs=max(settings.max_num_seqs, concurrency))
+    return settings
 
 
 def score_rows(
@@ -210,7 +227,7 @@ def score_rows(
                 source,
                 version=version,
                 attention_dp=dp,
-                budget=run_budget(row, dp),
+                settings=run_settings(row, dp, concurrency),
                 mixed=engine != "sglang",  # SGLang runs prompts as steps of their own (its default)
             )
         except ValueError as exc:

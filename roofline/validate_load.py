@@ -35,14 +35,14 @@ from roofline.engines import EngineProfile, engine_profile, in_host_fit_split
 from roofline.hardware import get_hardware
 from roofline.models import get_model
 from roofline.sample_ranks import run_parallelism
-from roofline.serving.simulation.api import knobs_from, kv_blocks, rank_settings
+from roofline.serving.simulation.api import knobs_from, kv_blocks
 from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import per_request
 from roofline.serving.simulation.run import simulate
 from roofline.serving.simulation.steptime import step_times
 from roofline.settings import Settings
 from roofline.silicon_sample import DEVICE_IDS, MODEL_IDS, ScriptSetup, _number, documented_setup, run_tables
-from roofline.validate import _errors, documented_budget, precision_for, why_not_scored
+from roofline.validate import _errors, precision_for, run_settings, why_not_scored
 from roofline.workload import Workload
 
 LOAD_FIELDS = (
@@ -107,17 +107,7 @@ def simulate_row(
     # script gave the server, where its source documents them, as one rank runs them (rank_settings).
     profile = profile or engine_profile(row["backend"])
     setup = documented_setup(row) or ScriptSetup()
-    settings = replace(
-        settings,
-        engine=row["backend"],
-        max_num_seqs=setup.max_num_seqs or settings.max_num_seqs,
-        max_batched_tokens=documented_budget(row, hw),
-        prompt_graph_tokens=setup.prompt_graph_tokens,
-        attention_dp=dp,
-    )
-    settings = rank_settings(settings, hw.id)
-    if not setup.max_num_seqs:  # the script's cap holds its other requests back; else at least the clients
-        settings = replace(settings, max_num_seqs=max(settings.max_num_seqs, concurrency))
+    settings = run_settings(row, dp, concurrency, settings)
     knobs = replace(
         knobs_from(settings, True, hw.id),
         recv_interval=setup.recv_interval or 1,
