@@ -124,17 +124,22 @@ def predict_tpot(
     decode = mixed_step_ops(run, concurrency, 0.0, isl)
     if mixed:  # a share of the steps carries a prompt beside the decodes (roofline.serving.prompt_chunks)
         chunk, carrying = prompt_chunks(concurrency, isl, osl, budget or settings.max_batched_tokens)
-        parts = [(float(carrying), mixed_step_ops(run, concurrency, float(chunk), isl)), (1 - float(carrying), decode)]
+        mixed_ops = mixed_step_ops(run, concurrency, float(chunk), isl)
+        parts = [(float(carrying), mixed_ops, concurrency + float(chunk)), (1 - float(carrying), decode, 0.0)]
     else:  # every output token's step, and a prompt's prefill step for every osl / concurrency of them
         prompt = step_ops(replace(run, phase="prefill", batch=1, seq_len=isl))
-        parts = [(1.0, decode), (concurrency / osl, prompt)]
-    parts = [(share, ops) for share, ops in parts if share > 0]
+        parts = [(1.0, decode, 0.0), (concurrency / osl, prompt, float(isl))]
+    # (share of the steps, their ops, their new tokens where they carry a prompt: 0 for decodes alone)
+    parts = [part for part in parts if part[0] > 0]
     ceilings = settings.ceilings(hw, tp, cuda_graphs=True)
     if tables is None:
         return StepPrediction(
-            sum(share * float(evaluate(ops, ceilings).step_time_s) for share, ops in parts), None, 0.0, ()
+            sum(share * float(evaluate(ops, ceilings).step_time_s) for share, ops, _ in parts), None, 0.0, ()
         )
     profile = engine_profile(tables.engine)
+    # A step with prompt tokens past the engine's CUDA-graph limit has the host dispatch every kernel,
+    # as the serving simulation runs it (roofline.serving.simulation.steptime).
+    limit = profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens) if profile else None
     expected = replace(ceilings, roof_source=tables, source="engine-measured")
     if profile is not None:
         expected = replace(
@@ -147,9 +152,12 @@ def predict_tpot(
     ideal_s = tables_s = from_tables_s = 0.0
     labels: set[str] = set()
     by_op: dict[str, dict[str, object]] = {}  # the mean step's time of each op, the parts' summed
-    for share, ops in parts:
-        step = evaluate(ops, expected)
-        ideal_s += share * float(step.ideal_step_time_s)
+    eager = replace(expected, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0)
+    for share, ops, tokens in parts:
+        step = graphed = evaluate(ops, expected)
+        if limit is not None and tokens > limit:  # the ideal bound stays the datasheet's, without the host
+            step = evaluate(ops, eager)
+        ideal_s += share * float(graphed.ideal_step_time_s)
         tables_s += share * float(step.step_time_s)
         from_tables_s += share * float(step.step_time_s) * step.source_share
         labels |= {src for src, used in zip(step.sources, step.from_source) if used}
@@ -170,7 +178,11 @@ def documented_budget(row: dict[str, str], hw) -> int:
 
 
 def run_settings(
-    row: dict[str, str], attention_dp: int, concurrency: int, settings: Settings | None = None
+    row: dict[str, str],
+    attention_dp: int,
+    concurrency: int,
+    settings: Settings | None = None,
+    setup: ScriptSetup | None = None,
 ) -> Settings:
     """``settings`` (default: the defaults) as one of a run's attention ranks had its server: its
     engine; its token budget (``documented_budget``); the sequence cap and CUDA-graph limit its
@@ -180,7 +192,7 @@ def run_settings(
     from roofline.serving.simulation.api import rank_settings
 
     hw = get_hardware(DEVICE_IDS[row["system"]])
-    setup = documented_setup(row) or ScriptSetup()
+    setup = setup or documented_setup(row) or ScriptSetup()  # ``setup``: the run's, read already
     settings = replace(
         settings or Settings(),
         engine=row["backend"],

@@ -107,7 +107,7 @@ def simulate_row(
     # script gave the server, where its source documents them, as one rank runs them (rank_settings).
     profile = profile or engine_profile(row["backend"])
     setup = documented_setup(row) or ScriptSetup()
-    settings = run_settings(row, dp, concurrency, settings)
+    settings = run_settings(row, dp, concurrency, settings, setup)
     knobs = replace(
         knobs_from(settings, True, hw.id),
         recv_interval=setup.recv_interval or 1,

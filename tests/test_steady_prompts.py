@@ -71,3 +71,58 @@ def test_sglang_runs_prompts_as_steps_of_their_own():
     assert pred.datasheet_s == pytest.approx(decoding + 8 / 128 * prompt, rel=1e-9)
     mixed = predict_tpot(LLAMA, "h100-sxm", Precision(), 1, 1024, 128, 8)
     assert mixed.datasheet_s < pred.datasheet_s  # the decodes wait out every prefill
+
+
+def _engine_roofs(engine: str, eager: bool):
+    """The H100's roofs under ``engine``'s tables and host work, replayed from a CUDA graph or with
+    every kernel dispatched from the host (the settings' cost a launch)."""
+    roofs = Settings(engine=engine).ceilings(H100, 1, cuda_graphs=True)
+    return replace(roofs, launch_overhead_s=Settings().launch_overhead_s, graph_replay_s=0.0) if eager else roofs
+
+
+def test_a_step_with_prompt_tokens_past_the_engines_graph_limit_is_dispatched_from_the_host():
+    """As the serving simulation runs it: SGLang replays only decode batches from a CUDA graph
+    (its prompt steps are eager), vLLM steps of up to min(2 x max_num_seqs, 512) tokens. Llama 3.2
+    1B's 128-token prompt is short enough that the host's dispatch sets its step."""
+    from roofline.roofs import kernel_tables
+
+    small = get_model("llama-3.2-1b")
+    run = Workload(small, "decode", 8, 192, cuda_graphs=True)
+    sglang = kernel_tables("sglang", "h100-sxm")
+    pred = predict_tpot(small, "h100-sxm", Precision(), 1, 128, 128, 8, sglang, mixed=False)
+    decoding = evaluate(mixed_step_ops(run, 8, 0.0, 128), _engine_roofs("sglang", False))
+    prompt_ops = step_ops(replace(run, phase="prefill", batch=1, seq_len=128))
+    eager = evaluate(prompt_ops, _engine_roofs("sglang", True))
+    graphed = evaluate(prompt_ops, _engine_roofs("sglang", False))
+    assert pred.tables_s == pytest.approx(decoding.step_time_s + 8 / 128 * eager.step_time_s, rel=1e-9)
+    assert eager.step_time_s > graphed.step_time_s * 1.2  # the host's dispatch shows
+    # The ideal bound keeps no host.
+    ideal = decoding.ideal_step_time_s + 8 / 128 * graphed.ideal_step_time_s
+    assert pred.datasheet_s == pytest.approx(float(ideal), rel=1e-9)
+    # vLLM at a 64-token budget: steps of 8 + 56 tokens stay within its 512-token graphs.
+    vllm = kernel_tables("vllm", "h100-sxm")
+    within = predict_tpot(
+        small, "h100-sxm", Precision(), 1, 128, 128, 8, vllm, settings=Settings(max_batched_tokens=64)
+    )
+    chunk, share = prompt_chunks(8, 128, 128, 64)
+    roofs = _engine_roofs("vllm", False)
+    carrying = evaluate(mixed_step_ops(run, 8, float(chunk), 128), roofs).step_time_s
+    expected = share * carrying + (1 - share) * evaluate(mixed_step_ops(run, 8, 0.0, 128), roofs).step_time_s
+    assert within.tables_s == pytest.approx(float(expected), rel=1e-9)
+
+
+def test_the_frontier_dispatches_its_prompt_steps_as_the_engine_does():
+    # Llama 3.2 1B, 8 sequences of 128 -> 128 tokens: a prompt-carrying step's device time is short
+    # enough that SGLang's host (its work a step and the eager dispatch of every kernel) sets it.
+    small = get_model("llama-3.2-1b")
+    pts = serving_sweep(small, [H100], Traffic(128, 128), settings=Settings(engine="sglang"), batches=np.array([8]))
+    run = Workload(small, "decode", 8, 192, cuda_graphs=True)
+    carrying = evaluate(mixed_step_ops(run, 8, 128.0, 128), _engine_roofs("sglang", True)).step_time_s
+    decoding = evaluate(mixed_step_ops(run, 8, 0.0, 128), _engine_roofs("sglang", False)).step_time_s
+    assert pts.tpot_s[0, 0] == pytest.approx(carrying / 16 + decoding * 15 / 16, rel=1e-9)
+    assert pts.ttft_s[0, 0] == pytest.approx(carrying, rel=1e-9)  # one 128-token chunk beside the decodes
+    graphed = evaluate(mixed_step_ops(run, 8, 128.0, 128), _engine_roofs("sglang", False)).step_time_s
+    assert carrying > graphed * 1.2  # the dispatch shows
+    # On the datasheet (no engine, no host) every step stays as the device runs it.
+    ideal = serving_sweep(small, [H100], Traffic(128, 128), batches=np.array([8]))
+    assert ideal.tpot_s[0, 0] < pts.tpot_s[0, 0]

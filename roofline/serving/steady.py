@@ -131,6 +131,38 @@ def _finite_or_none(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def _graph_limits(settings: Settings, devices: list[Hardware]) -> np.ndarray:
+    """Per device, the most new tokens of a step with prompt tokens that its engine
+    replays from a CUDA graph (``roofline.engines.EngineProfile.prompt_graph_limit``); infinite on
+    the datasheet, which has no host."""
+    from roofline.engines import engine_profile
+    from roofline.roofs import resolved_engine
+
+    limits = []
+    for hw in devices:
+        profile = engine_profile(resolved_engine(settings.engine, hw.id))
+        limits.append(
+            np.inf
+            if profile is None
+            else profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens)
+        )
+    return np.array(limits, float)
+
+
+def _prompt_step(ops, ceilings, settings: Settings, limits: np.ndarray, tokens) -> tuple[np.ndarray, np.ndarray]:
+    """``evaluate_devices`` of a step carrying prompt tokens (``tokens`` new ones in all): replayed
+    from a CUDA graph up to each device's engine's limit, past it dispatched kernel by kernel from
+    the host (``settings.launch_overhead_s`` a launch), as the serving simulation runs it."""
+    step, regimes = evaluate_devices(ops, ceilings)
+    limit = limits.reshape((len(ceilings),) + (1,) * (step.ndim - 1))
+    over = np.broadcast_to(np.asarray(tokens, float) > limit, step.shape)
+    if np.any(over):
+        eager = [replace(c, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0) for c in ceilings]
+        eager_step, eager_regimes = evaluate_devices(ops, eager)
+        step, regimes = np.where(over, eager_step, step), np.where(over[None], eager_regimes, regimes)
+    return step, regimes
+
+
 def serving_sweep(
     model: ModelConfig,
     devices: list[Hardware],
@@ -193,18 +225,21 @@ def serving_sweep(
     for members in groups.values():
         run = members[0][1]
         ceilings = [settings.ceilings(hw, tp, cuda_graphs=True) for hw, _ in members]
+        limits = _graph_limits(settings, [hw for hw, _ in members])
         rows = [index[hw.id] for hw, _ in members]
         if chunked:
             # A share of the steps carries a prompt (or a budget's chunk of one), the rest only decode.
             chunk, carrying = prompt_chunks(batch, traffic.prompt_len, traffic.output_len, budget)
             mixed_ops = mixed_step_ops(run, batch, chunk, traffic.prompt_len)
             plain_ops = mixed_step_ops(run, batch, 0.0, traffic.prompt_len)
-            mixed, mixed_regimes = evaluate_devices(mixed_ops, ceilings)
+            mixed, mixed_regimes = _prompt_step(mixed_ops, ceilings, settings, limits, batch + chunk)
             plain, plain_regimes = evaluate_devices(plain_ops, ceilings)
             step = carrying * mixed + (1 - carrying) * plain
             by_regime = carrying * mixed_regimes + (1 - carrying) * plain_regimes
             first = np.clip(budget - batch, 1, traffic.prompt_len)
-            burst, _ = evaluate_devices(mixed_step_ops(run, batch, first, traffic.prompt_len), ceilings)
+            burst, _ = _prompt_step(
+                mixed_step_ops(run, batch, first, traffic.prompt_len), ceilings, settings, limits, batch + first
+            )
             ttft = np.ceil(traffic.prompt_len / first) * burst
             tpot = step
             share = np.clip(1 - plain / step, 0, 1)
@@ -214,7 +249,7 @@ def serving_sweep(
             ops = step_ops(run)
             plain, by_regime = evaluate_devices(ops, ceilings)
             prefill = replace(run, phase="prefill", batch=1, seq_len=traffic.prompt_len)
-            pre, _ = evaluate_devices(step_ops(prefill), ceilings)
+            pre, _ = _prompt_step(step_ops(prefill), ceilings, settings, limits, traffic.prompt_len)
             pre = np.asarray(pre, float).reshape(len(members), 1)
             ttft = np.broadcast_to(pre, plain.shape)
             tpot = plain + batch / traffic.output_len * pre
