@@ -293,7 +293,8 @@ FP8_SCALING_HELP = (
     "scale per tensor (NVIDIA's FP8 checkpoints, vLLM's --quantization fp8) or one per 128 x 128 block "
     "(DeepSeek-V3's format, Qwen3's own FP8 releases), whose kernels differ in speed. auto: the model's own FP8 "
     "checkpoint's, per-tensor where the model records none. The datasheet does not see it (a block's scale is "
-    "1/16,384 of its bytes). Ignored without fp8 weights."
+    "1/16,384 of its bytes). Ignored without fp8 weights. On the Serving page it also sets the cheapest-setup "
+    "search's fp8 weights."
 )
 
 
@@ -353,6 +354,19 @@ def precision_pickers(math: bool = True) -> Precision:
         expert_weight_dtype=None if experts == SAME_AS_WEIGHTS else experts,
         fp8_scaling=scaling,
     )
+
+
+def fp8_scaling_note(precision: Precision, model) -> str:
+    """A caption line, where the weights are fp8: the scaling the kernels are read at, and where
+    "auto" took it from ("" without fp8 weights)."""
+    if not precision.has_fp8_weights:
+        return ""
+    resolved = precision.resolved(model).fp8_scaling
+    if precision.fp8_scaling != "auto":
+        return f"FP8 weights read at {resolved}-scaled kernels (FP8 weight scaling: {resolved})."
+    checkpoint = model.fp8_checkpoint
+    why = f"{checkpoint.repo} is {resolved}-scaled" if checkpoint else "the model records no FP8 checkpoint"
+    return f"FP8 weights read at {resolved}-scaled kernels (FP8 weight scaling auto: {md_escape(why)})."
 
 
 def setup_params(

@@ -128,25 +128,34 @@ def check_fields(data: dict, origin: str, prefix: str = "") -> None:
 
 
 def fp8_checkpoint(config: dict, repo: str, origin: str) -> dict | None:
-    """The scaling of an FP8 checkpoint's weights as its config.json's ``quantization_config`` says
-    (quant_method "fp8": one scale per ``weight_block_size`` block where it gives one, else one per
-    tensor, as vLLM's Fp8Config reads it), as model_db's ``fp8_checkpoint``; None for any other
-    checkpoint (bf16, MXFP4, compressed-tensors, ...)."""
-    quant = config.get("quantization_config")
-    if quant is None or (isinstance(quant, dict) and quant.get("quant_method") != "fp8"):
+    """The scaling of an FP8 checkpoint's weights as its config.json's ``quantization_config`` (or
+    its ``text_config``'s) says: quant_method "fp8" (any case, as vLLM reads it) with one scale per
+    ``weight_block_size`` block where it gives one, else one per tensor; as model_db's
+    ``fp8_checkpoint``. None for any other checkpoint (bf16, MXFP4, compressed-tensors, ...)."""
+    field = "quantization_config"
+    quant = config.get(field)
+    nested = config.get("text_config")
+    if quant is None and isinstance(nested, dict) and nested.get(field) is not None:
+        field, quant = "text_config.quantization_config", nested.get(field)
+    if quant is None:
         return None
     if not isinstance(quant, dict):
-        raise DataError(f"{origin}: field 'quantization_config' must be an object (or null), got {shown(quant)}")
+        raise DataError(f"{origin}: field {field!r} must be an object (or null), got {shown(quant)}")
+    method = quant.get("quant_method")
+    if not (isinstance(method, str) and method.strip().lower() == "fp8"):
+        return None
     block = quant.get("weight_block_size")
     ok = isinstance(block, list) and len(block) == 2
     if block is not None and not (ok and all(type(v) is int and 1 <= v <= 1 << 16 for v in block)):
         raise DataError(
-            f"{origin}: field 'quantization_config.weight_block_size' must be two positive integers "
+            f"{origin}: field '{field}.weight_block_size' must be two positive integers "
             f"(rows, columns of a scaled block) or null, got {shown(block)}"
         )
     said = f"weight_block_size {block}" if block else "no weight_block_size: one scale per tensor"
+    if block and block != [128, 128]:
+        said += " (the kernel tables time 128 x 128 blocks: read at those)"
     return {
         "repo": repo,
         "scaling": "block" if block else "per-tensor",
-        "source": {"name": f"its config.json ({origin}): quantization_config quant_method fp8, {said}"},
+        "source": {"name": f"its config.json ({origin}): {field} quant_method fp8, {said}"},
     }

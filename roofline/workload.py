@@ -157,11 +157,15 @@ class Precision:
     def label(self) -> str:
         """One line for a header: "weights fp8, math fp8, KV fp8" (and the experts where they differ)."""
         experts = self.expert_weight_dtype
-        scaling = f" ({self.fp8_scaling} scaling)" if self.has_fp8_weights and self.fp8_scaling != "auto" else ""
+        scaling = f"{self.fp8_scaling} scaling" if self.has_fp8_weights and self.fp8_scaling != "auto" else ""
+        notes = []  # beside the fp8 part: "fp8 (block scaling; experts bf16)", "bf16 (experts fp8, block scaling)"
+        if scaling and self.weight_dtype == "fp8":
+            notes.append(scaling)
+        if experts not in (None, self.weight_dtype):
+            notes.append(f"experts {experts}" + (f", {scaling}" if scaling and self.weight_dtype != "fp8" else ""))
         return (
             f"weights {self.weight_dtype}"
-            + (f" (experts {experts})" if experts not in (None, self.weight_dtype) else "")
-            + scaling
+            + (f" ({'; '.join(notes)})" if notes else "")
             + f", math {self.act_dtype}, KV {self.kv_dtype}"
         )
 
@@ -173,7 +177,7 @@ class Precision:
             "expert_weight_dtype": self.expert_weight_dtype or self.weight_dtype,
             "weight_bytes_per_element": self.weight_bytes,
             "group_size": self.group_size,
-            "fp8_scaling": self.fp8_scaling,
+            "fp8_scaling": self.fp8_scaling if self.has_fp8_weights else None,  # none without fp8 weights
         }
 
 

@@ -4,6 +4,7 @@ picks the engine kernels a step is read at; "auto" is the model's own published 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -159,8 +160,6 @@ def test_a_bad_scaling_in_the_url_is_named_and_dropped():
 
 def test_a_config_json_says_its_own_scaling():
     """A user's FP8 checkpoint brings its scaling: quantization_config's weight_block_size, as vLLM reads it."""
-    import json
-
     from roofline.datafiles import DataError
     from roofline.hf_config import model_from_hf_config
 
@@ -221,3 +220,58 @@ def test_math_narrower_than_its_weights_is_named():
         cwd=ROOT,
     )
     assert "note: fp8 math with bf16 weights" in out.stdout
+
+
+def test_the_scaling_is_named_beside_the_fp8_part_and_only_there():
+    assert Precision("fp8", "fp8", "bf16", expert_weight_dtype="bf16", fp8_scaling="block").label == (
+        "weights fp8 (block scaling; experts bf16), math fp8, KV bf16"
+    )
+    assert Precision("bf16", "bf16", "bf16", expert_weight_dtype="fp8", fp8_scaling="per-tensor").label == (
+        "weights bf16 (experts fp8, per-tensor scaling), math bf16, KV bf16"
+    )
+    bf16 = Workload(QWEN_MOE, "decode", 8, 100, precision=Precision("bf16", "bf16", "bf16")).describe()
+    assert bf16["precision"]["fp8_scaling"] is None  # auto resolves to block, but there are no fp8 weights
+    assert _decode(QWEN_MOE, "auto").describe()["precision"]["fp8_scaling"] == "block"
+
+
+def test_a_table_without_the_asked_scaling_says_which_it_read():
+    """SGLang's tables time fp8 MoE layers block-scaled only: a per-tensor one is read there, and says so."""
+    sglang = kernel_tables("sglang", "h100-sxm")
+    read = sglang.op_seconds(_op(_decode(QWEN_MOE, "per-tensor"), "MoE experts gate+up"))
+    assert read.label.endswith("per-tensor fp8 MoE not timed here: read at fp8_block")
+    block = sglang.op_seconds(_op(_decode(QWEN_MOE, "block"), "MoE experts gate+up"))
+    assert "not timed here" not in block.label
+
+
+def test_a_config_json_in_any_case_or_nested_in_text_config_says_its_scaling():
+    from roofline.hf_config import model_from_hf_config
+
+    scout = json.loads((ROOT / "tests/data/hf_configs/llama-4-scout.json").read_text())
+    quant = {"quant_method": "FP8", "weight_block_size": [64, 64]}
+    nested = {**scout, "text_config": {**scout["text_config"], "quantization_config": quant}}
+    checkpoint = model_from_hf_config(nested).fp8_checkpoint
+    assert checkpoint.scaling == "block" and "text_config.quantization_config" in checkpoint.source.name
+    assert "the kernel tables time 128 x 128 blocks" in checkpoint.source.name  # 64 x 64 is read at those
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "roofline", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_commands_say_the_scaling_and_kv_does_not_take_it():
+    qwen = ["--model", "qwen3-30b-a3b", "--hardware", "h100-sxm", "--weight-dtype", "fp8"]
+    kv = _cli("kv", *qwen, "--fp8-scaling", "block")
+    assert kv.returncode == 2 and "unrecognized arguments: --fp8-scaling" in kv.stderr  # memory has no kernels
+    advise = _cli("advise", "--phase", "decode", "--seq-len", "2000", "--batch", "16", *qwen, "--act-dtype", "fp8")
+    assert "TP=1, weights fp8 (block scaling), math fp8, KV bf16; ranked by latency" in advise.stdout
+    serve = _cli("serve", *qwen, "--act-dtype", "fp8", "--fp8-scaling", "per-tensor", "--tp", "1", "--json")
+    assert json.loads(serve.stdout)["precision"]["fp8_scaling"] == "per-tensor"
+
+
+def test_the_llm_page_says_where_auto_took_the_scaling_from():
+    at = page("views/llm_page.py", model="qwen3-30b-a3b", hw=["h100-sxm"], wdtype="fp8", adtype="fp8", engine="vllm")
+    assert not at.exception
+    said = " ".join(c.value for c in at.caption)
+    assert "FP8 weights read at block-scaled kernels (FP8 weight scaling auto: Qwen/Qwen3-30B-A3B-FP8 is" in said
+    plain = page("views/llm_page.py", model="qwen3-30b-a3b", hw=["h100-sxm"])
+    assert not any("FP8 weights read at" in c.value for c in plain.caption)

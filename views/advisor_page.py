@@ -26,6 +26,7 @@ from dashboard.state import (
     engine_param,
     engine_picker,
     float_in,
+    fp8_scaling_note,
     int_in,
     moe_params,
     moe_pickers,
@@ -163,6 +164,8 @@ if roofs_note:
     st.caption(roofs_note)
 if engine != "ideal":  # which engine's kernels the expected times read, on the device diagnosed
     st.caption(engine_notes(engine, devices, [target_id], **moe))
+    if fp8_scaling_note(precision, model):
+        st.caption(fp8_scaling_note(precision, model))
 report = Report()
 
 

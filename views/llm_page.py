@@ -31,6 +31,7 @@ from dashboard.state import (
     engine_param,
     engine_picker,
     float_in,
+    fp8_scaling_note,
     int_in,
     moe_params,
     moe_pickers,
@@ -164,6 +165,8 @@ roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 st.caption(engine_notes(engine, devices, selected, **moe))
+if fp8_scaling_note(precision, model):
+    st.caption(fp8_scaling_note(precision, model))
 prompt, output, cut = fit_to_context(model, prompt, output)
 if cut:
     st.warning(cut)

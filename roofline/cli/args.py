@@ -174,9 +174,18 @@ def add_precision(parser: argparse.ArgumentParser, compute: bool = True) -> None
         choices=WEIGHT_DTYPES,
         help="storage of the linear weights; int4 is group-wise (--group-size), mxfp4/nvfp4 carry block scales",
     )
-    if compute:
+    if compute:  # the math, and the fp8 weights' scaling it reads kernels at, matter only where steps are timed
         parser.add_argument(
             "--act-dtype", default="bf16", choices=ACT_DTYPES, help="compute dtype of the linear layers"
+        )
+        parser.add_argument(
+            "--fp8-scaling",
+            default="auto",
+            choices=FP8_SCALINGS,
+            help="how fp8 weights carry their scales, which sets the kernels an engine's tables are read at: one per "
+            "tensor (NVIDIA's FP8 checkpoints, vLLM's --quantization fp8) or one per 128 x 128 block (DeepSeek-V3's, "
+            "Qwen3's own FP8 releases); auto: the model's own FP8 checkpoint's, per-tensor where it records none "
+            "(default %(default)s)",
         )
     parser.add_argument(
         "--expert-weight-dtype",
@@ -185,15 +194,6 @@ def add_precision(parser: argparse.ArgumentParser, compute: bool = True) -> None
         help="storage of the routed MoE experts' weights, where it differs (gpt-oss ships mxfp4 experts)",
     )
     parser.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
-    parser.add_argument(
-        "--fp8-scaling",
-        default="auto",
-        choices=FP8_SCALINGS,
-        help="how fp8 weights carry their scales, which sets the kernels an engine's tables are read at: one per "
-        "tensor (NVIDIA's FP8 checkpoints, vLLM's --quantization fp8) or one per 128 x 128 block (DeepSeek-V3's, "
-        "Qwen3's own FP8 releases); auto: the model's own FP8 checkpoint's, per-tensor where it records none "
-        "(default %(default)s)",
-    )
     parser.add_argument(
         "--group-size",
         type=positive_int,

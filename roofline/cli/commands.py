@@ -359,7 +359,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "output_len": traffic.output_len,
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
         "chunked_prefill": chunked,
-        "precision": {"weights": precision.weight_dtype, "math": precision.act_dtype, "kv": precision.kv_dtype},
+        "precision": {
+            "weights": precision.weight_dtype,
+            "math": precision.act_dtype,
+            "kv": precision.kv_dtype,
+            "fp8_scaling": precision.resolved(model).to_json()["fp8_scaling"],
+        },
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "roofs": {

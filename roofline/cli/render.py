@@ -128,7 +128,7 @@ def precision_text(p: dict) -> str:
         p["act_dtype"],
         p["kv_dtype"],
         expert_weight_dtype=p.get("expert_weight_dtype"),
-        fp8_scaling=p.get("fp8_scaling", "auto"),
+        fp8_scaling=p.get("fp8_scaling") or "auto",
     ).label
 
 
@@ -275,8 +275,8 @@ def advise(d: dict, model_name: str) -> str:
         for r in d["ranking"]
     ]
     lines = [
-        f"{model_name} {d['phase']}, batch {d['batch']}, seq {d['seq_len']}, TP={d['tp']}{ranks_text(d)}; "
-        f"ranked by {d['objective']}",
+        f"{model_name} {d['phase']}, batch {d['batch']}, seq {d['seq_len']}, TP={d['tp']}{ranks_text(d)}, "
+        f"{precision_text(d['precision'])}; ranked by {d['objective']}",
         table(["#", "hardware", "time", "ideal bound", "roofs", "tokens/s", "bound", "fits"], rows),
         "",
     ]

@@ -82,6 +82,8 @@ def skewed_bounds(ops, ideal: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return out
 
 
+# How a MoE table's format is named where another's stands in for it.
+TABLE_WORDS = {"fp8": "per-tensor fp8", "fp8_block": "block-scaled fp8"}
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
 TABLE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "nvfp4": 0.5625}
 # The MoE table's element size for a message (all-reduce tables count elements of bf16).
@@ -299,6 +301,8 @@ class KernelTables:
                         break
                 if answer.seconds is not None:
                     label = f"{relabel(answer.label)}; {routing_note(routing, read_at, outliers, auto)}"
+                    if table_dtype != dtypes[0] and weight_dtype not in SAME_WEIGHTS:  # another checkpoint's kernel
+                        label += f"; {TABLE_WORDS.get(dtypes[0], dtypes[0])} MoE not timed here: read at {table_dtype}"
                     answers.append((keys, replace(answer, label=label, skewed=read_at != "balanced")))
                     break
             if answers and weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
