@@ -32,6 +32,7 @@ it reads, are ``roofline.silicon_sample``'s.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,7 +46,7 @@ from roofline.hardware import get_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.ops import step_ops
 from roofline.sample_ranks import run_parallelism
-from roofline.serving import mixed_step_ops, prompt_chunks
+from roofline.serving import mixed_step_ops, prefill_batches, prompt_chunks
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
     DEVICE_IDS,
@@ -126,9 +127,14 @@ def predict_tpot(
         chunk, carrying = prompt_chunks(concurrency, isl, osl, budget or settings.max_batched_tokens)
         mixed_ops = mixed_step_ops(run, concurrency, float(chunk), isl)
         parts = [(float(carrying), mixed_ops, concurrency + float(chunk)), (1 - float(carrying), decode, 0.0)]
-    else:  # every output token's step, and a prompt's prefill step for every osl / concurrency of them
-        prompt = step_ops(replace(run, phase="prefill", batch=1, seq_len=isl))
-        parts = [(1.0, decode, 0.0), (concurrency / osl, prompt, float(isl))]
+    else:  # every output token's step, and prefill steps of the prompts waiting (roofline.serving.prefill_batches)
+        k, steps = (float(x) for x in prefill_batches(concurrency, isl, osl, budget or settings.max_batched_tokens))
+        lo, hi = math.floor(k), math.ceil(k)  # a fractional k: the steps of its two whole neighbours, weighted
+        weights = {lo: hi - k, hi: k - lo} if hi > lo else {lo: 1.0}
+        parts = [(1.0, decode, 0.0)]
+        for prompts, weight in weights.items():
+            prompt = step_ops(replace(run, phase="prefill", batch=prompts, seq_len=isl))
+            parts.append((steps * weight, prompt, float(prompts * isl)))
     # (share of the steps, their ops, their new tokens where they carry a prompt: 0 for decodes alone)
     parts = [part for part in parts if part[0] > 0]
     ceilings = settings.ceilings(hw, tp, cuda_graphs=True)

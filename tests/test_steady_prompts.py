@@ -13,7 +13,7 @@ from roofline.engine import evaluate
 from roofline.hardware import get_hardware
 from roofline.models import get_model
 from roofline.ops import step_ops
-from roofline.serving import Traffic, mixed_step_ops, prompt_chunks, serving_sweep
+from roofline.serving import Traffic, mixed_step_ops, prefill_batches, prompt_chunks, serving_sweep
 from roofline.settings import Settings
 from roofline.validate import predict_tpot
 from roofline.workload import Precision, Workload
@@ -126,3 +126,33 @@ def test_the_frontier_dispatches_its_prompt_steps_as_the_engine_does():
     # On the datasheet (no engine, no host) every step stays as the device runs it.
     ideal = serving_sweep(small, [H100], Traffic(128, 128), batches=np.array([8]))
     assert ideal.tpot_s[0, 0] < pts.tpot_s[0, 0]
+
+
+def test_prefill_batches_by_hand():
+    # 8 sequences, 128-token outputs: 1/16 of a prompt waits each output step: one prompt a prefill
+    # step, every 16 output steps.
+    k, steps = prefill_batches(8, 1024, 128, 8192)
+    assert (float(k), float(steps)) == (1.0, 1 / 16)
+    # 448 sequences, 100-token outputs: 4.48 prompts of 1,000 tokens wait each output step, and an
+    # 8,192-token budget takes all of them into one prefill step.
+    k, steps = prefill_batches(448, 1000, 100, 8192)
+    assert float(k) == pytest.approx(4.48) and float(steps) == pytest.approx(1.0)
+    # 512 sequences, 2-token outputs: 256 prompts wait, the budget holds 8 of 1,000 tokens: 32 steps.
+    k, steps = prefill_batches(np.array([512]), 1000, 2, 8192)
+    assert (k.tolist(), steps.tolist()) == ([8.0], [32.0])
+
+
+def test_sglang_batches_the_prompts_waiting_into_one_prefill_step():
+    # 448 sequences, 1,000 -> 100 tokens: an output step's decode and a prefill step of 4.48
+    # prompts, as 52% of a 4-prompt step and 48% of a 5-prompt one.
+    pred = predict_tpot(LLAMA, "h100-sxm", Precision(), 1, 1000, 100, 448, mixed=False)
+    run = Workload(LLAMA, "decode", 448, 1050, cuda_graphs=True)
+    roofs = Settings().ceilings(H100, 1, cuda_graphs=True)
+    decoding = evaluate(mixed_step_ops(run, 448, 0.0, 1000), roofs).step_time_s
+    four, five = (
+        evaluate(step_ops(replace(run, phase="prefill", batch=b, seq_len=1000)), roofs).step_time_s for b in (4, 5)
+    )
+    assert pred.datasheet_s == pytest.approx(decoding + 0.52 * four + 0.48 * five, rel=1e-9)
+    # Batched, the prompts read the weights once a step, not once a prompt.
+    one = evaluate(step_ops(replace(run, phase="prefill", batch=1, seq_len=1000)), roofs).step_time_s
+    assert pred.datasheet_s < decoding + 4.48 * one

@@ -117,8 +117,8 @@ with st.sidebar:
         key="chunked",
         bind="query-params",
         help="A share of the steps carries a new prompt (or a budget's chunk of one) beside the decode batch, as "
-        "vLLM and TensorRT-LLM run them; off, each prompt is a step of its own that every decode waits out, as "
-        "SGLang runs them unless --enable-mixed-chunk is set.",
+        "vLLM and TensorRT-LLM run them; off, the prompts waiting run in prefill steps of their own (as many as "
+        "the token budget holds) that every decode waits out, as SGLang runs them unless --enable-mixed-chunk is set.",
     )
 
 prices = price_inputs(selected, devices, shipped_prices)

@@ -12,7 +12,7 @@ and the serving techniques that move it, each a step on the roofline.
 from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, math_for, splittable_tps
 from roofline.serving.prices import SHIPPED_PRICES, Price, load_prices, parse_price
 from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, serving_sweep
-from roofline.serving.steps import mixed_step_ops, prompt_chunks, verify_step_ops
+from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks, verify_step_ops
 from roofline.serving.techniques import disaggregation, expected_accepted, speculative
 from roofline.serving.traffic import Traffic
 
@@ -30,6 +30,7 @@ __all__ = [
     "expected_accepted",
     "load_prices",
     "mixed_step_ops",
+    "prefill_batches",
     "prompt_chunks",
     "parse_price",
     "serving_sweep",

@@ -43,6 +43,19 @@ def prompt_chunks(batch, prompt_len: int, output_len: int, budget: int) -> tuple
     return np.where(mean < whole, whole, mean), share
 
 
+def prefill_batches(batch, prompt_len: int, output_len: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """How a steady state's prompts reach the steps where each prompt runs in a prefill step of its
+    own, apart from the decodes (SGLang's default). B sequences each finish every ``output_len``
+    steps, so B / output prompts wait at each decode step on average, and the engine takes as many
+    waiting prompts as its token ``budget`` holds into one prefill batch: k = B / output of them
+    (at least one, at most budget // prompt). Returns (k, the prefill steps per output step,
+    B / output / k): the mean output step is T_decode(B) + steps x T_prefill(k prompts)."""
+    arriving = np.asarray(batch, float) / output_len
+    most = max(1, budget // prompt_len)
+    k = np.clip(arriving, 1.0, most)
+    return k, arriving / k
+
+
 def mixed_step_ops(w: Workload, batch, chunk, prompt_len: int) -> list[Op]:
     """One continuous-batching step: ``batch`` decoding sequences (at ``w.seq_len`` cached) and
     ``chunk`` tokens of new prompts of ``prompt_len`` tokens (a token count, whole or not). Linear
