@@ -10,6 +10,7 @@ Every analysis (step, request, memory footprint, KV capacity, device ranking) ta
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class Precision:
         if self.fp8_scaling != "auto":
             return self
         checkpoint = model.fp8_checkpoint
-        return replace(self, fp8_scaling=checkpoint.scaling if checkpoint else "per-tensor")
+        return _scaled(self, checkpoint.scaling if checkpoint else "per-tensor")
 
     @property
     def act_storage(self) -> str:
@@ -179,6 +180,12 @@ class Precision:
             "group_size": self.group_size,
             "fp8_scaling": self.fp8_scaling if self.has_fp8_weights else None,  # none without fp8 weights
         }
+
+
+@lru_cache(maxsize=1024)
+def _scaled(precision: Precision, scaling: str) -> Precision:
+    """``precision`` with its fp8 scaling set (one object per pair: a step's ops ask for it often)."""
+    return replace(precision, fp8_scaling=scaling)
 
 
 def validate_tp(model: ModelConfig, tp: int) -> None:
