@@ -63,7 +63,8 @@ class MLA(DataRecord):
 
 
 class Fp8Checkpoint(DataRecord):
-    """The FP8 checkpoint a model's publisher released, and how its weights carry their scales
+    """A published FP8 checkpoint of the model (its publisher's where there is one, else NVIDIA's;
+    a user's own config.json's) and how its weights carry their scales
     (``roofline.defaults.FP8_SCALINGS``): what "auto" fp8 scaling reads the model's kernels at."""
 
     repo: str = Field(min_length=3, max_length=200)  # its Hugging Face repository

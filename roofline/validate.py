@@ -32,7 +32,6 @@ it reads, are ``roofline.silicon_sample``'s.
 from __future__ import annotations
 
 import csv
-import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,7 +45,7 @@ from roofline.hardware import get_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.ops import step_ops
 from roofline.sample_ranks import run_parallelism
-from roofline.serving import mixed_step_ops, prefill_batches, prompt_chunks
+from roofline.serving import mixed_step_ops, prefill_batches, prompt_chunks, whole_neighbours
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
     DEVICE_IDS,
@@ -113,8 +112,9 @@ def predict_tpot(
     """The steady-state TPOT of a run (see the module notes): the mean step over the steps that
     carry a prompt and those that only decode, on the datasheet and with the engine's kernel
     ``tables`` and its host work per step (its ``version``'s way). ``budget``: the engine's tokens
-    per step (default ``settings.max_batched_tokens``); ``mixed`` False runs each prompt as a step
-    of its own, as SGLang does unless told to mix them (``--enable-mixed-chunk``)."""
+    per step (default ``settings.max_batched_tokens``); ``mixed`` False runs the prompts waiting in
+    prefill steps of their own, as many a step as the budget holds, as SGLang does unless told to
+    mix them (``--enable-mixed-chunk``)."""
     settings = replace(settings or Settings(), engine="ideal")  # the datasheet; the tables come as ``tables``
     hw = get_hardware(hardware_id)
     context = int(round(isl + osl / 2))
@@ -128,13 +128,11 @@ def predict_tpot(
         mixed_ops = mixed_step_ops(run, concurrency, float(chunk), isl)
         parts = [(float(carrying), mixed_ops, concurrency + float(chunk)), (1 - float(carrying), decode, 0.0)]
     else:  # every output token's step, and prefill steps of the prompts waiting (roofline.serving.prefill_batches)
-        k, steps = (float(x) for x in prefill_batches(concurrency, isl, osl, budget or settings.max_batched_tokens))
-        lo, hi = math.floor(k), math.ceil(k)  # a fractional k: the steps of its two whole neighbours, weighted
-        weights = {lo: hi - k, hi: k - lo} if hi > lo else {lo: 1.0}
+        k, steps = prefill_batches(concurrency, isl, osl, budget or settings.max_batched_tokens)
         parts = [(1.0, decode, 0.0)]
-        for prompts, weight in weights.items():
-            prompt = step_ops(replace(run, phase="prefill", batch=prompts, seq_len=isl))
-            parts.append((steps * weight, prompt, float(prompts * isl)))
+        for prompts, weight in whole_neighbours(k):  # a fractional k: its two whole neighbours' steps
+            prompt = step_ops(replace(run, phase="prefill", batch=int(prompts), seq_len=isl))
+            parts.append((float(steps * weight), prompt, float(prompts * isl)))
     # (share of the steps, their ops, their new tokens where they carry a prompt: 0 for decodes alone)
     parts = [part for part in parts if part[0] > 0]
     ceilings = settings.ceilings(hw, tp, cuda_graphs=True)

@@ -12,7 +12,7 @@ and the serving techniques that move it, each a step on the roofline.
 from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, math_for, splittable_tps
 from roofline.serving.prices import SHIPPED_PRICES, Price, load_prices, parse_price
 from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, serving_sweep
-from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks, verify_step_ops
+from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks, verify_step_ops, whole_neighbours
 from roofline.serving.techniques import disaggregation, expected_accepted, speculative
 from roofline.serving.traffic import Traffic
 
@@ -37,4 +37,5 @@ __all__ = [
     "speculative",
     "splittable_tps",
     "verify_step_ops",
+    "whole_neighbours",
 ]

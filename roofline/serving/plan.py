@@ -96,9 +96,9 @@ def best_under_targets(
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens all-in, every device-hour over the output tokens (where
     priced; else that gives the most tokens/s per device), ranked by that. fp8 weights compute
-    as the engines run them on each device (``math_for``), scaled as ``fp8_scaling`` says (auto: the
-    model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``). TP degrees that do not split the model
-    are skipped, with a note on every result saying why."""
+    as the engines run them on each device (``math_for``), scaled as ``fp8_scaling`` says (auto:
+    the model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``). TP degrees that
+    do not split the model are skipped, with a note on every result saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")

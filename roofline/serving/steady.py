@@ -26,7 +26,7 @@ from roofline.hardware import Hardware
 from roofline.memory import footprint
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
-from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks
+from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks, whole_neighbours
 from roofline.serving.traffic import Traffic
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload
@@ -251,9 +251,8 @@ def serving_sweep(
             # The prompts waiting at each output step, k at a time in prefill steps of their own (a
             # fractional k: its two whole neighbours' steps, weighted).
             k, steps = prefill_batches(batch, traffic.prompt_len, traffic.output_len, budget)
-            lo, hi = np.floor(k), np.ceil(k)
             pre = np.zeros_like(plain)
-            for prompts, weight in ((lo, np.where(hi > lo, hi - k, 1.0)), (hi, np.where(hi > lo, k - lo, 0.0))):
+            for prompts, weight in whole_neighbours(k):
                 prefill = replace(run, phase="prefill", batch=prompts.astype(int), seq_len=traffic.prompt_len)
                 t, _ = _prompt_step(step_ops(prefill), ceilings, settings, limits, prompts * traffic.prompt_len)
                 pre = pre + weight * t

@@ -56,6 +56,15 @@ def prefill_batches(batch, prompt_len: int, output_len: int, budget: int) -> tup
     return k, arriving / k
 
 
+def whole_neighbours(k) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A fractional count of prompts k as its two whole neighbours and their weights, ((floor,
+    ceil - k), (ceil, k - floor)), the floor weighing 1 where k is whole: a step of k prompts
+    costs the weighted sum of those two steps."""
+    k = np.asarray(k, float)
+    lo, hi = np.floor(k), np.ceil(k)
+    return (lo, np.where(hi > lo, hi - k, 1.0)), (hi, np.where(hi > lo, k - lo, 0.0))
+
+
 def mixed_step_ops(w: Workload, batch, chunk, prompt_len: int) -> list[Op]:
     """One continuous-batching step: ``batch`` decoding sequences (at ``w.seq_len`` cached) and
     ``chunk`` tokens of new prompts of ``prompt_len`` tokens (a token count, whole or not). Linear

@@ -106,10 +106,11 @@ class KernelTables:
 
     ``gemm_dtype`` names the table of the linear layers' fp8 math where a run's own setup fixes it
     (``fp8_block``: DeepSeek-style block scales; None: each op's ``fp8_scaling``, its workload's
-    ``Precision.fp8_scaling``), and ``moe_dtype`` the experts' likewise; ``moe_parallel`` the (TP, EP) split of the
-    experts (default: TP over the experts); ``moe_kernel`` the MoE kernel family the server runs (``roofline.roofs.
-    MOE_KERNELS``; None: the fastest this engine timed); ``moe_routing`` how tokens spread over
-    the experts (``roofline.routing``; None: the model's own, ``model_routing``).
+    ``Precision.fp8_scaling``), and ``moe_dtype`` the experts' likewise; ``moe_parallel`` the
+    (TP, EP) split of the experts (default: TP over the experts); ``moe_kernel`` the MoE kernel
+    family the server runs (``roofline.roofs.MOE_KERNELS``; None: the fastest this engine timed);
+    ``moe_routing`` how tokens spread over the experts (``roofline.routing``; None: the model's
+    own, ``model_routing``).
     ``speed`` is a what-if: (compute, memory) multipliers applied to each op's measured time by the
     term that binds it on the datasheet."""
 
