@@ -204,11 +204,11 @@ MOE_KERNEL_HELP = (
 
 MOE_ROUTING_HELP = (
     "How a MoE layer's tokens spread over its experts in the kernel tables read. balanced: every expert an "
-    "equal share, as the datasheet assumes (the fastest spread for a prompt; in a small decode batch it reads "
-    "the most experts); power-law-1.01 and power-law-1.2: the database's estimates for DeepSeek-V3/R1 and "
-    "Qwen3-235B serving real prompts (the busiest expert sets a fused MoE kernel's pace). auto: the model's own "
-    "as the database prices it (1.01 with shared experts, 1.2 without). Ignored for dense models and on the "
-    "datasheet, which keeps the balanced spread."
+    "equal share, a perfectly even spread no real router reaches (the fastest for a prompt; in a small decode "
+    "batch it reads the most experts); power-law-1.01 and power-law-1.2: the database's estimates for "
+    "DeepSeek-V3/R1 and Qwen3-235B serving real prompts (the busiest expert sets a fused MoE kernel's pace). "
+    "auto: the model's own as the database prices it (1.01 with shared experts, 1.2 without). Ignored for "
+    "dense models and on the datasheet, which routes each token to its experts uniformly at random."
 )
 
 
@@ -356,10 +356,12 @@ def precision_pickers(math: bool = True) -> Precision:
     )
 
 
-def fp8_scaling_note(precision: Precision, model) -> str:
-    """A caption line, where the weights are fp8: the scaling the kernels are read at, and where
-    "auto" took it from ("" without fp8 weights)."""
-    if not precision.has_fp8_weights:
+def fp8_scaling_note(precision: Precision, model, engine: str) -> str:
+    """A caption line, where fp8 weights are read from an engine's kernel tables: the scaling they
+    are read at, and where "auto" took it from ("" without fp8 weights, a dense model's expert
+    dtype not counting, and on the datasheet, which reads no kernels)."""
+    experts = precision.expert_weight_dtype if model.moe else None
+    if engine == "ideal" or "fp8" not in (precision.weight_dtype, experts):
         return ""
     resolved = precision.resolved(model).fp8_scaling
     if precision.fp8_scaling != "auto":

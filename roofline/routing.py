@@ -6,8 +6,8 @@ wait; in a small decode batch a skewed spread touches fewer experts, so fewer we
 aiconfigurator-core times every MoE shape three ways (its collectors' ``collect_moe.py``; the
 method in its ``docs/POWER_LAW_DISTRIBUTION.md``):
 
-- ``balanced``: every expert an equal share, as the datasheet assumes, which no real router reaches
-  (the fastest spread for a prompt; in a small decode batch it reads the most experts);
+- ``balanced``: every expert an equal share, a perfectly even spread no real router reaches (the
+  fastest for a prompt; in a small decode batch it reads the most experts);
 - a power law of exponent 1.01: the maintainers' estimate for DeepSeek-V3/R1 serving CNN-DailyMail
   and OpenOrca prompts, found by matching those runs' latency against the tables (effective load
   balancing, still a clear skew);
@@ -51,7 +51,7 @@ ROUTING_WORDS = {
 ROUTING_WHY = {
     "power-law-1.01": "the database's estimate for DeepSeek-V3/R1",
     "power-law-1.2": "the database's estimate for Qwen3-235B",
-    "balanced": "every expert an equal share, as the datasheet assumes",
+    "balanced": "every expert an equal share, a perfectly even spread",
 }
 
 

@@ -71,8 +71,9 @@ class Settings:
     recv_interval: int = 1
     batch_wait_iters: int = 0
     batch_wait_ratio: float = 0.0
-    # The most new tokens of a step with prompt tokens that the simulated engine replays from a CUDA
-    # graph; a larger step dispatches each kernel from the host (launch_overhead_s each). None: the
+    # The most new tokens of a step with prompt tokens that the engine replays from a CUDA graph (in
+    # the simulation and the steady state); a larger step dispatches each kernel from the host
+    # (launch_overhead_s each). None: the
     # engine's own default (roofline.engines: vLLM 512, SGLang and TensorRT-LLM none).
     prompt_graph_tokens: int | None = None
     # Attention data parallel ranks in the simulated engine's TP group (SGLang's --dp with

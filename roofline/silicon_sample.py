@@ -306,7 +306,8 @@ def _number(row: dict[str, str], key: str, default: float = float("nan")) -> flo
 
 
 def precision_for(row: dict[str, str], model: ModelConfig) -> Precision:
-    """The run's precision as roofline's Precision (see the module notes), its fp8 scaling the run's."""
+    """The run's precision as roofline's Precision (see the module notes), its fp8 scaling its GEMMs'
+    (``run_tables`` reads the experts at their own, which may differ: Qwen3.5's, GLM-5's)."""
     kv, scaling = kv_dtype_for(row), "block" if fp8_tables(row)[0] else "per-tensor"
     if model.id.startswith("gpt-oss"):
         return Precision("bf16", "bf16", kv, expert_weight_dtype="mxfp4", fp8_scaling=scaling)

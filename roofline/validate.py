@@ -15,7 +15,10 @@ The prediction is the serving steady state of ``roofline.serving``: the mean con
 step with ``batch`` = the run's concurrency decoding at the mean context (prompt + half the output),
 replayed from a CUDA graph, where a share of the steps also carries a prompt whole (or a chunk of
 the run's token budget, ``roofline.serving.prompt_chunks``) and the rest only decode; under SGLang,
-which does not mix them by default, each prompt is a step of its own that the decodes wait out.
+which does not mix them by default, the prompts waiting run in prefill steps of their own, as many
+as the budget holds (``roofline.serving.prefill_batches``), that the decodes wait out. A step with
+prompt tokens past the engine's CUDA-graph limit has the host dispatch every kernel, as ``validate
+--load``'s simulation runs it.
 Two columns:
 - ``datasheet``: every op on the datasheet roofs (what roofline prints today);
 - ``tables``: the GEMMs, attention and all-reduces read from the engine-measured kernel tables

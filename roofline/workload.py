@@ -137,15 +137,18 @@ class Precision:
             if need_peak:
                 raise ValueError(why)
             notes.append(why)
-        wide = list(dict.fromkeys(f for f in weights if weight_bytes_per_element(f, p.group_size) >= 2))
+        fields = (("weight dtype", p.weight_dtype), ("expert weight dtype", p.expert_weight_dtype))
+        wide = [(name, f) for name, f in fields if f and weight_bytes_per_element(f, p.group_size) >= 2]
         if need_peak and wide and p.act_dtype in ("fp8", "int8", "fp4"):
             # No engine computes 8- or 4-bit math on 16-bit weights: one that quantizes at load (vLLM's
             # --quantization fp8) stores the weights in the math's format.
             target = "nvfp4 or mxfp4" if p.act_dtype == "fp4" else p.act_dtype
+            formats = " and ".join(dict.fromkeys(f for _, f in wide))
             notes.append(
-                f"{p.act_dtype} math with {' and '.join(wide)} weights: the GEMMs run at the {p.act_dtype} peak while "
-                f"reading {' and '.join(wide)} weights, a setup no engine serves (one that quantizes at load stores "
-                f"the weights in the math's format): set the weight dtype to {target} for what an engine runs"
+                f"{p.act_dtype} math with {formats} weights: a setup no engine serves (one that quantizes at load "
+                f"stores the weights in the math's format); the datasheet times these GEMMs at the {p.act_dtype} "
+                f"peak reading {formats} weights, an engine's tables as {formats} GEMMs: set the "
+                f"{' and '.join(name for name, _ in wide)} to {target} for what an engine runs"
             )
         if need_peak and p.act_dtype not in peaks:
             notes.append(

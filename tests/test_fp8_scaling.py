@@ -206,7 +206,10 @@ def test_math_narrower_than_its_weights_is_named():
     """fp8 math on bf16 weights is no engine's setup: the note says so and what to set instead."""
     w = Workload(get_model("llama-3.1-8b"), "decode", 8, 1000, precision=Precision("bf16", "fp8", "bf16"))
     _, notes = w.on(H100)
-    assert any(n.startswith("fp8 math with bf16 weights") and "set the weight dtype to fp8" in n for n in notes)
+    assert any(n.startswith("fp8 math with bf16 weights") and "set the weight dtype to fp8 for" in n for n in notes)
+    # A MoE model's 16-bit experts beside fp8 weights: the experts' field is the one named.
+    moe = Workload(QWEN_MOE, "decode", 8, 1000, precision=Precision("fp8", "fp8", "bf16", expert_weight_dtype="bf16"))
+    assert any("set the expert weight dtype to fp8" in n for n in moe.on(H100)[1])
     _, fp4 = Workload(w.model, "decode", 8, 1000, precision=Precision("bf16", "fp4", "bf16")).on(get_hardware("b200"))
     assert any("set the weight dtype to nvfp4 or mxfp4" in n for n in fp4)
     for fine in (Precision(*FP8), Precision("int4", "fp8", "bf16"), Precision("bf16", "bf16", "fp8")):
@@ -238,9 +241,9 @@ def test_a_table_without_the_asked_scaling_says_which_it_read():
     """SGLang's tables time fp8 MoE layers block-scaled only: a per-tensor one is read there, and says so."""
     sglang = kernel_tables("sglang", "h100-sxm")
     read = sglang.op_seconds(_op(_decode(QWEN_MOE, "per-tensor"), "MoE experts gate+up"))
-    assert read.label.endswith("per-tensor fp8 MoE not timed here: read at fp8_block")
+    assert read.label.endswith("no per-tensor fp8 MoE answer in this file: read at its block-scaled fp8 one")
     block = sglang.op_seconds(_op(_decode(QWEN_MOE, "block"), "MoE experts gate+up"))
-    assert "not timed here" not in block.label
+    assert "answer in this file" not in block.label
 
 
 def test_a_config_json_in_any_case_or_nested_in_text_config_says_its_scaling():
@@ -273,5 +276,10 @@ def test_the_llm_page_says_where_auto_took_the_scaling_from():
     assert not at.exception
     said = " ".join(c.value for c in at.caption)
     assert "FP8 weights read at block-scaled kernels (FP8 weight scaling auto: Qwen/Qwen3-30B-A3B-FP8 is" in said
-    plain = page("views/llm_page.py", model="qwen3-30b-a3b", hw=["h100-sxm"])
-    assert not any("FP8 weights read at" in c.value for c in plain.caption)
+    for quiet in (
+        {"model": "qwen3-30b-a3b"},  # bf16 weights
+        {"model": "qwen3-30b-a3b", "wdtype": "fp8", "adtype": "fp8", "engine": "ideal"},  # no kernels read
+        {"model": "llama-3.1-8b", "ewdtype": "fp8", "engine": "vllm"},  # a dense model has no experts
+    ):
+        said = page("views/llm_page.py", hw=["h100-sxm"], **quiet).caption
+        assert not any("FP8 weights read at" in c.value for c in said), quiet

@@ -89,7 +89,7 @@ def test_a_named_routing_is_read_whatever_the_model(tables):
     trt = kernel_tables("trtllm", "b200")
     balanced = replace(trt, moe_routing="balanced")._moe(_experts(shared=1))  # 0.010 + 0.001 x 16
     assert balanced.seconds[0] == pytest.approx(26e-6, rel=1e-3)
-    assert "balanced routing (every expert an equal share, as the datasheet assumes)" in balanced.label
+    assert "balanced routing (every expert an equal share, a perfectly even spread)" in balanced.label
     skewed = replace(trt, moe_routing="power-law-1.2")._moe(_experts(shared=1))
     assert skewed.seconds[0] == pytest.approx(34e-6, rel=1e-3)
     assert "shared experts" not in skewed.label  # named, not the model's own
@@ -159,7 +159,7 @@ def test_the_setting_reaches_the_tables_and_the_note(tables):
     assert named.scaled(2.0, 1.0).moe_routing == "power-law-1.2"  # what-ifs keep it
     note = engine_note("trtllm", "b200", "NVIDIA B200", moe_routing="balanced")
     assert note.endswith(
-        "; MoE routing set to balanced routing (every expert an equal share, as the datasheet assumes) (each MoE op "
+        "; MoE routing set to balanced routing (every expert an equal share, a perfectly even spread) (each MoE op "
         "says which it was read at)"
     )
     assert "routing" not in engine_note("ideal", "b200", "NVIDIA B200", moe_routing="balanced")

@@ -139,8 +139,8 @@ def test_a_bad_graph_limit_is_refused_by_name(bad):
 
 
 def test_serve_takes_a_graph_limit_and_says_which_steps_replay(capsys):
-    """The command line: the limit and the cost per launch act in the simulation, are refused
-    without one, and the output says which steps replay a graph."""
+    """The command line: the limit and the cost per launch act in the simulation and on the steady
+    frontier (tests/test_steady_prompts.py), and the output says which steps replay a graph."""
     from roofline.cli import main
 
     base = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "sglang"]
@@ -151,8 +151,10 @@ def test_serve_takes_a_graph_limit_and_says_which_steps_replay(capsys):
     assert main([*base, *load]) == 0
     assert "steps with prompt tokens dispatched kernel by kernel" in capsys.readouterr().out
     for flag in (["--prompt-graph-tokens", "256"], ["--launch-overhead-us", "50"]):
-        assert main([*base, *flag]) == 2
-        assert "act in the simulation" in capsys.readouterr().err
+        assert main([*base, *flag]) == 0  # the frontier's prompt steps take them
+        capsys.readouterr()
+    assert main([*base, "--recv-interval", "4"]) == 2
+    assert "act in the simulation" in capsys.readouterr().err
     for flag, value in (
         ("--prompt-graph-tokens", "many"),
         ("--prompt-graph-tokens", "99999999999"),

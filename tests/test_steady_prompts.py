@@ -156,3 +156,21 @@ def test_sglang_batches_the_prompts_waiting_into_one_prefill_step():
     # Batched, the prompts read the weights once a step, not once a prompt.
     one = evaluate(step_ops(replace(run, phase="prefill", batch=1, seq_len=1000)), roofs).step_time_s
     assert pred.datasheet_s < decoding + 4.48 * one
+
+
+def test_serve_takes_the_graph_limit_and_the_launch_cost_for_its_frontier():
+    """--prompt-graph-tokens and --launch-overhead-us time the frontier's prompt steps too, so serve
+    takes them without a simulation flag."""
+    import json
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.2-1b", "--hardware", "h100-sxm"]
+    base += ["--engine", "vllm", "--prompt-len", "128", "--output-len", "128", "--tp", "1", "--json"]
+    runs = {}
+    for extra in ((), ("--prompt-graph-tokens", "0"), ("--prompt-graph-tokens", "0", "--launch-overhead-us", "50")):
+        out = subprocess.run([*base, *extra], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        runs[extra] = min(p["ttft_s"] for p in json.loads(out.stdout)["frontier"])  # a small batch's prompt step
+    default, eager, slow = runs.values()
+    assert default < eager < slow  # past a limit of 0 every prompt step is dispatched, slower at 50 us a launch

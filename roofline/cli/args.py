@@ -140,7 +140,7 @@ def add_engine(parser: argparse.ArgumentParser, moe: bool = True) -> None:
         default="auto",
         choices=MOE_ROUTINGS,
         help="how a MoE layer's tokens spread over its experts in the kernel tables read: balanced (every expert an "
-        "equal share, as the datasheet assumes), power-law-1.01 or power-law-1.2 (the database's estimates for "
+        "equal share, a perfectly even spread), power-law-1.01 or power-law-1.2 (the database's estimates for "
         "DeepSeek-V3/R1 and Qwen3-235B serving real prompts); auto: the model's own as the database prices it "
         "(1.01 with shared experts, 1.2 without)",
     )

@@ -13,7 +13,6 @@ import roofline.cli.render as render
 from roofline.api import hardware_summary, matmul_result, model_summary
 from roofline.cli.args import CliError, calibration_from_args, precision_from_args, settings_from_args
 from roofline.datafiles import shown_path
-from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware
 from roofline.models import get_model, load_models
@@ -257,17 +256,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.ramp_s:
         raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
     if (
-        args.recv_interval > 1
-        or args.batch_wait_iters
-        or args.batch_wait_ratio
-        or args.prompt_graph_tokens is not None
-        or args.launch_overhead_us != DEFAULT_LAUNCH_OVERHEAD_S * 1e6
-        or args.attention_dp > 1
-    ):
+        args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio or args.attention_dp > 1
+    ):  # (--prompt-graph-tokens and --launch-overhead-us time the frontier's eager prompt steps too)
         raise CliError(
-            "--recv-interval, --batch-wait-iters, --batch-wait-ratio, --prompt-graph-tokens, --launch-overhead-us and "
-            "--attention-dp "
-            "act in the simulation: add --rate, --concurrency, --trace, --measured, --sweep or --capacity"
+            "--recv-interval, --batch-wait-iters, --batch-wait-ratio and --attention-dp act in the simulation: add "
+            "--rate, --concurrency, --trace, --measured, --sweep or --capacity"
         )
 
     from roofline.serving import (

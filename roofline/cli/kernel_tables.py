@@ -65,7 +65,7 @@ def add_parsers(sub) -> None:
         choices=MOE_ROUTINGS,
         default=None,
         help="score every MoE run as if its tokens were routed so (default auto: each model's own, as the "
-        "database prices it; balanced is the datasheet's uniform spread); not with --report, which publishes the "
+        "database prices it; balanced a perfectly even spread); not with --report, which publishes the "
         "default",
     )
     p.add_argument(

@@ -10,8 +10,11 @@ decode (``steps.prompt_chunks``; every step carries c where the prompts need mor
 
 and a new prompt's first token comes after ceil(prompt / (budget - B)) steps of T(B, budget - B)
 (``budget``: the engine's max batched tokens per step). Without chunking, prefills run as their
-own steps and every running sequence waits for them: TPOT = T_decode(B) + (B / output) x
-T_prefill, TTFT = T_prefill. Queueing is not modelled: these are the times of a loaded server at
+own steps, as many of the prompts waiting as the budget holds in one (k of them,
+``roofline.serving.prefill_batches``), and every running sequence waits for them: TPOT =
+T_decode(B) + (B / output / k) x T_prefill(k prompts), TTFT = T_prefill(k prompts). A step with
+prompt tokens past the engine's CUDA-graph limit has the host dispatch every kernel, as the serving
+simulation runs it (none on the datasheet). Queueing is not modelled: these are the times of a loaded server at
 steady state, the p50 of a well-provisioned one.
 """
 

@@ -303,7 +303,8 @@ class KernelTables:
                 if answer.seconds is not None:
                     label = f"{relabel(answer.label)}; {routing_note(routing, read_at, outliers, auto)}"
                     if table_dtype != dtypes[0] and weight_dtype not in SAME_WEIGHTS:  # another checkpoint's kernel
-                        label += f"; {TABLE_WORDS.get(dtypes[0], dtypes[0])} MoE not timed here: read at {table_dtype}"
+                        asked, read = (TABLE_WORDS.get(d, d) for d in (dtypes[0], table_dtype))
+                        label += f"; no {asked} MoE answer in this file: read at its {read} one"
                     answers.append((keys, replace(answer, label=label, skewed=read_at != "balanced")))
                     break
             if answers and weight_dtype not in SAME_WEIGHTS:  # other names are other checkpoints: the first wins
