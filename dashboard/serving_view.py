@@ -88,6 +88,32 @@ def steady_bias_sentence(settings, devices: list) -> str:
     )
 
 
+def point_step(run, batch: int, traffic, chunked: bool, settings, hw, tp: int):
+    """The step the One point view draws, as the frontier times it: with chunked prefill the step
+    that carries a prompt (or a budget's chunk of one: ``roofline.serving.prompt_chunks``), its
+    kernels dispatched from the host past the engine's CUDA-graph limit; without, a decode step
+    (the prompts run in prefill steps of their own). Returns (its op table, its title)."""
+    from roofline.engine import evaluate
+    from roofline.serving import eager_ceilings, graph_limit, mixed_step_ops, prompt_chunks
+
+    roofs = settings.ceilings(hw, tp, True)
+    if not chunked:
+        table = evaluate(mixed_step_ops(run, batch, 0.0, traffic.prompt_len), roofs)
+        return table, f"A decode step: {batch} sequences (the prompts run in prefill steps of their own)"
+    chunk, share = (
+        float(x) for x in prompt_chunks(batch, traffic.prompt_len, traffic.output_len, settings.max_batched_tokens)
+    )
+    dispatched = batch + chunk > graph_limit(settings, hw)
+    table = evaluate(
+        mixed_step_ops(run, batch, chunk, traffic.prompt_len), eager_ceilings(roofs, settings) if dispatched else roofs
+    )
+    title = (
+        f"A step carrying a prompt ({share:.0%} of the steps): {batch} decoding sequences + {chunk:,.0f} prompt tokens"
+        + (", every kernel dispatched from the host (past the engine's CUDA graphs)" if dispatched else "")
+    )
+    return table, title
+
+
 def serving_downloads(points, plan, prices: dict[str, float]) -> None:
     """The frontier as CSV and the whole plan as JSON (``plan()``: the cheapest setups), each built
     when its button is clicked."""

@@ -48,7 +48,7 @@ from roofline.hardware import get_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.ops import step_ops
 from roofline.sample_ranks import run_parallelism
-from roofline.serving import mixed_step_ops, prefill_batches, prompt_chunks, whole_neighbours
+from roofline.serving import eager_ceilings, mixed_step_ops, prefill_batches, prompt_chunks, whole_neighbours
 from roofline.settings import Settings
 from roofline.silicon_sample import (  # noqa: F401 (validate_load and the tests import them from here)
     DEVICE_IDS,
@@ -159,7 +159,7 @@ def predict_tpot(
     ideal_s = tables_s = from_tables_s = 0.0
     labels: set[str] = set()
     by_op: dict[str, dict[str, object]] = {}  # the mean step's time of each op, the parts' summed
-    eager = replace(expected, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0)
+    eager = eager_ceilings(expected, settings)
     for share, ops, tokens in parts:
         step = graphed = evaluate(ops, expected)
         if limit is not None and tokens > limit:  # the ideal bound stays the datasheet's, without the host

@@ -174,3 +174,27 @@ def test_serve_takes_the_graph_limit_and_the_launch_cost_for_its_frontier():
         runs[extra] = min(p["ttft_s"] for p in json.loads(out.stdout)["frontier"])  # a small batch's prompt step
     default, eager, slow = runs.values()
     assert default < eager < slow  # past a limit of 0 every prompt step is dispatched, slower at 50 us a launch
+
+
+def test_the_one_point_view_draws_the_step_as_the_frontier_times_it():
+    """The step the Serving page's One point view draws: the one carrying a prompt, whole or a
+    budget's chunk, dispatched from the host past the engine's CUDA graphs (SGLang: always)."""
+    from dashboard.serving_view import point_step
+    from roofline.serving import eager_ceilings
+
+    run = Workload(LLAMA, "decode", 8, 1088, cuda_graphs=True)
+    traffic = Traffic(1024, 128)
+    sglang = Settings(engine="sglang")
+    table, title = point_step(run, 8, traffic, True, sglang, H100, 1)
+    assert title == (
+        "A step carrying a prompt (6% of the steps): 8 decoding sequences + 1,024 prompt tokens, every kernel "
+        "dispatched from the host (past the engine's CUDA graphs)"
+    )
+    roofs = eager_ceilings(sglang.ceilings(H100, 1, True), sglang)
+    assert table.total_time_s == evaluate(mixed_step_ops(run, 8, 1024.0, 1024), roofs).total_time_s
+    _, within = point_step(run, 8, traffic, True, Settings(engine="vllm"), H100, 1)  # 1,032 tokens > vLLM's 512
+    assert within.endswith("(past the engine's CUDA graphs)")
+    _, graphed = point_step(run, 8, Traffic(256, 128), True, Settings(engine="vllm"), H100, 1)  # 264 tokens
+    assert graphed == "A step carrying a prompt (6% of the steps): 8 decoding sequences + 256 prompt tokens"
+    _, decode = point_step(run, 8, traffic, False, sglang, H100, 1)
+    assert decode == "A decode step: 8 sequences (the prompts run in prefill steps of their own)"

@@ -17,6 +17,7 @@ from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
 from dashboard.serving_view import (
     disaggregation_frame,
+    point_step,
     serving_downloads,
     steady_bias_sentence,
     targets_columns,
@@ -42,7 +43,6 @@ from dashboard.state import (
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import TP_CHOICES
-from roofline.engine import evaluate
 from roofline.format import fmt_seconds
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
@@ -52,7 +52,6 @@ from roofline.serving import (
     best_under_targets,
     disaggregation,
     load_prices,
-    mixed_step_ops,
     serving_sweep,
     speculative,
 )
@@ -244,15 +243,12 @@ if is_open(point_tab):
                 tp=int(tp),
                 cuda_graphs=True,
             ).on(hw)
-            chunk = pick_batch * traffic.prompt_len / traffic.output_len if chunked else 0.0
-            table = evaluate(
-                mixed_step_ops(run, pick_batch, chunk, traffic.prompt_len), settings.ceilings(hw, int(tp), True)
-            )
+            table, title = point_step(run, pick_batch, traffic, chunked, settings, hw, int(tp))
             report.chart(
                 roofline_figure(
                     [(table.ceilings, run.precision.act_dtype)],
                     [op_table_series(table, "mixed step", "circle", table.total_time_s)],
-                    title=f"One step: {pick_batch} decoding sequences + {chunk:,.0f} prompt tokens (chunked prefill)",
+                    title=title,
                     height=460,
                 ),
                 width="stretch",

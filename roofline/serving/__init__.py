@@ -11,7 +11,7 @@ and the serving techniques that move it, each a step on the roofline.
 
 from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, math_for, splittable_tps
 from roofline.serving.prices import SHIPPED_PRICES, Price, load_prices, parse_price
-from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, serving_sweep
+from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, eager_ceilings, graph_limit, serving_sweep
 from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks, verify_step_ops, whole_neighbours
 from roofline.serving.techniques import disaggregation, expected_accepted, speculative
 from roofline.serving.traffic import Traffic
@@ -27,7 +27,9 @@ __all__ = [
     "best_under_targets",
     "math_for",
     "disaggregation",
+    "eager_ceilings",
     "expected_accepted",
+    "graph_limit",
     "load_prices",
     "mixed_step_ops",
     "prefill_batches",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from roofline.engine import REGIMES, evaluate_devices
+from roofline.engine import REGIMES, Ceilings, evaluate_devices
 from roofline.hardware import Hardware
 from roofline.memory import footprint
 from roofline.models import ModelConfig
@@ -134,22 +134,27 @@ def _finite_or_none(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _graph_limits(settings: Settings, devices: list[Hardware]) -> np.ndarray:
-    """Per device, the most new tokens of a step with prompt tokens that its engine
-    replays from a CUDA graph (``roofline.engines.EngineProfile.prompt_graph_limit``); infinite on
-    the datasheet, which has no host."""
+def graph_limit(settings: Settings, hw: Hardware) -> float:
+    """The most new tokens of a step with prompt tokens that the engine replays from a CUDA graph
+    on ``hw`` (``roofline.engines.EngineProfile.prompt_graph_limit``); infinite on the datasheet,
+    which has no host."""
     from roofline.engines import engine_profile
     from roofline.roofs import resolved_engine
 
-    limits = []
-    for hw in devices:
-        profile = engine_profile(resolved_engine(settings.engine, hw.id))
-        limits.append(
-            np.inf
-            if profile is None
-            else profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens)
-        )
-    return np.array(limits, float)
+    profile = engine_profile(resolved_engine(settings.engine, hw.id))
+    if profile is None:
+        return np.inf
+    return float(profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens))
+
+
+def eager_ceilings(ceilings: Ceilings, settings: Settings) -> Ceilings:
+    """``ceilings`` with every kernel dispatched from the host (``settings.launch_overhead_s`` a
+    launch, no graph replay): a step past its engine's CUDA-graph limit."""
+    return replace(ceilings, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0)
+
+
+def _graph_limits(settings: Settings, devices: list[Hardware]) -> np.ndarray:
+    return np.array([graph_limit(settings, hw) for hw in devices], float)
 
 
 def _prompt_step(ops, ceilings, settings: Settings, limits: np.ndarray, tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -160,8 +165,7 @@ def _prompt_step(ops, ceilings, settings: Settings, limits: np.ndarray, tokens) 
     limit = limits.reshape((len(ceilings),) + (1,) * (step.ndim - 1))
     over = np.broadcast_to(np.asarray(tokens, float) > limit, step.shape)
     if np.any(over):
-        eager = [replace(c, launch_overhead_s=settings.launch_overhead_s, graph_replay_s=0.0) for c in ceilings]
-        eager_step, eager_regimes = evaluate_devices(ops, eager)
+        eager_step, eager_regimes = evaluate_devices(ops, [eager_ceilings(c, settings) for c in ceilings])
         step, regimes = np.where(over, eager_step, step), np.where(over[None], eager_regimes, regimes)
     return step, regimes
 
