@@ -198,3 +198,19 @@ def test_the_one_point_view_draws_the_step_as_the_frontier_times_it():
     assert graphed == "A step carrying a prompt (6% of the steps): 8 decoding sequences + 256 prompt tokens"
     _, decode = point_step(run, 8, traffic, False, sglang, H100, 1)
     assert decode == "A decode step: 8 sequences (the prompts run in prefill steps of their own)"
+
+
+def test_the_cheapest_setup_runs_its_prompts_as_the_frontier_does():
+    """Unchunked (SGLang's way) the plan's step is a decode step plus prefill steps of their own,
+    as the unchunked frontier prices it: the search takes the same setting."""
+    from roofline.serving import best_under_targets
+
+    traffic = Traffic(1024, 128)
+    mixed = best_under_targets(LLAMA, [H100], traffic, 2.0, 0.05, tps=(1,), precisions=(("bf16", "bf16"),))[0]
+    apart = best_under_targets(
+        LLAMA, [H100], traffic, 2.0, 0.05, tps=(1,), precisions=(("bf16", "bf16"),), chunked=False
+    )[0]
+    batch = apart.point["batch"]
+    frontier = serving_sweep(LLAMA, [H100], traffic, chunked=False, batches=np.array([batch]))
+    assert apart.point["tpot_s"] == pytest.approx(float(frontier.tpot_s[0, 0]), rel=1e-9)
+    assert apart.point != mixed.point

@@ -271,11 +271,12 @@ if is_open(point_tab):
 
 
 def plan(errors: bool = True) -> list:
-    """The cheapest setup per device (cached), its fp8 weights scaled as the page's; without
-    ``errors`` (the JSON download, built when clicked) none where the search refuses."""
+    """The cheapest setup per device (cached), its fp8 weights scaled and its prompts run (chunked
+    or not) as the page's; without ``errors`` (the JSON download, built when clicked) none where
+    the search refuses."""
     args = (model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
     try:
-        return cached(best_under_targets, *args, fp8_scaling=precision.fp8_scaling)
+        return cached(best_under_targets, *args, fp8_scaling=precision.fp8_scaling, chunked=bool(chunked))
     except ValueError:
         if errors:
             raise
@@ -307,8 +308,9 @@ if is_open(targets_tab):
         report.caption(
             "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV, fp8 weights computing in fp8 (W8A8) "
             "where the device has fp8 math and weight-only elsewhere, as the engines run them, "
-            f"{precision.resolved(model).fp8_scaling}-scaled (FP8 weight scaling); every batch that fits. "
-            "Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
+            f"{precision.resolved(model).fp8_scaling}-scaled (FP8 weight scaling); every batch that fits, "
+            + ("prompts chunked into the decode steps. " if chunked else "prompts in prefill steps of their own. ")
+            + "Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
             "device on the datasheet alone looks better than it will run."

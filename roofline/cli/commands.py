@@ -290,8 +290,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
             raise CliError(f"--price: unknown device {device!r}")
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
-    scaling = {"fp8_scaling": precision.fp8_scaling}  # the plan's fp8 weights scale as the command's
     chunked = not args.no_chunked_prefill
+    scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": chunked}  # the plan runs as the command's frontier
     frontier = []
     for tp in tps:
         pts = serving_sweep(

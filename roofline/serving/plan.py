@@ -92,13 +92,15 @@ def best_under_targets(
     tps: tuple[int, ...] = (1, 2, 4, 8),
     precisions: tuple[tuple[str, str], ...] = DEFAULT_PRECISIONS,
     fp8_scaling: str = "auto",
+    chunked: bool = True,
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens all-in, every device-hour over the output tokens (where
     priced; else that gives the most tokens/s per device), ranked by that. fp8 weights compute
     as the engines run them on each device (``math_for``), scaled as ``fp8_scaling`` says (auto:
-    the model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``). TP degrees that
-    do not split the model are skipped, with a note on every result saying why."""
+    the model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``); prompts mixed into
+    the decode steps (``chunked``) or in prefill steps of their own, as ``serving_sweep`` runs them.
+    TP degrees that do not split the model are skipped, with a note on every result saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -121,7 +123,7 @@ def best_under_targets(
                 else:
                     groups.setdefault(precision, []).append(hw)
             for precision, able in groups.items():
-                pts = serving_sweep(model, able, traffic, precision, tp, settings, prices)
+                pts = serving_sweep(model, able, traffic, precision, tp, settings, prices, chunked=chunked)
                 cost = pts.usd_per_million()["output_all_in"]  # what a request costs, not its decode share
                 meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
                 for d, hw_id in enumerate(pts.devices):
