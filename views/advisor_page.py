@@ -164,8 +164,8 @@ if roofs_note:
     st.caption(roofs_note)
 if engine != "ideal":  # which engine's kernels the expected times read, on the device diagnosed
     st.caption(engine_notes(engine, devices, [target_id], **moe))
-    if fp8_scaling_note(precision, model, engine):
-        st.caption(fp8_scaling_note(precision, model, engine))
+    if scaling_note := fp8_scaling_note(precision, model, engine):
+        st.caption(scaling_note)
 report = Report()
 
 

@@ -165,8 +165,8 @@ roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
 st.caption(engine_notes(engine, devices, selected, **moe))
-if fp8_scaling_note(precision, model, engine):
-    st.caption(fp8_scaling_note(precision, model, engine))
+if scaling_note := fp8_scaling_note(precision, model, engine):
+    st.caption(scaling_note)
 prompt, output, cut = fit_to_context(model, prompt, output)
 if cut:
     st.warning(cut)
