@@ -39,11 +39,13 @@ def targets_frame(best: list, roofs: dict[str, str]):
 
 
 def targets_columns() -> dict:
-    """How ``targets_frame``'s cost columns read on the page."""
+    """How ``targets_frame``'s columns read on the page: the device pinned, the costs in dollars."""
     import streamlit as st
 
     money = st.column_config.NumberColumn
     return {
+        # Pinned, so a phone scrolling to the precision or the cost splits still sees which device.
+        "device": st.column_config.TextColumn(pinned=True),
         "$ per M output (all-in)": money(
             format="$%.3f",
             help="every device-hour over the output tokens: the cost of a request, what the rows are ranked by",

@@ -176,6 +176,20 @@ def lora_params(m: ModelConfig, rank: int, targets: tuple[str, ...]) -> int:
     return total
 
 
+def lora_matrices_per_token(m: ModelConfig, targets: tuple[str, ...]) -> list[tuple[int, int, float]]:
+    """(in, out, how many a token passes through) of every adapted matrix kind: each layer's
+    projection once, each routed expert's only for the top-k of the experts a token is sent to."""
+    out = []
+    experts_only = bool(m.moe) and not m.dense_mlp_layers and not m.moe.shared_experts  # keys carry no "@"
+    for key, (n_in, n_out, count) in linear_shapes(m).items():
+        name, _, kind = key.partition("@")
+        if name in targets:
+            routed = kind == "experts" or (not kind and experts_only and name in ("gate", "up", "down"))
+            active = m.moe.experts_per_token / m.moe.num_experts if routed else 1.0
+            out.append((n_in, n_out, count * active))
+    return out
+
+
 def linear_weight_params(m: ModelConfig) -> int:
     """Parameters in linear matrices (what QLoRA stores in NF4): all but embeddings and norms."""
     counts = m.param_counts()

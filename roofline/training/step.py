@@ -10,7 +10,7 @@ import numpy as np
 
 from roofline.engine import Op
 from roofline.ops import PROJECTIONS, VECTOR, step_ops
-from roofline.training.setup import ADAM8_BYTES, TrainSetup, params
+from roofline.training.setup import ADAM8_BYTES, TrainSetup, lora_matrices_per_token, lora_params, params
 from roofline.workload import Precision, Workload
 
 # Offloading the optimizer: gradients go down to the host and updated 16-bit weights come back
@@ -81,16 +81,18 @@ def training_ops(s: TrainSetup) -> list[Op]:
         ops.append(replace(op, name=f"forward: {op.name}", count=op.count * micro, phase="forward"))
     for op in forward:
         kind = op.meta.get("kind")
-        trained = s.method == "full" or any(t in op.name.lower() for t in _OP_TARGETS_BY_NAME.get(op.name, ()))
         if kind == "matmul":
-            # Gradient of the input always; of the weight too when it is trained (or adapted).
-            factor = 2.0 if trained else 1.0
+            # Gradient of the input always; of the weight only in full fine-tuning: LoRA's base
+            # weights are frozen (the adapters' own gradients are the LoRA ops below).
+            factor = 2.0 if s.method == "full" else 1.0
             backward = replace(op, flops=op.flops * factor, act_bytes=op.act_bytes * factor)
         elif kind == "attention":
             backward = replace(op, flops=op.flops * ATTENTION_BACKWARD_FLOPS, act_bytes=op.act_bytes * 2)
         else:  # elementwise: read the saved input and the incoming gradient, write the gradient
             backward = replace(op, flops=op.flops * 2, act_bytes=op.act_bytes * 1.5)
         ops.append(replace(backward, name=f"backward: {op.name}", count=op.count * micro, phase="backward"))
+    if s.method != "full":
+        ops += _adapter_ops(s, tokens, micro, w.precision.act_dtype, w.precision.act_bytes)
     if s.recompute != "none":
         for op in forward:
             layer_op = op.count == m.num_layers or op.group in (
@@ -109,14 +111,33 @@ def training_ops(s: TrainSetup) -> list[Op]:
     return ops
 
 
-# Forward op names and the LoRA targets that make their weight trainable.
-_OP_TARGETS_BY_NAME = {
-    "QKV projection": ("q", "k", "v"),
-    "output projection": ("o",),
-    "MLP gate+up projection": ("gate", "up"),
-    "MLP up projection": ("up",),
-    "MLP down projection": ("down",),
-}
+def _adapter_ops(s: TrainSetup, tokens: float, micro: int, dtype: str, act_bytes: float) -> list[Op]:
+    """LoRA's adapters beside the frozen matrices they adapt: x A (in x r) then (x A) B (r x out),
+    2 r (in + out) FLOPs a token a matrix (a routed expert's for the tokens sent to it); backward
+    twice that, the gradient of the input and of A and B. Each reads its input and writes its
+    output; its weights are r (in + out) values."""
+    matrices = lora_matrices_per_token(s.model, s.lora_targets)
+    r = s.lora_rank
+    flops = sum(2.0 * tokens * r * (n_in + n_out) * count for n_in, n_out, count in matrices)
+    moved = sum(tokens * (n_in + 2 * r + n_out) * act_bytes * count for n_in, n_out, count in matrices)
+    weights = lora_params(s.model, r, s.lora_targets) * act_bytes
+    on = ", ".join(s.lora_targets)
+    forward = Op(
+        name=f"LoRA adapters (r={r} on {on})",
+        flops=flops,
+        dtype=dtype,
+        weight_bytes=weights,
+        act_bytes=moved,
+        count=micro,
+        launches=2 * len(s.lora_targets) * s.model.num_layers,
+        group=PROJECTIONS,
+        phase="forward",
+        meta={"kind": "matmul", "m": tokens},
+    )
+    backward = replace(
+        forward, name=f"backward: {forward.name}", flops=2 * flops, act_bytes=2 * moved, phase="backward"
+    )
+    return [replace(forward, name=f"forward: {forward.name}"), backward]
 
 
 def _optimizer_ops(s: TrainSetup) -> list[Op]:
