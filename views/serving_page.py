@@ -51,7 +51,9 @@ from roofline.serving import (
     Traffic,
     best_under_targets,
     disaggregation,
+    extra_precision,
     load_prices,
+    searched_sentence,
     serving_sweep,
     speculative,
 )
@@ -276,7 +278,13 @@ def plan(errors: bool = True) -> list:
     the search refuses."""
     args = (model, hws, traffic, ttft_ms / 1e3, tpot_ms / 1e3, settings, prices)
     try:
-        return cached(best_under_targets, *args, fp8_scaling=precision.fp8_scaling, chunked=bool(chunked))
+        return cached(
+            best_under_targets,
+            *args,
+            fp8_scaling=precision.fp8_scaling,
+            chunked=bool(chunked),
+            also=extra_precision(precision),
+        )
     except ValueError:
         if errors:
             raise
@@ -306,11 +314,8 @@ if is_open(targets_tab):
             placeholder="—",
         )
         report.caption(
-            "Searched: TP 1, 2, 4, 8; bf16 or fp8 weights with bf16 or fp8 KV, fp8 weights computing in fp8 (W8A8) "
-            "where the device has fp8 math and weight-only elsewhere, as the engines run them, "
-            f"{precision.resolved(model).fp8_scaling}-scaled (FP8 weight scaling); every batch that fits, "
-            + ("prompts chunked into the decode steps. " if chunked else "prompts in prefill steps of their own. ")
-            + "Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
+            searched_sentence(model, (1, 2, 4, 8), precision.fp8_scaling, bool(chunked), extra_precision(precision))
+            + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
             "device on the datasheet alone looks better than it will run."

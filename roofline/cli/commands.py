@@ -267,8 +267,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
         Traffic,
         best_under_targets,
         disaggregation,
+        extra_precision,
         load_prices,
         parse_price,
+        searched_sentence,
         serving_sweep,
         speculative,
         splittable_tps,
@@ -291,7 +293,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
     chunked = not args.no_chunked_prefill
-    scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": chunked}  # the plan runs as the command's frontier
+    also = extra_precision(precision)  # the user's own precision, searched beside the defaults
+    # The plan runs as the command's frontier.
+    scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": chunked, "also": also}
     frontier = []
     for tp in tps:
         pts = serving_sweep(
@@ -310,8 +314,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         batch, tp = int(primary.point["batch"]), int(primary.point["tp"])
         spec_batches = np.unique(np.round(np.geomspace(1, max(batch, 2), 12)).astype(int))
         draft = get_model(args.draft_model, args.model_dir) if args.draft_model else None
+        at = primary.precision  # the levers run at the chosen setup's precision, batch and TP
         spec = speculative(
-            model, hw, traffic, spec_batches, args.spec_k, args.spec_alpha, draft, tp=tp, settings=settings
+            model, hw, traffic, spec_batches, args.spec_k, args.spec_alpha, draft, at, tp=tp, settings=settings
         )
         levers["speculative_decoding"] = {
             "k": args.spec_k,
@@ -331,7 +336,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         link = args.kv_link_gb_per_s * 1e9 if args.kv_link_gb_per_s else None
         try:
             levers["disaggregation"] = disaggregation(
-                model, hw, traffic, batch, tp=tp, settings=settings, link_bytes_per_s=link
+                model, hw, traffic, batch, at, tp=tp, settings=settings, link_bytes_per_s=link
             )
         except ValueError as exc:
             levers["disaggregation"] = {"error": str(exc)}
@@ -339,6 +344,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             model,
             [hw],
             traffic,
+            at,
             tp=tp,
             settings=settings,
             prices=prices,
@@ -358,6 +364,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             "kv": precision.kv_dtype,
             "fp8_scaling": precision.resolved(model).to_json()["fp8_scaling"],
         },
+        "searched": searched_sentence(model, tps, precision.fp8_scaling, chunked, also),
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "roofs": {

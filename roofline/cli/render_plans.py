@@ -184,6 +184,7 @@ def serve(d: dict, model_name: str) -> str:
             rows,
         )
     )
+    lines.append(d["searched"])
     lines += list(d.get("skipped_tp", {}).values())
     notes = list(d.get("roofs", {}).values())
     lines += notes[:12] + ([f"... and {len(notes) - 12} more devices"] if len(notes) > 12 else [])

@@ -9,7 +9,15 @@ and the serving techniques that move it, each a step on the roofline.
 - ``techniques``: speculative decoding and disaggregation
 """
 
-from roofline.serving.plan import DEFAULT_PRECISIONS, Best, best_under_targets, math_for, splittable_tps
+from roofline.serving.plan import (
+    DEFAULT_PRECISIONS,
+    Best,
+    best_under_targets,
+    extra_precision,
+    math_for,
+    searched_sentence,
+    splittable_tps,
+)
 from roofline.serving.prices import SHIPPED_PRICES, Price, load_prices, parse_price
 from roofline.serving.steady import DEFAULT_BATCHES, ServingPoints, eager_ceilings, graph_limit, serving_sweep
 from roofline.serving.steps import mixed_step_ops, prefill_batches, prompt_chunks, verify_step_ops, whole_neighbours
@@ -25,6 +33,8 @@ __all__ = [
     "ServingPoints",
     "Traffic",
     "best_under_targets",
+    "extra_precision",
+    "searched_sentence",
     "math_for",
     "disaggregation",
     "eager_ceilings",

@@ -28,6 +28,7 @@ class Best:
     notes: tuple[str, ...] = ()  # setups left out of the search, and why
     act_dtype: str | None = None  # the math: fp8 with fp8 weights where the device computes in fp8 (W8A8)
     fp8_scaling: str | None = None  # fp8 weights' scales, per-tensor or block (None: no fp8 weights)
+    precision: Precision | None = None  # the setup's precision as the device runs it (levers run at it)
 
     @property
     def weights(self) -> str | None:
@@ -46,6 +47,27 @@ class Best:
             "notes": list(self.notes),
             **(self.point or {}),
         }
+
+
+def searched_sentence(
+    model: ModelConfig, tps: tuple[int, ...], fp8_scaling: str, chunked: bool, also: Precision | None = None
+) -> str:
+    """What ``best_under_targets`` searched, in words: the TP degrees, its precisions (and
+    ``also``'s), fp8's scaling and how prompts ran."""
+    scaling = Precision("fp8", "fp8", "fp8", fp8_scaling=fp8_scaling).resolved(model).fp8_scaling
+    extra = f"; and the precision set here ({also.resolved(model).label})" if also is not None else ""
+    return (
+        f"Searched: TP {', '.join(str(t) for t in tps) or 'none'}; bf16 or fp8 weights with bf16 or fp8 KV, fp8 "
+        "weights computing in fp8 (W8A8) where the device has fp8 math and weight-only elsewhere, as the engines "
+        f"run them, {scaling}-scaled (FP8 weight scaling){extra}; every batch that fits, "
+        + ("prompts chunked into the decode steps." if chunked else "prompts in prefill steps of their own.")
+    )
+
+
+def extra_precision(precision: Precision) -> Precision | None:
+    """The precision to search beside the defaults (``also``): the user's own, unless it is the
+    default bf16 throughout, which is searched anyway."""
+    return None if precision == Precision(fp8_scaling=precision.fp8_scaling) else precision
 
 
 def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, str]]:
@@ -93,6 +115,7 @@ def best_under_targets(
     precisions: tuple[tuple[str, str], ...] = DEFAULT_PRECISIONS,
     fp8_scaling: str = "auto",
     chunked: bool = True,
+    also: Precision | None = None,
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens all-in, every device-hour over the output tokens (where
@@ -100,7 +123,9 @@ def best_under_targets(
     as the engines run them on each device (``math_for``), scaled as ``fp8_scaling`` says (auto:
     the model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``); prompts mixed into
     the decode steps (``chunked``) or in prefill steps of their own, as ``serving_sweep`` runs them.
-    TP degrees that do not split the model are skipped, with a note on every result saying why."""
+    ``also``: one more precision to search beside those, as given (the user's own: int4 or fp4
+    weights, say). TP degrees that do not split the model are skipped, with a note on every result
+    saying why."""
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -110,13 +135,20 @@ def best_under_targets(
     best: dict[str, tuple[float, dict, Precision]] = {}
     near: dict[str, tuple[str, float]] = {}  # the closest miss: what binds
     for tp in tps:
-        for wdtype, kvdtype in precisions:
+        searched: set[tuple[str, Precision]] = set()
+        for wdtype, kvdtype in (*precisions, *([(None, None)] if also is not None else [])):
             # Only the devices whose kernels take these formats (no fp8 on V100, T4, TPU v4), each
             # group computing as the engines do on it.
             groups: dict[Precision, list[Hardware]] = {}
             for hw in devices:
-                math = math_for(wdtype, hw)
-                precision = Precision(wdtype, math, kvdtype, fp8_scaling=fp8_scaling).resolved(model)
+                if wdtype is None:  # the extra precision, as given, unless searched already
+                    precision = also.resolved(model)
+                    if (hw.id, precision) in searched:
+                        continue
+                else:
+                    math = math_for(wdtype, hw)
+                    precision = Precision(wdtype, math, kvdtype, fp8_scaling=fp8_scaling).resolved(model)
+                    searched.add((hw.id, precision))
                 missing = hw.unsupported_formats(*_formats_on(precision, hw))
                 if missing:
                     near.setdefault(hw.id, (f"its kernels take no {' or '.join(missing)}", np.inf))
@@ -142,7 +174,7 @@ def best_under_targets(
             _, row, p = best[hw.id]
             p = p.on(hw, need_peak=False)[0]  # as the device runs it: fp16 where it has no bf16 (V100, T4)
             scaling = p.fp8_scaling if p.has_fp8_weights else None
-            out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype, scaling))
+            out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype, scaling, p))
         else:
             cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
             reason = near.get(hw.id, (cannot, np.inf))[0]
