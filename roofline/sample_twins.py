@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 import re
 
+from roofline.sample_checks import why_figures_not_a_run
+
 SAME_RUN_REASON = "the same run as another row (the sample repeats it)"
 SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl")
 MEASURED_FIELDS = ("silicon_ttft_ms", "silicon_tpot_ms")
@@ -52,14 +54,15 @@ def _records(row: dict[str, str]) -> tuple[bool, bool]:
 
 def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """The rows, each repeat of a run marked ``same_as`` the id of the row kept (module notes).
-    Rows without both measured figures as finite numbers are never twins."""
+    Rows without both measured figures as finite numbers, or whose figures are not a run's
+    (``roofline.sample_checks``), are never twins."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, row in enumerate(rows):
         try:
             figures = [float(row[f]) for f in MEASURED_FIELDS]
         except (KeyError, TypeError, ValueError):  # a figure missing or not a number: never a twin
             continue
-        if not all(math.isfinite(x) for x in figures):
+        if not all(math.isfinite(x) for x in figures) or why_figures_not_a_run(row):
             continue
         measured = tuple(f"{x:.12g}" for x in figures)
         key = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + (_clients(row),) + measured + (_measured(row)[0],)

@@ -74,6 +74,7 @@ from roofline.inferencex_scripts import (
 )
 from roofline.models import ModelConfig
 from roofline.roofs import MOE_KERNEL_WORDS, moe_kernel_of_backend
+from roofline.sample_checks import check_sample_columns, check_sample_path, unreadable, why_figures_not_a_run
 from roofline.sample_clients import why_clients_not_batch
 from roofline.sample_precision import QUANT, QUANT_WEIGHT_ONLY, block_fp8_checkpoints, fp8_tables  # noqa: F401
 from roofline.sample_ranks import why_ranks_not_scored
@@ -274,9 +275,18 @@ def load_silicon_sample(path: Path | None = None) -> list[dict[str, str]]:
         if not dirs:
             raise FileNotFoundError("no silicon_sample.csv.gz: run `python -m roofline tables import`")
         path = dirs[0] / "silicon_sample.csv.gz"
+    else:
+        path = Path(path)
+        check_sample_path(path)
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", newline="") as f:
-        return mark_twins([_config_parallelism(row) for row in csv.DictReader(f)])
+    try:
+        with opener(path, "rt", newline="") as f:
+            reader = csv.DictReader(f)
+            check_sample_columns(path, reader.fieldnames)
+            rows = list(reader)
+    except (UnicodeDecodeError, OSError, csv.Error) as exc:
+        raise unreadable(path, exc) from None
+    return mark_twins([_config_parallelism(row) for row in rows])
 
 
 def _config_parallelism(row: dict[str, str]) -> dict[str, str]:
@@ -373,6 +383,8 @@ def why_not_scored(row: dict[str, str]) -> str | None:
         return "device not in hardware_db"
     if not math.isfinite(_number(row, "silicon_tpot_ms")) or not math.isfinite(_number(row, "batch_size")):
         return "no measured TPOT or concurrency"
+    if not_a_run := why_figures_not_a_run(row):
+        return not_a_run
     if _number(row, "pp_size", 1) > 1:
         return "pipeline parallel"
     if parallel := why_ranks_not_scored(row) or why_clients_not_batch(row):

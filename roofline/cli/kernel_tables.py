@@ -147,6 +147,27 @@ def cmd_validate(args: argparse.Namespace) -> None:
             f"{assumed[0]}: only with --load, not with --memory, --report or --explain (the published report "
             "reads each run's own KV format and client, and the measured cost of a kernel's dispatch)"
         )
+    if args.explain is not None and (
+        conflict := next(
+            (
+                f
+                for f, on in (
+                    ("--load", args.load),
+                    ("--memory", args.memory),
+                    ("--no-tables", args.no_tables),
+                    ("--report", args.report),
+                    ("--csv", args.csv),
+                    ("--every", args.every),
+                )
+                if on
+            ),
+            None,
+        )
+    ):
+        raise ValueError(
+            f"--explain shows one run's steady prediction on both columns with its TTFT under its load: not with "
+            f"{conflict}"
+        )
     if args.explain is not None and not args.explain.strip():
         raise ValueError(
             f"--explain: expected a run id (validate --csv FILE lists every scored run's id), got {args.explain!r}"

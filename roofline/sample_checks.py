@@ -1,0 +1,69 @@
+"""Checks on a silicon sample a user hands ``validate --sample``: the file itself, then each row's
+figures, so that a file that is not a sample is refused by name and a row that is not a run is
+left out with a reason instead of being scored."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+# The columns every scored row reads (aiconfigurator-core's systems/silicon_sample.csv).
+REQUIRED_COLUMNS = (
+    "id",
+    "model_path",
+    "system",
+    "backend",
+    "mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "silicon_tpot_ms",
+)
+NOT_A_RUN_REASON = (
+    "its figures are not a run's (a length, TP or concurrency that is not a positive whole number, or a "
+    "measured time that is not positive)"
+)
+
+
+def check_sample_path(path: Path) -> None:
+    """Refuse, naming the option, a path that is not a readable file."""
+    if not path.exists():
+        raise ValueError(f"--sample: {path}: no such file")
+    if path.is_dir():
+        raise ValueError(f"--sample: {path} is a folder; name a silicon_sample.csv or .csv.gz")
+
+
+def check_sample_columns(path: Path, columns: list[str] | None) -> None:
+    """Refuse a CSV without the columns a run is read from."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in (columns or [])]
+    if missing:
+        raise ValueError(
+            f"--sample: {path} is not a silicon sample: no column {', '.join(missing)} "
+            "(aiconfigurator-core's systems/silicon_sample.csv has them)"
+        )
+
+
+def unreadable(path: Path, exc: Exception) -> ValueError:
+    """The error for a file that is not text CSV (or gzip of it)."""
+    return ValueError(f"--sample: {path} is not a CSV or .csv.gz ({type(exc).__name__}: {exc})")
+
+
+def why_figures_not_a_run(row: dict[str, str]) -> str | None:
+    """A row whose lengths, TP or clients, where it gives them, are not positive whole numbers, or
+    whose measured TPOT or TTFT, where it gives one, is not positive."""
+
+    def number(key: str) -> float:
+        try:
+            return float(row.get(key) or "nan")
+        except ValueError:
+            return math.nan
+
+    for key in ("isl", "osl", "batch_size", "tp_size"):  # a blank one is another reason's (disaggregated runs)
+        value = number(key)
+        if row.get(key) not in (None, "") and not (math.isfinite(value) and value >= 1 and value == round(value)):
+            return NOT_A_RUN_REASON
+    for key in ("silicon_tpot_ms", "silicon_ttft_ms"):
+        if row.get(key) not in (None, "") and not number(key) > 0:
+            return NOT_A_RUN_REASON
+    return None
