@@ -71,3 +71,12 @@ def test_a_row_that_is_not_a_run_is_left_out_with_its_reason(tmp_path, field, va
     report = json.loads(out.stdout)
     assert [r["id"] for r in report["results"]] == [RUN]
     assert report["skipped"] == {NOT_A_RUN_REASON: 1}
+
+
+def test_a_missing_input_or_output_path_is_named_not_blamed_on_stdout(tmp_path):
+    for args, said in (
+        (["tables", "import", "--source", str(tmp_path / "none")], "no aiconfigurator_core/systems/data under"),
+        (["validate", "--csv", str(tmp_path / "no" / "x.csv")], f"{tmp_path / 'no' / 'x.csv'}: No such file"),
+    ):
+        out = subprocess.run([sys.executable, "-m", "roofline", *args], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2 and said in out.stderr and "cannot write the output" not in out.stderr

@@ -26,8 +26,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): nothing more to say to it
         _silence_stdout()
         return 1
-    except OSError as exc:  # stdout cannot be written (a full disk, /dev/full)
-        _silence_stdout()
+    except OSError as exc:
+        # A file or folder the command was given: missing, a folder, not allowed.
+        if exc.filename is not None or isinstance(exc, FileNotFoundError | IsADirectoryError | PermissionError):
+            where = f"{exc.filename}: {exc.strerror or exc}" if exc.filename is not None else str(exc)
+            print(f"error: {where}", file=sys.stderr)
+            return 2
+        _silence_stdout()  # stdout cannot be written (a full disk, /dev/full)
         print(f"error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 2
     finally:
