@@ -113,3 +113,14 @@ def loading_frame(peaks):
             for pk in peaks
         ]
     )
+
+
+def page_setup(model, **fields):
+    """The page's training setup, refusing (ValueError, as ``TrainSetup`` does) a global batch that
+    does not split into whole micro-batches on every device, as the command line does."""
+    from roofline.training import TrainSetup
+    from roofline.training.setup import global_batch_problem
+
+    if problem := global_batch_problem(fields.get("global_batch"), fields["micro_batch"], fields["dp"]):
+        raise ValueError(f"global batch: {problem}")
+    return TrainSetup(model, **fields)

@@ -22,6 +22,7 @@ from dashboard.training_view import (
     lever_device,
     levers_frame,
     loading_frame,
+    page_setup,
     sequence_lengths,
     step_series,
     token_label,
@@ -38,7 +39,6 @@ from roofline.training import (
     OPTIMIZERS,
     RECOMPUTE,
     TRAIN_PRECISIONS,
-    TrainSetup,
     analyze_training,
     levers,
     plan_to_fit,
@@ -174,7 +174,7 @@ if seq > model.max_context:
     )
     seq = model.max_context
 try:
-    setup = TrainSetup(
+    setup = page_setup(
         model,
         seq_len=int(seq),
         micro_batch=int(micro),

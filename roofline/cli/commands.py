@@ -182,6 +182,10 @@ def train_setup_from_args(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> None:
     from roofline.training import analyze_training, levers, plan_to_fit
+    from roofline.training.setup import global_batch_problem
+
+    if problem := global_batch_problem(args.global_batch, args.micro_batch, args.dp):
+        raise CliError(f"--global-batch: {problem}")
 
     setup = train_setup_from_args(args)
     hw = get_hardware(args.hardware, args.hardware_dir)

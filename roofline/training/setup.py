@@ -176,6 +176,18 @@ def lora_params(m: ModelConfig, rank: int, targets: tuple[str, ...]) -> int:
     return total
 
 
+def global_batch_problem(global_batch: int | None, micro_batch: int, dp: int) -> str | None:
+    """Why a global batch cannot be run as whole micro-batches on every data-parallel device (the
+    step would process more sequences than it says), or None."""
+    per_step = int(micro_batch) * int(dp)
+    if global_batch is None or global_batch % per_step == 0:
+        return None
+    return (
+        f"a global batch of {global_batch} sequences does not split into micro-batches of {micro_batch} on "
+        f"{dp} device(s): give a multiple of {per_step} (micro-batch x data-parallel devices)"
+    )
+
+
 def lora_matrices_per_token(m: ModelConfig, targets: tuple[str, ...]) -> list[tuple[int, int, float]]:
     """(in, out, how many a token passes through) of every adapted matrix kind: each layer's
     projection once, each routed expert's only for the top-k of the experts a token is sent to."""
