@@ -351,7 +351,7 @@ def run_tables(
     key = (device, row["backend"], row.get("backend_version") or "")
     predictors = {} if predictors is None else predictors
     if key not in predictors:
-        predictors[key] = TablePredictor.open(device, row["backend"], row.get("backend_version") or None)
+        predictors[key] = TablePredictor.open(device, row["backend"], row.get("backend_version") or None, False)
     predictor = predictors[key]
     if predictor is None:
         return None

@@ -218,3 +218,24 @@ def test_speculation_never_beats_the_tokens_each_verify_yields():
     )  # fmt: skip
     assert np.all(r["speedup"] <= r["tokens_per_verify"] + 1e-12)
     assert np.all(r["verify_s"] >= r["plain_tpot_s"])
+
+
+def test_a_version_not_installed_reads_the_closest_and_says_so():
+    newest = TablePredictor.open("h100-sxm", "vllm")
+    assert newest.asked is None and "installed" not in newest.label
+    exact = TablePredictor.open("h100-sxm", "vllm", newest.version)
+    assert exact.label == newest.label
+    old = TablePredictor.open("h100-sxm", "vllm", "0.1")
+    assert old.version == newest.version  # none older installed: the oldest newer one
+    assert f"vLLM {old.version} kernels (no 0.1 tables installed: the closest)" in old.label
+    # A measured run's own version is named beside its tables already: no such words there.
+    assert "installed" not in TablePredictor.open("h100-sxm", "vllm", "0.1", say_closest=False).label
+
+
+@pytest.mark.parametrize("text", ["abc", ".1", "", "1" + "a" * 38 + "!", "0.24.0 --x"])
+def test_an_engine_version_must_read_as_one(text, capsys):
+    from roofline.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["request", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine-version", text])
+    assert "--engine-version: expected a version such as 0.24.0" in capsys.readouterr().err

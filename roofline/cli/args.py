@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from roofline.datafiles import shown_path
 from roofline.defaults import (
@@ -147,8 +148,9 @@ def add_engine(parser: argparse.ArgumentParser, moe: bool = True) -> None:
 
 
 def engine_version(text: str) -> str:
-    if not 0 < len(text) <= 40 or not all(c.isalnum() or c in ".-+_" for c in text):
-        raise argparse.ArgumentTypeError(f"expected a version such as 0.24.0, got {text[:40]!r}")
+    """A version as engines number them: digits first (0.24.0, 1.3.0rc20, 0.5.1.post1)."""
+    if not 0 < len(text) <= 40 or not re.fullmatch(r"\d[A-Za-z0-9.+_-]*", text):
+        raise argparse.ArgumentTypeError(f"expected a version such as 0.24.0 or 1.3.0rc20, got {text[:40]!r}")
     return text
 
 

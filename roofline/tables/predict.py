@@ -109,15 +109,21 @@ class Prediction:
 class TablePredictor:
     """Kernel times measured inside one serving engine on one device."""
 
-    def __init__(self, entry: dict):
+    def __init__(self, entry: dict, asked: str | None = None):
         self.entry = entry
         self.device, self.engine, self.version = entry["device"], entry["engine"], entry["version"]
+        self.asked = asked if asked != self.version else None  # a version asked for and not installed
         self._grids: dict[tuple, LogGrid | None] = {}
 
     @classmethod
-    def open(cls, device: str, engine: str, version: str | None = None) -> TablePredictor | None:
+    def open(
+        cls, device: str, engine: str, version: str | None = None, say_closest: bool = True
+    ) -> TablePredictor | None:
+        """The tables of ``version`` (None: the newest), or the closest installed (``store.find``),
+        which then says so in its label (unless not ``say_closest``: a measured run's version, which
+        its row already names beside the tables it was scored on)."""
         entry = store.find(device, engine, version)
-        return None if entry is None else cls(entry)
+        return None if entry is None else cls(entry, version if say_closest else None)
 
     @cached_property
     def tables(self) -> dict[str, dict[str, np.ndarray]]:
@@ -125,8 +131,9 @@ class TablePredictor:
 
     @property
     def label(self) -> str:
+        closest = f" (no {self.asked} tables installed: the closest)" if self.asked else ""
         return (
-            f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.version} kernels, {self.device}, "
+            f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.version} kernels{closest}, {self.device}, "
             f"public database ({self.entry['source']}, {self.entry['licence'].split(' ')[0]})"
         )
 
