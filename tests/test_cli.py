@@ -310,3 +310,21 @@ def test_advise_bad_objective_is_one_line():
     out = run("advise", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "10", "--objective", "cheap")
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "--objective: invalid choice: 'cheap' (choose from 'latency', 'throughput', 'per-watt')" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "flag, value, said",
+    [
+        ("--non-torch-gb", "1e12", "--non-torch-gb: expected a number in [0, 1e+06], got 1000000000000.0"),
+        ("--launch-overhead-us", "1e12", "--launch-overhead-us: expected a number in [0, 1e+06]"),
+        ("--graph-launch-overhead-us", "5e6", "--graph-launch-overhead-us: expected a number in [0, 1e+06]"),
+        ("--block-size", "1000000000", "--block-size: expected an integer in [1, 1048576], got 1000000000"),
+    ],
+)
+def test_a_setting_out_of_range_is_named_as_its_flag_in_its_units(flag, value, said, capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "10", "--output-len", "10"]
+    assert main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "_bytes" not in err and "_s must" not in err

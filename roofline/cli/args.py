@@ -27,7 +27,6 @@ from roofline.defaults import (
 from roofline.measured_roofs import MeasuredRoofs
 from roofline.roofs import ENGINES, MOE_KERNELS
 from roofline.routing import MOE_ROUTINGS
-from roofline.settings import Settings
 from roofline.workload import Precision
 
 MAX_INT = 2**53  # every count must be exact in a float64
@@ -148,7 +147,6 @@ def add_engine(parser: argparse.ArgumentParser, moe: bool = True) -> None:
 
 
 def engine_version(text: str) -> str:
-    """A version as engines number them: digits first (0.24.0, 1.3.0rc20, 0.5.1.post1)."""
     if not 0 < len(text) <= 40 or not re.fullmatch(r"\d[A-Za-z0-9.+_-]*", text):
         raise argparse.ArgumentTypeError(f"expected a version such as 0.24.0 or 1.3.0rc20, got {text[:40]!r}")
     return text
@@ -370,27 +368,3 @@ def measured_from_args(args: argparse.Namespace) -> MeasuredRoofs:
 def calibration_from_args(args: argparse.Namespace):
     """The calibration of ``--calibration FILE``, or None."""
     return measured_from_args(args).calibration
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    measured = measured_from_args(args).settings_fields()
-    return Settings(
-        launch_overhead_s=getattr(args, "launch_overhead_us", DEFAULT_LAUNCH_OVERHEAD_S * 1e6) * 1e-6,
-        graph_launch_overhead_s=getattr(args, "graph_launch_overhead_us", DEFAULT_GRAPH_LAUNCH_OVERHEAD_S * 1e6) * 1e-6,
-        memory_utilization=args.memory_utilization,
-        block_size=args.block_size,
-        max_batched_tokens=args.max_batched_tokens,
-        max_num_seqs=args.max_num_seqs,
-        recv_interval=getattr(args, "recv_interval", 1),
-        batch_wait_iters=getattr(args, "batch_wait_iters", 0),
-        batch_wait_ratio=getattr(args, "batch_wait_ratio", 0.0),
-        prompt_graph_tokens=getattr(args, "prompt_graph_tokens", None),
-        non_torch_bytes=args.non_torch_gb * 1e9,
-        cuda_graph_bytes=args.cuda_graph_gb * 1e9,
-        engine=getattr(args, "engine", "ideal"),
-        engine_version=getattr(args, "engine_version", None),
-        moe_kernel=getattr(args, "moe_kernel", "auto"),
-        moe_routing=getattr(args, "moe_routing", "auto"),
-        attention_dp=getattr(args, "attention_dp", 1),
-        **measured,
-    )

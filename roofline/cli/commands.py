@@ -11,7 +11,8 @@ from pathlib import Path
 
 import roofline.cli.render as render
 from roofline.api import hardware_summary, matmul_result, model_summary
-from roofline.cli.args import CliError, calibration_from_args, precision_from_args, settings_from_args
+from roofline.cli.args import CliError, calibration_from_args, precision_from_args
+from roofline.cli.setting_flags import settings_from_args
 from roofline.datafiles import shown_path
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware

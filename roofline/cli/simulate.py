@@ -9,10 +9,10 @@ import os
 from roofline.cli.args import (
     CliError,
     precision_from_args,
-    settings_from_args,
 )
 from roofline.cli.load_args import rate_ramp
 from roofline.cli.render_load import render_capacity, render_measured, render_text
+from roofline.cli.setting_flags import settings_from_args
 from roofline.defaults import MAX_REPLICAS
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
