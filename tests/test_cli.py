@@ -328,3 +328,11 @@ def test_a_setting_out_of_range_is_named_as_its_flag_in_its_units(flag, value, s
     assert main([*argv, flag, value]) == 2
     err = capsys.readouterr().err
     assert said in err and "_bytes" not in err and "_s must" not in err
+
+
+@pytest.mark.parametrize("tp", ["3", "1000"])
+def test_load_refuses_a_tp_that_does_not_split_the_heads(tp, capsys):
+    from roofline.cli import main
+
+    assert main(["load", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", tp]) == 2
+    assert f"tp={tp} does not divide llama-3.1-8b's 32 attention heads" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from roofline.hardware import get_hardware, load_hardware
 from roofline.models import get_model, load_models
 from roofline.roofs import engine_note
 from roofline.settings import Settings
-from roofline.workload import Workload
+from roofline.workload import Workload, validate_tp
 
 
 def emit(args: argparse.Namespace, data: object, text: Callable[[], str], device_ids: list[str] | None = None) -> None:
@@ -220,6 +220,7 @@ def cmd_load(args: argparse.Namespace) -> None:
 
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware, args.hardware_dir)
+    validate_tp(model, args.tp)  # a TP degree that splits the heads, as every other command asks
     peaks = load_peaks(model, args.checkpoint_dtype, args.load_dtype, args.shards, tp=args.tp)
     device_capacity = hw.memory_bytes
     host = args.host_ram_gb * 1e9 if args.host_ram_gb is not None else None
