@@ -122,8 +122,13 @@ class Precision:
         peaks = hw.peak_tflops.as_dict()
         notes: list[str] = []
         p = self
-        if "bf16" in (p.act_dtype, p.act_storage) and "bf16" not in peaks and "fp16" in peaks:
-            swap = {f: "fp16" for f in ("weight_dtype", "act_dtype", "kv_dtype") if getattr(p, f) == "bf16"}
+        bf16 = "bf16" in (p.act_dtype, p.act_storage, p.weight_dtype, p.expert_weight_dtype, p.kv_dtype)
+        if bf16 and "bf16" not in peaks and "fp16" in peaks:
+            swap = {
+                f: "fp16"
+                for f in ("weight_dtype", "expert_weight_dtype", "act_dtype", "kv_dtype")
+                if getattr(p, f) == "bf16"
+            }
             p = replace(p, **swap)
             notes.append(f"{hw.name} has no bf16 math: fp16 is used instead (same two bytes per value)")
         weights = tuple(f for f in (p.weight_dtype, p.expert_weight_dtype) if f)

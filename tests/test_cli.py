@@ -336,3 +336,14 @@ def test_load_refuses_a_tp_that_does_not_split_the_heads(tp, capsys):
 
     assert main(["load", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", tp]) == 2
     assert f"tp={tp} does not divide llama-3.1-8b's 32 attention heads" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--act-dtype", "fp16"], ["--kv-dtype", "fp16"]])
+def test_a_device_without_bf16_runs_fp16_whichever_part_was_asked_in_fp16(extra, capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--hardware", "t4", "--prompt-len", "10", "--output-len", "10"]
+    assert main([*argv, *extra, "--json"]) == 0  # the T4 has no bf16 kernels: every bf16 part runs fp16
+    data = json.loads(capsys.readouterr().out)
+    p = data["precision"]
+    assert (p["weight_dtype"], p["act_dtype"], p["kv_dtype"]) == ("fp16", "fp16", "fp16")
