@@ -376,8 +376,8 @@ def advise(
     settings: Settings = DEFAULT_SETTINGS,
 ) -> dict[str, object]:
     ranking = rank(w, hardware, objective, settings)
-    s = settings  # which engine's kernels the expected times read, as its note words it for the diagnosed device
-    note = engine_note(s.engine, target.id, target.name, s.engine_version, s.moe_kernel, s.moe_routing)
+    s, calibrated = settings, settings.calibration is not None and settings.calibration.hardware_id == target.id
+    note = engine_note(s.engine, target.id, target.name, s.engine_version, s.moe_kernel, s.moe_routing, calibrated)
     return {
         **w.describe(),
         "objective": objective,

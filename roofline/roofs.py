@@ -104,10 +104,16 @@ def engine_note(
     version: str | None = None,
     moe_kernel: str = "auto",
     moe_routing: str = "auto",
+    calibrated: bool = False,
 ) -> str:
     """One sentence: which roofs ``engine`` gives this device, and why (and which MoE kernels and
-    routing, where set)."""
+    routing, where set); ``calibrated``: the user's calibration of the device stands in for them."""
     named = resolved_engine(engine, hardware_id)
+    if calibrated and named != "ideal":
+        return (
+            f"{hardware_name}: your calibration's roofs stand in for {ENGINE_NAMES[named]}'s kernel tables; "
+            f"{ENGINE_NAMES[named]}'s host work per step still applies"
+        )
     if named == "ideal":
         if engine == "auto":
             return f"{hardware_name}: ideal roofs (datasheet); no engine-measured kernel tables for it"

@@ -347,3 +347,13 @@ def test_a_device_without_bf16_runs_fp16_whichever_part_was_asked_in_fp16(extra,
     data = json.loads(capsys.readouterr().out)
     p = data["precision"]
     assert (p["weight_dtype"], p["act_dtype"], p["kv_dtype"]) == ("fp16", "fp16", "fp16")
+
+
+def test_a_calibration_is_not_also_called_the_engines_kernel_tables(capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "64", "--output-len", "8"]
+    assert main([*argv, "--calibration", str(ROOT / "examples/h100-sxm-quick-run.json")]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated roofs" in out and "engine-measured roofs, vLLM" not in out
+    assert "your calibration's roofs stand in for vLLM's kernel tables; vLLM's host work per step still applies" in out
