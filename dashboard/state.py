@@ -243,13 +243,21 @@ def engine_param() -> Validator:
 
 
 def engine_notes(
-    engine: str, devices: Mapping, device_ids: Sequence[str], moe_kernel: str = "auto", moe_routing: str = "auto"
+    engine: str,
+    devices: Mapping,
+    device_ids: Sequence[str],
+    moe_kernel: str = "auto",
+    moe_routing: str = "auto",
+    calibration=None,
 ) -> str:
-    """One caption line per device: which roofs the engine gives it."""
+    """One caption line per device: which roofs the engine gives it (the user's ``calibration``
+    standing in for its tables on the device it measured)."""
     from roofline.roofs import engine_note
 
+    measured = calibration.hardware_id if calibration is not None else None
     return "  \n".join(
-        md_escape(engine_note(engine, h, devices[h].name, None, moe_kernel, moe_routing)) for h in device_ids
+        md_escape(engine_note(engine, h, devices[h].name, None, moe_kernel, moe_routing, h == measured))
+        for h in device_ids
     )
 
 

@@ -357,3 +357,16 @@ def test_a_calibration_is_not_also_called_the_engines_kernel_tables(capsys):
     out = capsys.readouterr().out
     assert "calibrated roofs" in out and "engine-measured roofs, vLLM" not in out
     assert "your calibration's roofs stand in for vLLM's kernel tables; vLLM's host work per step still applies" in out
+
+
+def test_the_pages_engine_captions_say_where_a_calibration_stands_in():
+    from types import SimpleNamespace
+
+    from dashboard.state import engine_notes
+    from roofline.hardware import get_hardware
+
+    devices = {h: get_hardware(h) for h in ("h100-sxm", "b200")}
+    text = engine_notes("vllm", devices, ["h100-sxm", "b200"], calibration=SimpleNamespace(hardware_id="h100-sxm"))
+    h100, b200 = text.split("  \n")
+    assert "your calibration's roofs stand in for vLLM's kernel tables" in h100
+    assert "engine-measured roofs, vLLM" in b200  # the device not measured keeps the engine's tables

@@ -163,7 +163,7 @@ roofs_note = roofs_caption(measured, list(devices))
 if roofs_note:
     st.caption(roofs_note)
 if engine != "ideal":  # which engine's kernels the expected times read, on the device diagnosed
-    st.caption(engine_notes(engine, devices, [target_id], **moe))
+    st.caption(engine_notes(engine, devices, [target_id], **moe, calibration=measured.calibration))
     if scaling_note := fp8_scaling_note(precision, model, engine):
         st.caption(scaling_note)
 report = Report()

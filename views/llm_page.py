@@ -164,7 +164,7 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(selected))
 if roofs_note:
     st.caption(roofs_note)
-st.caption(engine_notes(engine, devices, selected, **moe))
+st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))
 if scaling_note := fp8_scaling_note(precision, model, engine):
     st.caption(scaling_note)
 prompt, output, cut = fit_to_context(model, prompt, output)

@@ -136,7 +136,7 @@ settings = Settings(calibration=measured.calibration, engine=engine, **moe)
 note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)
-st.caption(engine_notes(engine, devices, selected, **moe))
+st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))
 if prompt + output - 1 > model.max_context:
     asked = (
         f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "
