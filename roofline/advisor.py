@@ -219,8 +219,8 @@ def rank(
     for r in rows:
         r.ranked_on = basis
 
-    def seconds(r: RankRow) -> float:
-        return r.time_s if basis == "expected" or r.ideal_time_s is None else r.ideal_time_s
+    def seconds(r: RankRow) -> float:  # what the ranking compares (0 for a device with no time)
+        return r.time_s or 0.0 if basis == "expected" or r.ideal_time_s is None else r.ideal_time_s
 
     watts = {r.hardware: hardware[[h.id for h in hardware].index(r.hardware)].tdp_w for r in rows}
     key = {
@@ -229,7 +229,7 @@ def rank(
         "per-watt": lambda r: seconds(r) * w.tp * (watts[r.hardware] or np.inf),
     }[objective]
     usable = sorted((r for r in rows if r.fits and (objective != "per-watt" or r.tokens_per_s_per_watt)), key=key)
-    rest = sorted((r for r in rows if r not in usable), key=lambda r: (r.time_s is None, r.time_s or 0.0))
+    rest = sorted((r for r in rows if r not in usable), key=lambda r: (r.time_s is None, seconds(r)))
     for position, row in enumerate(usable, start=1):
         row.rank = position
     return usable + rest

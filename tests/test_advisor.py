@@ -256,3 +256,14 @@ def test_the_serving_plan_does_not_claim_targets_on_lower_bounds():
     best = {b.hardware: b for b in best_under_targets(get_model("llama-3.2-1b"), devices, Traffic(1024, 256), 10, 0.2)}
     assert not best["m4-max"].meets and "publishes no bf16 peak" in best["m4-max"].binding
     assert best["h100-sxm"].meets
+
+
+def test_devices_that_do_not_fit_are_listed_in_the_order_the_chart_plots():
+    from roofline.advisor import rank
+
+    w = Workload(get_model("llama-3.1-70b"), "decode", 1, 2048)
+    rows = rank(w, list(load_hardware().values()), "latency", Settings(engine="auto"))
+    rest = [r for r in rows if not r.fits and r.time_s is not None]
+    assert len(rest) > 3 and rows[0].ranked_on == "ideal bound"  # engine tables on some devices only
+    plotted = [r.ideal_time_s if r.ideal_time_s is not None else r.time_s for r in rest]
+    assert plotted == sorted(plotted)
