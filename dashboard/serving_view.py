@@ -143,3 +143,25 @@ def serving_downloads(points, plan, prices: dict[str, float]) -> None:
         mime="application/json",
         on_click="ignore",
     )
+
+
+def unfit_warning(points, devices: dict, model_name: str, tp: int) -> str | None:
+    """The devices on which no decode batch fits in memory at this TP (their frontier lines are
+    empty), in words, or None; ``fits_nowhere`` in the words when it is every device that runs."""
+    runnable = [hid for hid in points.devices if hid not in points.why_not]
+    empty = [hid for hid in runnable if not points.fits[points.devices.index(hid)].any()]
+    if not empty:
+        return None
+    names = ", ".join(md_escape(devices[hid].name) for hid in empty)
+    where = "any chosen device" if len(empty) == len(runnable) else names
+    return (
+        f"{md_escape(model_name)} does not fit in memory on {where} at TP={tp}, at any batch"
+        + (
+            ""
+            if len(empty) == len(runnable)
+            else ": its line is left out"
+            if len(empty) == 1
+            else ": their lines are left out"
+        )
+        + ". A higher TP, or smaller weights (fp8, int4), would make room."
+    )

@@ -173,3 +173,19 @@ def test_kv_page_counts_read_as_counts_at_a_huge_batch():
     tiles = {m.label: m.value for m in at.metric}
     assert tiles["Max context at batch 1,048,576"] == "0 tokens"  # no context fits a million sequences
     assert tiles["KV overtakes weights"] == "1 token"  # a million one-token caches outweigh the weights at once
+
+
+def test_the_frontier_says_so_where_no_batch_fits_instead_of_an_empty_chart():
+    at = page("views/serving_page.py", model="deepseek-v3")  # 671B in bf16 on one GPU: nowhere
+    assert not at.exception and not at.error
+    assert any("does not fit in memory on any chosen device at TP=1, at any batch" in w.value for w in at.warning)
+    assert [c.key for c in at.get("plotly_chart")] == []
+    at = page("views/serving_page.py", model="llama-3.1-70b", hw=["h100-sxm", "l40s"])  # 141 GB: fits neither
+    assert any("on any chosen device" in w.value for w in at.warning)
+    at = page("views/serving_page.py", model="llama-3.1-70b", hw=["h200-sxm", "l40s"], wdtype="fp8")
+    said = [w.value for w in at.warning if "does not fit in memory" in w.value]
+    assert said == [
+        "Llama 3.1 70B does not fit in memory on NVIDIA L40S 48GB at TP=1, at any batch: its line is left out. A "
+        "higher TP, or smaller weights (fp8, int4), would make room."
+    ]
+    assert [c.key for c in at.get("plotly_chart")] == ["frontier_chart"]

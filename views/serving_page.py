@@ -22,6 +22,7 @@ from dashboard.serving_view import (
     steady_bias_sentence,
     targets_columns,
     targets_frame,
+    unfit_warning,
 )
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
@@ -189,6 +190,8 @@ if is_open(frontier_tab):
             bind="query-params",
             help="tokens per dollar needs a price for the device",
         )
+        if unfit := unfit_warning(points, devices, model.name, int(tp)):
+            st.warning(unfit)
         fig = frontier_figure(
             points,
             {hid: devices[hid].name for hid in points.devices},
@@ -198,7 +201,8 @@ if is_open(frontier_tab):
             xaxis == "tokens per dollar",
             f"{model.name}: every decode batch, TP={tp}, {precision.resolved(model).label}",
         )
-        report.chart(fig, width="stretch", theme=None, key="frontier_chart")
+        if points.fits.any():  # else an empty chart: the warning above says why
+            report.chart(fig, width="stretch", theme=None, key="frontier_chart")
         report.caption(
             "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "
             "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
