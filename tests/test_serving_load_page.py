@@ -60,7 +60,7 @@ def test_the_section_shows_its_charts_table_and_a_step_link():
     assert line["x0"] == pytest.approx(saturation, rel=1e-2)
     assert knee["x"] == pytest.approx(math.log10(line["x0"]))
     # The targets (2 s and 50 ms, the page's defaults) as lines in data values.
-    assert {s["y0"] for s in rate["layout"]["shapes"] if s.get("xref") == "x domain"} == {2.0, 0.05}
+    assert {s["y0"] for s in rate["layout"]["shapes"] if s.get("xref") == "x domain"} == {2000.0, 50.0}  # ms
     # The run rests on vLLM's kernels on the H100 (engine "auto") and on vLLM's host work per step.
     said = " ".join(m.value for m in at.markdown)
     assert "engine-measured roofs" in said and "vLLM 0.24.0 kernels" in said and "vLLM host work" in said
@@ -165,10 +165,11 @@ def test_the_rate_figure_marks_the_knee_on_log_axes():
     assert labels["saturation 30 req/s"].x == pytest.approx(math.log10(30))
     assert labels["this run 10 req/s"].x == pytest.approx(1.0)
     assert labels["saturation 30 req/s"].xanchor == "right"  # in the right half: its label to its left
-    assert labels["TTFT target 2 s"].y == pytest.approx(math.log10(2.0))
+    assert labels["TTFT target 2 s"].y == pytest.approx(math.log10(2000.0))  # drawn in ms
+    assert fig.layout.yaxis.title.text == "TTFT (ms)" and fig.layout.yaxis2.title.text == "TPOT (ms)"
     assert not any("TPOT target" in t for t in labels)
     band = next(t for t in fig.data if t.name == "TTFT p90–p99")
-    assert band.fill == "tonexty" and list(band.y) == pytest.approx(list(p["ttft_s"][90]))
+    assert band.fill == "tonexty" and list(band.y) == pytest.approx(list(p["ttft_s"][90] * 1e3))
     assert fig.layout.xaxis.range[1] < math.log10(60) + 0.1  # no stretch to 1e297 from a label
 
 
@@ -176,12 +177,15 @@ def test_the_distribution_marks_percentiles_target_and_reference():
     values = np.array([0.01, 0.02, 0.03, 0.04, np.nan])
     fig = distribution_figure(values, "TPOT", "#009E73", 0.05, 0.015, "steady state, batch 4")
     ecdf, marks = fig.data
-    assert list(ecdf.x) == [0.01, 0.02, 0.03, 0.04] and list(ecdf.y) == [0.25, 0.5, 0.75, 1.0]
-    assert list(marks.x) == pytest.approx(list(np.percentile([0.01, 0.02, 0.03, 0.04], [50, 90, 99])))
+    # Drawn in milliseconds, as the page's metrics beside it read.
+    assert list(ecdf.x) == pytest.approx([10, 20, 30, 40]) and list(ecdf.y) == [0.25, 0.5, 0.75, 1.0]
+    assert list(marks.x) == pytest.approx(list(np.percentile([10, 20, 30, 40], [50, 90, 99])))
+    assert list(marks.text) == ["p50 25 ms", "p90 37 ms", "p99 39.7 ms"]
     xs = sorted(s.x0 for s in fig.layout.shapes)
-    assert xs == [0.015, 0.05]
+    assert xs == pytest.approx([15, 50])
     lo, hi = fig.layout.xaxis.range
-    assert lo < math.log10(0.01) and hi > math.log10(0.05)
+    assert lo < math.log10(10) and hi > math.log10(50)
+    assert fig.layout.xaxis.title.text.startswith("TPOT (ms)")
     # The reference is named under the axis, not beside its line at the curve's foot.
     assert "dotted: steady state, batch 4 (15 ms)" in fig.layout.xaxis.title.text
     assert not any("steady state" in a.text for a in fig.layout.annotations)

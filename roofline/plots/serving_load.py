@@ -20,6 +20,9 @@ MEASURED_COLOR = "#111111"  # measured benchmark points: black diamonds, the out
 TARGET_COLOR = "#D62728"
 
 
+MS = 1e3  # the figures draw latencies in milliseconds, as the metrics beside them read
+
+
 def _vline(fig: go.Figure, x: float, text: str, color: str, dash: str, y: float, side: str = "left") -> None:
     """A vertical line over the whole plot of log x with its label beside it (none where ``text`` is
     empty); the label is placed separately (log10 coordinates) because ``add_vline``'s label lands in
@@ -77,11 +80,12 @@ def latency_rate_figure(
     the p90-p99 band shaded, the saturation throughput as a vertical line (the knee), the
     targets, and ``steady`` (the steady-state model at each run's mean batch) dotted.
 
-    ``percentiles[metric][p]``: seconds at each rate, metric ``ttft_s`` or ``tpot_s``."""
+    ``percentiles[metric][p]``: seconds at each rate, metric ``ttft_s`` or ``tpot_s``; drawn in
+    milliseconds, as the page's figures beside it read."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.07)
     rate = np.asarray(rate_per_s, float)
     for row, (metric, label, color) in enumerate((("ttft_s", "TTFT", TTFT_COLOR), ("tpot_s", "TPOT", TPOT_COLOR)), 1):
-        p = {k: np.asarray(v, float) for k, v in percentiles[metric].items()}
+        p = {k: np.asarray(v, float) * MS for k, v in percentiles[metric].items()}
         fig.add_trace(
             go.Scatter(
                 x=rate,
@@ -112,8 +116,8 @@ def latency_rate_figure(
         )
         running = np.full(rate.size, np.nan) if mean_running is None else np.asarray(mean_running, float)
         hover = [
-            f"<b>{label}</b> at {r:.3g} requests/s<br>p50 {fmt_seconds(a)} · p90 {fmt_seconds(b)} · "
-            f"p99 {fmt_seconds(c)}" + (f"<br>mean running batch {m:.1f}" if np.isfinite(m) else "")
+            f"<b>{label}</b> at {r:.3g} requests/s<br>p50 {fmt_seconds(a / MS)} · p90 {fmt_seconds(b / MS)} · "
+            f"p99 {fmt_seconds(c / MS)}" + (f"<br>mean running batch {m:.1f}" if np.isfinite(m) else "")
             for r, a, b, c, m in zip(rate, p[50], p[90], p[99], running)
         ]
         fig.add_trace(
@@ -135,23 +139,23 @@ def latency_rate_figure(
             fig.add_trace(
                 go.Scatter(
                     x=rate,
-                    y=np.asarray(steady[metric], float),
+                    y=np.asarray(steady[metric], float) * MS,
                     mode="lines",
                     line=dict(width=1.5, color=REFERENCE_COLOR, dash="dot"),
                     name="steady state at each run's mean batch",
                     legendgroup="steady",
                     showlegend=row == 1,
-                    hovertemplate=f"steady-state {label} %{{y:.3s}}s at the mean batch<extra></extra>",
+                    hovertemplate=f"steady-state {label} %{{y:.3g}} ms at the mean batch<extra></extra>",
                 ),
                 row=row,
                 col=1,
             )
         target = targets.get(metric)
         if target:
-            _hline(fig, target, f"{label} target {fmt_seconds(target)}", TARGET_COLOR, "dash", row)
+            _hline(fig, target * MS, f"{label} target {fmt_seconds(target)}", TARGET_COLOR, "dash", row)
     log_axes(fig, "", "")
-    fig.update_yaxes(title_text="TTFT (s)", row=1, col=1)
-    fig.update_yaxes(title_text="TPOT (s)", row=2, col=1)
+    fig.update_yaxes(title_text="TTFT (ms)", row=1, col=1)
+    fig.update_yaxes(title_text="TPOT (ms)", row=2, col=1)
     fig.update_xaxes(title_text="request rate (requests/s, Poisson arrivals)", row=2, col=1)
     shown = np.append(rate, chosen_rate_per_s or rate[0]) if rate.size else np.array([1.0])
     lo, hi = math.log10(shown.min()) - 0.05, math.log10(shown.max()) + 0.05
@@ -194,9 +198,11 @@ def distribution_figure(
     title: str = "",
     height: int = 360,
 ) -> go.Figure:
-    """The empirical CDF of one latency over a run's requests, log x, with p50/p90/p99 marked,
-    the target dashed and a reference (the steady-state figure) dotted."""
-    values = np.sort(np.asarray(seconds, float)[np.isfinite(seconds)])
+    """The empirical CDF of one latency over a run's requests, log x in milliseconds, with
+    p50/p90/p99 marked, the target dashed and a reference (the steady-state figure) dotted."""
+    values = np.sort(np.asarray(seconds, float)[np.isfinite(seconds)]) * MS
+    target_ms = target_s * MS if target_s else None
+    reference_ms = reference_s * MS if reference_s and np.isfinite(reference_s) else None
     fig = go.Figure()
     share = np.arange(1, values.size + 1) / max(values.size, 1)
     fig.add_trace(
@@ -206,7 +212,7 @@ def distribution_figure(
             mode="lines",
             line=dict(color=color, width=2.5, shape="hv"),
             name=f"{label} of each request",
-            hovertemplate=f"{label} ≤ %{{x:.3s}}s for %{{y:.1%}} of requests<extra></extra>",
+            hovertemplate=f"{label} ≤ %{{x:.3g}} ms for %{{y:.1%}} of requests<extra></extra>",
         )
     )
     if values.size:
@@ -218,7 +224,7 @@ def distribution_figure(
                 y=np.array(qs) / 100,
                 mode="markers+text",
                 marker=dict(size=9, color=color, line=dict(color="#222222", width=1)),
-                text=[f"p{q} {fmt_seconds(v)}" for q, v in zip(qs, at)],
+                text=[f"p{q} {fmt_seconds(v / MS)}" for q, v in zip(qs, at)],
                 textposition="middle right",
                 textfont=dict(size=11),
                 name="p50 · p90 · p99",
@@ -228,19 +234,19 @@ def distribution_figure(
     has_reference = bool(reference_s and np.isfinite(reference_s))
     # The reference sits at the curve's foot, where any label beside it would cross the curve: it is
     # named under the axis instead.
-    x_title = f"{label} (s)" + (
+    x_title = f"{label} (ms)" + (
         f"<br><span style='font-size:11px'>dotted: {reference_label} ({fmt_seconds(reference_s)})</span>"
         if has_reference and reference_label
         else ""
     )
     log_axes(fig, x_title, "share of requests")
     fig.update_yaxes(type="linear", range=[0, 1.05], tickformat=".0%")
-    if target_s:
-        _vline(fig, target_s, f" target {fmt_seconds(target_s)}", TARGET_COLOR, "dash", 0.25)
+    if target_ms:
+        _vline(fig, target_ms, f" target {fmt_seconds(target_s)}", TARGET_COLOR, "dash", 0.25)
     if has_reference:
-        _vline(fig, reference_s, "", REFERENCE_COLOR, "dot", 0.0)  # named under the axis
+        _vline(fig, reference_ms, "", REFERENCE_COLOR, "dot", 0.0)  # named under the axis
     if values.size:
-        shown = [values[0], values[-1]] + [v for v in (target_s, reference_s) if v and np.isfinite(v)]
+        shown = [values[0], values[-1]] + [v for v in (target_ms, reference_ms) if v]
         lo, hi = math.log10(min(shown)), math.log10(max(shown))
         # Room on the right for the percentiles' labels, about a quarter of the plot's width.
         fig.update_xaxes(range=[lo - 0.05 - 0.05 * (hi - lo), hi + 0.15 + 0.4 * (hi - lo)])
@@ -329,7 +335,7 @@ def add_measured_points(fig: go.Figure, points: list[dict]) -> None:
             fig.add_trace(
                 go.Scatter(
                     x=[p["rate_per_s"] for p in shown],
-                    y=[p["latency"][metric][stat] for p in shown],
+                    y=[p["latency"][metric][stat] * MS for p in shown],
                     mode="markers",
                     marker=dict(size=10, symbol=symbol, color=MEASURED_COLOR, line=dict(width=1.5, color=color)),
                     name=f"measured {label} {stat}",
