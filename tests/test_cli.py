@@ -370,3 +370,33 @@ def test_the_pages_engine_captions_say_where_a_calibration_stands_in():
     h100, b200 = text.split("  \n")
     assert "your calibration's roofs stand in for vLLM's kernel tables" in h100
     assert "engine-measured roofs, vLLM" in b200  # the device not measured keeps the engine's tables
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--sweep", "--capacity"], "--sweep and --capacity are two kinds of run: give one"),
+        (["--sweep", "--rate", "5"], "--sweep and --rate are two kinds of run"),
+        (["--capacity", "--concurrency", "8"], "--capacity and --concurrency are two kinds of run"),
+        (["--rate", "5", "--target-rate", "100"], "--target-rate: the replicas a rate needs come with --capacity"),
+        (["--capacity", "--target-rate", "0"], "--target-rate: expected a rate above 0 requests/s, got 0"),
+        (["--target-rate", "100"], "--target-rate act in the simulation"),
+    ],
+)
+def test_serve_refuses_two_kinds_of_run_rather_than_dropping_one(extra, said, capsys):
+    from roofline.cli import main
+
+    assert main(["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", *extra]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_the_capacity_ranking_prints_the_replicas_a_target_rate_needs(capsys):
+    from roofline.cli import main
+
+    argv = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--capacity", "--requests", "200"]
+    assert main([*argv, "--target-rate", "100"]) == 0
+    text = capsys.readouterr().out
+    assert main([*argv, "--target-rate", "100", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["ranking"][0]
+    n = row["replicas_for_target"]
+    assert n >= 100 / row["max_rate_per_s"] and f"h100-sxm TP1: {n} replicas ({n} devices) for 100 requests/s" in text

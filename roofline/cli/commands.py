@@ -262,11 +262,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.ramp_s:
         raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
     if (
-        args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio or args.attention_dp > 1
+        args.recv_interval > 1
+        or args.batch_wait_iters
+        or args.batch_wait_ratio
+        or args.attention_dp > 1
+        or args.target_rate is not None
     ):  # (--prompt-graph-tokens and --launch-overhead-us time the frontier's eager prompt steps too)
         raise CliError(
-            "--recv-interval, --batch-wait-iters, --batch-wait-ratio and --attention-dp act in the simulation: add "
-            "--rate, --concurrency, --trace, --measured, --sweep or --capacity"
+            "--recv-interval, --batch-wait-iters, --batch-wait-ratio, --attention-dp and --target-rate act in the "
+            "simulation: add --rate, --concurrency, --trace, --measured, --sweep or --capacity"
         )
 
     from roofline.serving import (

@@ -167,6 +167,31 @@ def wants_simulation(args: argparse.Namespace) -> bool:
     )
 
 
+def check_one_load(args: argparse.Namespace) -> None:
+    """One kind of run a command: a load (--rate, --concurrency, --trace, --measured), a sweep of
+    rates or a capacity ranking; --target-rate plans replicas only for the ranking."""
+    load = next(
+        (
+            f
+            for f, v in (
+                ("--rate", args.rate),
+                ("--concurrency", args.concurrency),
+                ("--trace", args.trace),
+                ("--measured", args.measured),
+            )
+            if v is not None
+        ),
+        None,
+    )
+    modes = [f for f, on in (("--sweep", args.sweep), ("--capacity", args.capacity), (load, load)) if on]
+    if len(modes) > 1:
+        raise CliError(f"{modes[0]} and {modes[1]} are two kinds of run: give one")
+    if args.target_rate is not None and not args.capacity:
+        raise CliError("--target-rate: the replicas a rate needs come with --capacity")
+    if args.target_rate is not None and not args.target_rate > 0:
+        raise CliError(f"--target-rate: expected a rate above 0 requests/s, got {args.target_rate:g}")
+
+
 def rate_ramp(args: argparse.Namespace) -> tuple[str, float, float] | None:
     """vllm bench serve's ramp-up of the rate, checked as it checks it; None without one."""
     start, end = args.ramp_up_start_rps, args.ramp_up_end_rps

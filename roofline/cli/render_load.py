@@ -23,6 +23,13 @@ def render_capacity(d: dict, model_name: str) -> str:
             f"{'—' if usd is None else f'{usd:.3f}':>8}  {known.get('short', ''):<23}  {row['binding']}"
             + (" (times are lower bounds: no published compute peak)" if "lower bounds" in row["roofs"] else "")
         )
+    if target := d.get("target_rate_per_s"):
+        for row in d["ranking"]:
+            n = row.get("replicas_for_target")
+            lines.append(
+                f"  {row['hardware']} TP{row['tp']}: "
+                + (f"{n} replicas ({row['devices_for_target']} devices) for {target:g} requests/s" if n else "no rate")
+            )
     for key, why in d["not_run"].items():
         lines.append(f"  {key}: {why}")
     if d["ranking"]:

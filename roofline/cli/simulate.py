@@ -10,7 +10,7 @@ from roofline.cli.args import (
     CliError,
     precision_from_args,
 )
-from roofline.cli.load_args import rate_ramp
+from roofline.cli.load_args import check_one_load, rate_ramp
 from roofline.cli.render_load import render_capacity, render_measured, render_text
 from roofline.cli.setting_flags import settings_from_args
 from roofline.defaults import MAX_REPLICAS
@@ -68,6 +68,7 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.serving.simulation.metrics import Targets
     from roofline.serving.simulation.traces import read_trace
 
+    check_one_load(args)
     if args.ramp_s and (args.concurrency is None or args.sweep or args.capacity):
         raise CliError(
             "--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency (not with --sweep or "
