@@ -155,9 +155,21 @@ def _nelder_mead(loss, x0: np.ndarray, step: float, iterations: int = 300) -> np
     return simplex[int(np.argmin(values))]
 
 
-def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
+def fit_class(points: Sequence[KernelPoint], memory_roof_bytes_per_s: float | None = None) -> ClassFit:
     """Least squares on log(time): a coarse-to-fine grid finds the basin, then a simplex descent
-    polishes it (the grid alone stalls where latency and bandwidth trade off along a valley)."""
+    polishes it (the grid alone stalls where latency and bandwidth trade off along a valley). A
+    fitted bandwidth past ``memory_roof_bytes_per_s`` (the device's measured memory roof) is fitted
+    again held at it, or at the fastest point's own rate where that is higher: a slope past the
+    roof comes from sizes too short for their transfer to outweigh the fixed cost, not from a
+    faster memory."""
+    fit = _fit_class(points)
+    roof = memory_roof_bytes_per_s
+    if roof and fit.bandwidth_bytes_per_s and fit.bandwidth_bytes_per_s > roof:
+        fit = _fit_class(points, max(max(pt.bytes / pt.time_s for pt in points), roof))
+    return fit
+
+
+def _fit_class(points: Sequence[KernelPoint], top_bytes_per_s: float | None = None) -> ClassFit:
     if not points:
         raise ValueError("no kernel points to fit")
     op_class = points[0].op_class
@@ -177,7 +189,7 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
     # Search ranges from the data: rates up to 3x the best seen, latency up to the fastest kernel.
     spans = {
         "latency": (0.0, float(t.min())),
-        "bw": (np.log(rate_b.max() / 50), np.log(rate_b.max() * 3)),
+        "bw": (np.log(rate_b.max() / 50), np.log(top_bytes_per_s or rate_b.max() * 3)),
         "peak": (np.log(rate_f.max() / 50), np.log(rate_f.max() * 3)),
         "half": (np.log(p.min() / 100 + 1e-9), np.log(p.max() * 10)),
     }
@@ -186,6 +198,7 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
     names = ["latency", "bw", "peak", "half"]
     lo = np.array([spans[n][0] for n in names])
     hi = np.array([spans[n][1] for n in names])
+    top = np.array([np.inf, spans["bw"][1] if top_bytes_per_s else np.inf, np.inf, np.inf])  # a roof holds
 
     def loss(params: np.ndarray) -> np.ndarray:
         pred = np.stack([_predict(pp, terms, f, b, p) for pp in params])
@@ -197,7 +210,7 @@ def fit_class(points: Sequence[KernelPoint]) -> ClassFit:
         losses = loss(mesh)
         best = mesh[int(np.argmin(losses))]
         width = (hi - lo) / 4
-        lo, hi = np.maximum(best - width, [0, -np.inf, -np.inf, -np.inf]), best + width
+        lo, hi = np.maximum(best - width, [0, -np.inf, -np.inf, -np.inf]), np.minimum(best + width, top)
 
     # The polish works on unbounded coordinates: latency as a logistic share of the fastest kernel.
     t_min = float(t.min())
@@ -333,8 +346,10 @@ def fit_calibration(
     source: str,
     hardware_id: str | None = None,
     memory_bytes: float | None = None,
+    memory_roof_bytes_per_s: float | None = None,
 ) -> Calibration:
-    """One fit per class that has sweep points."""
+    """One fit per class that has sweep points, its bandwidth bounded by the measured memory roof
+    (``fit_class``)."""
     by_class: dict[str, list[KernelPoint]] = {}
     for pt in points:
         op_class = sweep_class(pt)
@@ -342,5 +357,5 @@ def fit_calibration(
             by_class.setdefault(op_class, []).append(pt.model_copy(update={"op_class": op_class}))
     if not by_class:
         raise ValueError("no kernel sweeps of a calibrated class (linear, attention, norm, residual, activation)")
-    fits = {c: fit_class(pts) for c, pts in by_class.items()}
+    fits = {c: fit_class(pts, memory_roof_bytes_per_s) for c, pts in by_class.items()}
     return Calibration(device=device, source=source, fits=fits, hardware_id=hardware_id, memory_bytes=memory_bytes)

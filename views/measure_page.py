@@ -28,7 +28,7 @@ from dashboard.state import one_of, warn_bad_params
 from roofline.format import fmt_seconds
 from roofline.lazy import pandas as pd
 from roofline.measure.chains import kernel_chain_line
-from roofline.measure.readings import above_roof_line, unresolved_note
+from roofline.measure.readings import above_roof_line, fitted_above_roof_note, unresolved_note
 from roofline.measure.schema import MAX_OPS, MAX_RESULTS_BYTES, Results, ResultsError, load_results, parse_results
 from roofline.plots import REGIME_COLORS, roofline_figure, style_figure
 from roofline.report import Metric
@@ -200,8 +200,9 @@ if cal is not None:
     )
     cal_table = pd.DataFrame(calibration_rows(results, datasheet))
     report.table(cal_table, "Calibration", hide_index=True, width="stretch", placeholder="—")
-    if note := unresolved_note(results):
-        report.caption(md_escape(note))
+    for note in (unresolved_note(results), fitted_above_roof_note(results)):
+        if note:
+            report.caption(md_escape(note))
     report.caption(
         f"Use it on the other pages' device ({cal.hardware_id or 'no database match'}): "
         "`--calibration results.json` on the command line, or the sidebar's *Measured roofs* panel on the LLM "

@@ -68,3 +68,35 @@ def above_roof_line(results: Results) -> str:
         "above them all). The calibration's fitted rates "
         "come from the sweeps themselves."
     )
+
+
+def fitted_above_roof_note(results: Results) -> str:
+    """'' unless a class's fitted bandwidth is above every memory roof the file measured: then
+    which, and what such a rate is (a fit's marginal rate over sizes too short for their transfer
+    to outweigh the kernel's fixed cost, not a bandwidth the kernel reaches)."""
+    c, cal = results.ceilings, results.calibration
+    if c is None or cal is None:
+        return ""
+    roof = max(c.memory_bandwidth_tbps, c.read_bandwidth_tbps or 0.0) * 1e12
+    above = [f for f in cal.fits.values() if f.bandwidth_bytes_per_s and f.bandwidth_bytes_per_s > roof]
+    if not above:
+        return ""
+    largest = {}
+    for p in results.sweeps:
+        if sweep_class(p) in {f.op_class for f in above} and p.bytes > largest.get(sweep_class(p), (0,))[0]:
+            largest[sweep_class(p)] = (p.bytes, p.time_s)
+    parts = []
+    for f in above:
+        if f.op_class in largest:
+            moved, time_s = largest[f.op_class]
+            parts.append(
+                f"{f.op_class} {f.bandwidth_bytes_per_s / 1e9:,.0f} GB/s (its largest point {moved / 1e6:,.0f} MB in "
+                f"{fmt_seconds(time_s)}, {moved / time_s / 1e9:,.0f} GB/s)"
+            )
+    return (
+        f"Fitted above the measured memory roof ({roof / 1e9:,.0f} GB/s): " + "; ".join(parts) + ". Such a rate is "
+        "the fit's slope between sizes whose transfers are too short to outweigh the kernel's fixed cost, not a "
+        "bandwidth the kernel reaches: it predicts the sizes swept, and larger ones run slower than it says (the "
+        "suite now bounds fitted rates at the measured roof, and sweeps norms, residual adds and activations to "
+        "16,384 tokens)."
+    )

@@ -63,7 +63,8 @@ def make_plan(device: torch.device, quick: bool) -> Plan:
             decode_batches=(1, 16) if quick else (1, 4, 16, 64),
             decode_contexts=(2048, 8192) if quick else (512, 2048, 8192, 32768),
             prefill_shapes=((1, 2048),) if quick else ((1, 512), (1, 2048), (1, 8192), (8, 2048)),
-            elementwise_tokens=(1, 64, 2048) if quick else (1, 8, 64, 512, 2048, 16384),
+            # Past the L2 cache at the largest, where a transfer outweighs the kernel's fixed cost.
+            elementwise_tokens=(1, 64, 2048, 16384) if quick else (1, 8, 64, 512, 2048, 16384),
             steps=(("decode", 1, 2048), ("prefill", 1, 2048))
             if quick
             else (("decode", 1, 2048), ("decode", 64, 2048), ("prefill", 1, 2048)),
@@ -352,6 +353,7 @@ def run_suite(
         f"{info.name}, {info.date}, torch {info.torch_version}",
         info.matched_hardware_id,
         info.memory_bytes,
+        max(ceilings.memory_bandwidth_tbps, ceilings.read_bandwidth_tbps or 0.0) * 1e12,
     ).model_copy(update={"host_per_launch_s": per_launch, "kernel_floor_s": ceilings.graph_launch_overhead_s})
     results = Results(mode=mode, device=info, notes=notes, ceilings=ceilings, sweeps=sweeps, calibration=calibration)
     steps = [predict_step(results, run, model) for run in runs]

@@ -1,0 +1,57 @@
+"""A class's fitted bandwidth is held at the device's measured memory roof where the fit's slope
+goes past it (sizes too short for their transfer to outweigh a kernel's fixed cost), and the
+Measure page says so of a file fitted before that."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roofline.calibration import fit_calibration, fit_class
+from roofline.measure.readings import fitted_above_roof_note
+from roofline.measure.schema import KernelPoint, load_results
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "h100-sxm-quick-run.json"
+
+
+def _norm(tokens: int, time_s: float) -> KernelPoint:
+    moved = 2 * tokens * 4096 * 2.0
+    return KernelPoint(
+        op_class="norm", name="rms_norm", shape={"tokens": tokens}, flops=0.0, bytes=moved, time_s=time_s
+    )
+
+
+def test_a_slope_past_the_roof_is_held_at_it():
+    # 5 µs fixed, then 1 MB and 34 MB at a marginal 3.65 TB/s: the fit reads the slope as bandwidth.
+    points = [_norm(1, 4.84e-6), _norm(64, 5.04e-6), _norm(2048, 13.94e-6)]
+    free = fit_class(points)
+    assert free.bandwidth_bytes_per_s > 3.5e12
+    held = fit_class(points, memory_roof_bytes_per_s=2.989e12)
+    assert held.bandwidth_bytes_per_s == pytest.approx(2.989e12, rel=1e-6)
+    assert held.median_abs_error < 0.1  # still predicts the sizes swept within 10%
+    # A roof the fit stays under changes nothing.
+    assert fit_class(points, memory_roof_bytes_per_s=10e12) == free
+
+
+def test_the_example_file_refits_to_its_stored_calibration_and_only_over_roof_classes_move():
+    results = load_results(EXAMPLE)
+    stored = results.calibration.fits
+    free = fit_calibration(results.sweeps, "x", "y").fits
+    assert {k: f.bandwidth_bytes_per_s for k, f in free.items()} == pytest.approx(
+        {k: f.bandwidth_bytes_per_s for k, f in stored.items()}
+    )
+    roof = max(results.ceilings.memory_bandwidth_tbps, results.ceilings.read_bandwidth_tbps) * 1e12
+    held = fit_calibration(results.sweeps, "x", "y", memory_roof_bytes_per_s=roof).fits
+    moved = {k for k in held if held[k] != free[k]}
+    assert moved == {"norm", "residual", "attention_decode"}
+    assert held["norm"].bandwidth_bytes_per_s == pytest.approx(roof)
+    # Decode attention's fastest point itself beats the copy roof: held at that point's own rate.
+    fastest = max(p.bytes / p.time_s for p in results.sweeps if p.op_class == "attention_decode")
+    assert held["attention_decode"].bandwidth_bytes_per_s == pytest.approx(fastest)
+
+
+def test_the_page_names_a_stored_fit_above_the_measured_roof():
+    note = fitted_above_roof_note(load_results(EXAMPLE))
+    assert note.startswith("Fitted above the measured memory roof (2,989 GB/s): ")
+    assert "norm 3,675 GB/s (its largest point 34 MB in 13.9 µs, 2,408 GB/s)" in note
