@@ -90,21 +90,22 @@ def op_frames(tables: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     step_time_s = frame.groupby("phase")["time_s"].transform("sum")
     shown = pd.DataFrame(
         {
+            # The times first, the expected beside the ideal bound, then the work that sets them.
             "phase": frame["phase"],
             "op": frame["name"],
             "count": frame["count"],
-            "GFLOP": frame["flops"] / 1e9,
-            "MB moved": frame["bytes"] / 1e6,
-            "weights MB": frame["weight_bytes"] / 1e6,
-            "activations MB": frame["activation_bytes"] / 1e6,
-            "KV MB": frame["kv_bytes"] / 1e6,
-            "FLOP/B": frame["intensity"],
             "time (µs)": frame["time_s"] * 1e6,
             "ideal (µs)": frame["ideal_time_s"] * 1e6,
             # How close the expected time comes to the op's ideal bound: 100% is on its roof.
             "% of its roof": (frame["ideal_time_s"] / frame["time_s"]).where(frame["time_s"] > 0) * 100,
             "% of step": frame["time_s"] / step_time_s * 100,
             "regime": frame["bound"].map(REGIME_LABELS),
+            "GFLOP": frame["flops"] / 1e9,
+            "MB moved": frame["bytes"] / 1e6,
+            "weights MB": frame["weight_bytes"] / 1e6,
+            "activations MB": frame["activation_bytes"] / 1e6,
+            "KV MB": frame["kv_bytes"] / 1e6,
+            "FLOP/B": frame["intensity"],
             "rests on": frame["rests_on"],
         }
     )

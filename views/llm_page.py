@@ -341,7 +341,8 @@ if is_open(ops_tab):
             op_frames(tables)[1],
             hide_index=True,
             width="stretch",
-            column_config={col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
+            column_config={"op": st.column_config.TextColumn(pinned=True)}
+            | {col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
         )
 # Below every tab: the files hold the whole analysis, whichever view is open (built when clicked).
 d1, d2 = st.columns(2)
