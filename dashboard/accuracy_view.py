@@ -113,9 +113,9 @@ GROUPING_WORDS = {"model": "model, device and engine", "engine": "engine", "devi
 
 
 def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
-    """Per group of ``GROUPINGS`` (model x device x engine, engine or device): runs, then median and
-    p90 |error| and bias of both columns, in percent rounded to whole ones (as the tiles and
-    ``validate`` print them)."""
+    """Per group of ``GROUPINGS`` (model x device x engine, engine or device): median and p90
+    |error| and bias of both columns, in percent rounded to whole ones (as the tiles and
+    ``validate`` print them), then the runs."""
     fields = GROUPINGS[grouping]
     rows = []
     for values, g in runs.to_frame().groupby(list(fields)):
@@ -123,13 +123,14 @@ def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
         rows.append(
             {
                 **dict(zip(fields, values, strict=True)),
-                "runs": len(g),
-                "below ideal": int(g["below_ideal"].sum()),
+                # The errors first (what a phone shows beside the group), then how many runs.
                 "expected median": e["median"],
                 "expected p90": e["p90"],
                 "expected bias": e["bias"],
                 "ideal median": i["median"],
                 "ideal bias": i["bias"],
+                "runs": len(g),
+                "below ideal": int(g["below_ideal"].sum()),
             }
         )
     table = pd.DataFrame(rows)
