@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from roofline.datafiles import DataRecord
-from roofline.dtypes import bytes_per_element
+from roofline.dtypes import kv_bytes_per_element
 from roofline.hardware import Source
 
 MAX_LAYERS = 1024  # (Llama 3.1 405B: 126)
@@ -270,5 +270,6 @@ class ModelConfig(DataRecord):
         return 2 * self.num_kv_heads * self.head_dim
 
     def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> float:
-        """KV bytes per cached token over all layers (before any sliding-window cap)."""
-        return self.num_layers * self.kv_elements_per_token_per_layer() * bytes_per_element(kv_dtype)
+        """KV bytes per cached token over all layers (before any sliding-window cap), with the
+        format's scales (int4 KV: 4.25 bits an element), as the KV budget counts them."""
+        return self.num_layers * self.kv_elements_per_token_per_layer() * kv_bytes_per_element(kv_dtype)

@@ -108,6 +108,12 @@ def test_model_show_json():
     data = json.loads(out.stdout)
     assert data["params"]["total"] == 8_030_261_248
     assert data["kv_bytes_per_token"]["bf16"] == 131_072
+    # int4 KV with its scales, 4.25 bits an element (131,072 x 4.25 / 16), as the kv command counts it.
+    assert data["kv_bytes_per_token"]["int4"] == 34_816
+    kv = json.loads(
+        run("kv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--kv-dtype", "int4", "--json").stdout
+    )
+    assert kv["kv_bytes_per_token"] == data["kv_bytes_per_token"]["int4"]
     assert data["attention"] == "GQA"
 
 
