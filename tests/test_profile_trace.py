@@ -102,6 +102,12 @@ HOSTILE = {
     "deep": (lambda: '{"traceEvents": ' + "[" * 100 + "]" * 100 + "}", "nested deeper"),
     "event not an object": (lambda: json.dumps({"traceEvents": [3]}), "not an object"),
     "not UTF-8": (lambda: b'{"traceEvents": ["\xff"]}', "not UTF-8"),
+    "impossible shape": (
+        lambda: json.dumps(gpu_trace()).replace(
+            "[[16, 4096], [4096, 4096]]", "[[1000000000, 1000000000], [4096, 4096]]"
+        ),
+        "upload.json: trace: a tensor of shape \\[1000000000, 1000000000\\] holds 1e\\+18 elements",
+    ),
 }
 
 

@@ -97,6 +97,21 @@ def is_communication(name: str) -> bool:
     return any(word in low for word in COMMUNICATION_WORDS)
 
 
+# No device holds a tensor of more elements than this (2^40: a TiB of bytes).
+MAX_TRACE_ELEMENTS = 2**40
+
+
+def _checked(shape: list) -> tuple[int, ...]:
+    """A recorded shape, refused where it holds more elements than any device could."""
+    elements = math.prod(int(d) for d in shape)
+    if elements > MAX_TRACE_ELEMENTS:
+        raise ValueError(
+            f"trace: a tensor of shape {list(shape)[:8]} holds {elements:.3g} elements, more than any device's memory "
+            f"(at most 2^40): not a recorded run's"
+        )
+    return tuple(int(d) for d in shape)
+
+
 def tensors(dims: list, types: list) -> list[Tensor | None]:
     """One Tensor per recorded input (None for scalars and absent arguments); a tensor list's
     shapes become several tensors at the end."""
@@ -110,10 +125,10 @@ def tensors(dims: list, types: list) -> list[Tensor | None]:
             out.append(None)
             continue
         if shape and all(isinstance(s, list) for s in shape):  # a TensorList
-            extra.extend(Tensor(tuple(int(d) for d in s), *known) for s in shape if all(isinstance(d, int) for d in s))
+            extra.extend(Tensor(_checked(s), *known) for s in shape if all(isinstance(d, int) and d >= 0 for d in s))
             out.append(None)
         elif all(isinstance(d, int) and d >= 0 for d in shape):
-            out.append(Tensor(tuple(shape), *known))
+            out.append(Tensor(_checked(shape), *known))
         else:
             out.append(None)
     return out + extra

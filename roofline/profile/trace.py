@@ -288,7 +288,13 @@ def import_traces(
     starts: list[list[float]] = []
     facts = []
     for index, (text, origin) in enumerate(texts):
-        ops, summary, collective_starts, fact = _rank(parse_trace(text, origin, max_bytes), index, origin)
+        parsed = parse_trace(text, origin, max_bytes)
+        try:
+            ops, summary, collective_starts, fact = _rank(parsed, index, origin)
+        except TraceError:
+            raise
+        except ValueError as exc:  # a recorded shape no run could have (roofline.profile.counting)
+            raise TraceError(f"{origin}: {exc}") from None
         if any(s.rank == summary.rank for s in summaries):
             raise TraceError(f"{origin}: rank {summary.rank} appears twice")
         all_ops += ops
