@@ -155,6 +155,12 @@ class Precision:
                 f"peak reading {formats} weights, an engine's tables as {formats} GEMMs: set the "
                 f"{' and '.join(name for name, _ in wide)} to {target} for what an engine runs"
             )
+        if need_peak and p.has_fp8_weights and p.act_dtype in ("bf16", "fp16") and "fp8" in peaks:
+            notes.append(  # as roofline.serving.math_for says the engines run them
+                f"fp8 weights with {p.act_dtype} math run weight-only (dequantized as they are read, as FP8 Marlin "
+                f"does); vLLM, SGLang and TensorRT-LLM run FP8 checkpoints on {hw.name} as W8A8, in fp8 math: set "
+                "the compute (math) dtype to fp8 (--act-dtype) for that"
+            )
         if need_peak and p.act_dtype not in peaks:
             notes.append(
                 f"{hw.name} publishes no {p.act_dtype} peak: compute time is unknown, so times are lower "

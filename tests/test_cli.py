@@ -406,3 +406,16 @@ def test_the_capacity_ranking_prints_the_replicas_a_target_rate_needs(capsys):
     row = json.loads(capsys.readouterr().out)["ranking"][0]
     n = row["replicas_for_target"]
     assert n >= 100 / row["max_rate_per_s"] and f"h100-sxm TP1: {n} replicas ({n} devices) for 100 requests/s" in text
+
+
+def test_fp8_weights_with_16_bit_math_say_they_run_weight_only_where_engines_run_w8a8(capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--prompt-len", "64", "--output-len", "8", "--weight-dtype", "fp8"]
+    assert main([*argv, "--hardware", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "fp8 weights with bf16 math run weight-only" in out and "as W8A8, in fp8 math" in out
+    assert main([*argv, "--hardware", "h100-sxm", "--act-dtype", "fp8"]) == 0
+    assert "run weight-only" not in capsys.readouterr().out  # W8A8 asked: nothing to say
+    assert main([*argv, "--hardware", "a100-sxm-80gb"]) == 0
+    assert "run weight-only" not in capsys.readouterr().out  # no fp8 math there: weight-only is what runs
