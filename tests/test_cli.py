@@ -419,3 +419,12 @@ def test_fp8_weights_with_16_bit_math_say_they_run_weight_only_where_engines_run
     assert "run weight-only" not in capsys.readouterr().out  # W8A8 asked: nothing to say
     assert main([*argv, "--hardware", "a100-sxm-80gb"]) == 0
     assert "run weight-only" not in capsys.readouterr().out  # no fp8 math there: weight-only is what runs
+
+
+def test_advise_prints_a_rate_under_one_token_a_second_with_its_figures(capsys):
+    from roofline.cli import main
+
+    argv = ["advise", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--phase", "request"]
+    assert main([*argv, "--seq-len", "131072", "--output-len", "1", "--engine", "ideal"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("1 "))
+    assert " 0 " not in row and "0.3" in row  # 2.6 s for one token: 0.38 tokens/s, not "0"

@@ -268,7 +268,9 @@ def advise(d: dict, model_name: str) -> str:
             ("≥ " if r["time_is_lower_bound"] else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
             fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
             r["roofs"],
-            f"{r['tokens_per_s']:,.0f}" if r["tokens_per_s"] else "n/a",
+            (f"{r['tokens_per_s']:,.0f}" if r["tokens_per_s"] >= 10 else f"{r['tokens_per_s']:.3g}")
+            if r["tokens_per_s"]
+            else "n/a",
             r["bound"] or "-",
             "yes" if r["fits"] else f"no: {r['why_not']}",
         ]
