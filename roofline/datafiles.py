@@ -232,7 +232,8 @@ def load_dirs(dirs: tuple[Path, ...], schema: type[Record], kind: str) -> dict[s
     records: dict[str, Record] = {}
     for directory in dirs:
         if not _is_dir(directory):
-            raise DataError(f"{shown_path(directory)}: {kind} folder does not exist")
+            what = "is a file, not a folder" if directory.exists() else "does not exist"
+            raise DataError(f"{shown_path(directory)}: {kind} folder {what}")
         for path in sorted(directory.glob("*.toml")):
             try:
                 record = load_record(path, schema, directory)

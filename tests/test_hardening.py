@@ -182,6 +182,9 @@ def test_a_missing_env_folder_is_reported_not_fatal(tmp_path):
     assert out.returncode == 0 and "ROOFLINE_HARDWARE_DIR" in out.stderr and "ignored" in out.stderr
     named = run("hardware", "list", "--hardware-dir", str(tmp_path / "missing"))
     assert named.returncode == 2 and "folder does not exist" in named.stderr
+    (tmp_path / "a.toml").write_text("")
+    file = run("hardware", "list", "--hardware-dir", str(tmp_path / "a.toml"))
+    assert file.returncode == 2 and "hardware folder is a file, not a folder" in file.stderr
 
 
 def test_a_huge_max_context_is_refused_or_sampled_not_enumerated(tmp_path):
