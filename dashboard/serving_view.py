@@ -163,5 +163,9 @@ def unfit_warning(points, devices: dict, model_name: str, tp: int) -> str | None
             if len(empty) == 1
             else ": their lines are left out"
         )
-        + ". A higher TP, or smaller weights (fp8, int4), would make room."
+        + (
+            ". A higher TP, or smaller weights (fp8, int4), would make room."
+            if tp < 8
+            else ". Smaller weights (fp8, int4) would make room, or more devices than one node's eight."
+        )
     )

@@ -229,7 +229,7 @@ def rank(
         "per-watt": lambda r: seconds(r) * w.tp * (watts[r.hardware] or np.inf),
     }[objective]
     usable = sorted((r for r in rows if r.fits and (objective != "per-watt" or r.tokens_per_s_per_watt)), key=key)
-    rest = sorted((r for r in rows if r not in usable), key=lambda r: (r.time_s is None, seconds(r)))
+    rest = sorted((r for r in rows if r not in usable), key=lambda r: (r.time_s is None, r.time_s and key(r)))
     for position, row in enumerate(usable, start=1):
         row.rank = position
     return usable + rest

@@ -109,11 +109,13 @@ def engine_note(
     """One sentence: which roofs ``engine`` gives this device, and why (and which MoE kernels and
     routing, where set); ``calibrated``: the user's calibration of the device stands in for them."""
     named = resolved_engine(engine, hardware_id)
-    if calibrated and named != "ideal":
-        return (
-            f"{hardware_name}: your calibration's roofs stand in for {ENGINE_NAMES[named]}'s kernel tables; "
-            f"{ENGINE_NAMES[named]}'s host work per step still applies"
-        )
+    if calibrated:
+        if named == "ideal":
+            return f"{hardware_name}: your calibration's roofs stand in for the datasheet's"
+        words = ENGINE_NAMES[named]
+        tables = kernel_tables(named, hardware_id, version) is not None
+        instead = f"{words}'s kernel tables" if tables else f"the datasheet's (no {words} kernel tables for it)"
+        return f"{hardware_name}: your calibration's roofs stand in for {instead}; {words}'s host work per step applies"
     if named == "ideal":
         if engine == "auto":
             return f"{hardware_name}: ideal roofs (datasheet); no engine-measured kernel tables for it"

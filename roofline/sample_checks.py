@@ -45,7 +45,9 @@ def check_sample_columns(path: Path, columns: list[str] | None) -> None:
 
 
 def unreadable(path: Path, exc: Exception) -> ValueError:
-    """The error for a file that is not text CSV (or gzip of it)."""
+    """The error for a file that is not text CSV (or gzip of it), or cannot be read at all."""
+    if isinstance(exc, PermissionError):
+        return ValueError(f"--sample: {path} cannot be read (permission denied)")
     return ValueError(f"--sample: {path} is not a CSV or .csv.gz ({type(exc).__name__}: {exc})")
 
 

@@ -267,3 +267,13 @@ def test_devices_that_do_not_fit_are_listed_in_the_order_the_chart_plots():
     assert len(rest) > 3 and rows[0].ranked_on == "ideal bound"  # engine tables on some devices only
     plotted = [r.ideal_time_s if r.ideal_time_s is not None else r.time_s for r in rest]
     assert plotted == sorted(plotted)
+
+
+def test_per_watt_devices_that_do_not_fit_follow_the_objective_too():
+    w = Workload(get_model("llama-3.1-70b"), "decode", 1, 2048)
+    devices = load_hardware()
+    rows = rank(w, list(devices.values()), "per-watt", Settings())
+    rest = [r for r in rows if not r.rank and r.time_s is not None and devices[r.hardware].tdp_w]
+    # The datasheet alone: seconds x watts, what per-watt ranks by.
+    joules = [r.time_s * devices[r.hardware].tdp_w for r in rest]
+    assert len(rest) > 3 and joules == sorted(joules)

@@ -51,7 +51,11 @@ def test_the_example_file_refits_to_its_stored_calibration_and_only_over_roof_cl
     assert held["attention_decode"].bandwidth_bytes_per_s == pytest.approx(fastest)
 
 
-def test_the_page_names_a_stored_fit_above_the_measured_roof():
-    note = fitted_above_roof_note(load_results(EXAMPLE))
+def test_the_page_names_a_stored_fit_above_the_measured_roof_and_not_a_refitted_one():
+    results = load_results(EXAMPLE)
+    note = fitted_above_roof_note(results)
     assert note.startswith("Fitted above the measured memory roof (2,989 GB/s): ")
     assert "norm 3,675 GB/s (its largest point 34 MB in 13.9 µs, 2,408 GB/s)" in note
+    roof = max(results.ceilings.memory_bandwidth_tbps, results.ceilings.read_bandwidth_tbps) * 1e12
+    refit = fit_calibration(results.sweeps, "x", "y", memory_roof_bytes_per_s=roof)
+    assert fitted_above_roof_note(results.model_copy(update={"calibration": refit})) == ""

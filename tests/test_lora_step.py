@@ -37,18 +37,30 @@ def test_adapter_flops_by_hand():
     s = TrainSetup(m, seq_len=TOKENS, micro_batch=1, method="lora", lora_rank=16, lora_targets=("q", "v"))
     forward = 2 * TOKENS * 16 * ((4096 + 4096) + (4096 + 1024)) * 32
     assert forward == 27_917_287_424
-    assert _flops(s, "forward", "LoRA adapters") == pytest.approx(forward)
-    assert _flops(s, "backward", "LoRA adapters") == pytest.approx(2 * forward)
+    assert _flops(s, "forward", "LoRA adapter") == pytest.approx(forward)
+    assert _flops(s, "backward", "LoRA adapter") == pytest.approx(2 * forward)
     # More targets, more adapter work; never any base weight gradient.
     wide = TrainSetup(m, seq_len=TOKENS, micro_batch=1, method="lora", lora_rank=16, lora_targets=("q", "k", "v", "o"))
-    assert _flops(wide, "forward", "LoRA adapters") > forward
+    assert _flops(wide, "forward", "LoRA adapter") > forward
 
 
 def test_a_routed_expert_adapter_works_for_the_tokens_sent_to_it():
     m = get_model("qwen3-30b-a3b")  # 128 experts, 8 a token, experts 2,048 x 768
-    ((n_in, n_out, count),) = [x for x in lora_matrices_per_token(m, ("down",))]
-    assert (n_in, n_out) == (768, 2048)
-    assert count == pytest.approx(48 * 128 * 8 / 128)  # 48 layers, 8 of 128 experts a token
+    ((kind, n_in, n_out, instances, share),) = lora_matrices_per_token(m, ("down",))
+    assert (kind, n_in, n_out) == ("down@experts", 768, 2048)
+    assert instances == 48 * 128 and share == 8 / 128  # 48 layers of 128 experts, each a 1/16 share
+    s = TrainSetup(m, seq_len=TOKENS, micro_batch=1, method="lora", lora_rank=16, lora_targets=("down",))
+    (op,) = [op for op in training_ops(s) if op.name == "forward: LoRA adapter on down (experts), r=16"]
+    assert op.count == 6144 and op.launches == 2 and op.meta["m"] == TOKENS / 16  # one occurrence a matrix
+    assert op.flops * op.count == pytest.approx(2 * TOKENS * 16 * (768 + 2048) * 48 * 8)
+
+
+def test_full_recomputation_runs_the_adapters_forward_again():
+    m = get_model("llama-3.1-8b")
+    s = TrainSetup(m, seq_len=TOKENS, micro_batch=1, method="lora", lora_targets=("q",), recompute="full")
+    assert _flops(s, "recompute", "LoRA adapter") == pytest.approx(_flops(s, "forward", "LoRA adapter"))
+    backward = [op for op in training_ops(s) if op.phase == "backward" and "LoRA adapter" in op.name]
+    assert backward and all(op.launches == 4 for op in backward)  # dX through B and A, then dA and dB
 
 
 def test_lora_step_is_faster_than_full_and_slower_with_more_targets():
@@ -67,21 +79,28 @@ def test_lora_step_is_faster_than_full_and_slower_with_more_targets():
 
 
 def test_adapter_flops_against_flopcountermode():
+    """A real LoRA layer's forward and backward counted by torch, against the training step's ops
+    for a one-layer model of the same shape (its q projection adapted)."""
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
-    tokens, n_in, n_out, r = 64, 256, 128, 8
-    base = torch.nn.Linear(n_in, n_out, bias=False)
+    from tests.test_flop_counter import NH, H, tiny_model
+
+    tokens, hidden, r = 64, H, 8
+    m = tiny_model(moe=False)  # one layer, hidden 256, 8 heads: q is 256 x 256
+    assert NH * m.head_dim == hidden
+    s = TrainSetup(m, seq_len=tokens, micro_batch=1, method="lora", lora_rank=r, lora_targets=("q",))
+    base = torch.nn.Linear(hidden, hidden, bias=False)
     base.weight.requires_grad_(False)  # frozen, as LoRA keeps it
-    a = torch.nn.Parameter(torch.randn(n_in, r))
-    b = torch.nn.Parameter(torch.randn(r, n_out))
-    x = torch.randn(tokens, n_in, requires_grad=True)  # a gradient flows on to earlier layers
+    a = torch.nn.Parameter(torch.randn(hidden, r))
+    b = torch.nn.Parameter(torch.randn(r, hidden))
+    x = torch.randn(tokens, hidden, requires_grad=True)  # a gradient flows on to earlier layers
     with FlopCounterMode(display=False) as forward_counter:
         y = base(x) + (x @ a) @ b
     with FlopCounterMode(display=False) as backward_counter:
         y.sum().backward()
-    base_forward = 2 * tokens * n_in * n_out
-    adapter = 2 * tokens * r * (n_in + n_out)
-    assert forward_counter.get_total_flops() == base_forward + adapter
-    # Backward: the base matrix passes the input's gradient only; the adapters twice their forward.
-    assert backward_counter.get_total_flops() == base_forward + 2 * adapter
+    base_forward = 2 * tokens * hidden * hidden
+    adapter_forward = forward_counter.get_total_flops() - base_forward
+    assert _flops(s, "forward", "LoRA adapter") == pytest.approx(adapter_forward)
+    # Backward: the frozen matrix passes the input's gradient only; the adapter twice its forward.
+    assert _flops(s, "backward", "LoRA adapter") == pytest.approx(backward_counter.get_total_flops() - base_forward)

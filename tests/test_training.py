@@ -298,8 +298,6 @@ def test_gradient_accumulation_keeps_the_micro_batch_memory():
         (["--lora-targets", "q,x", "--method", "lora"], "lora target: 'x' is not allowed"),
         (["--seq-len", "200000"], "seq_len exceeds Llama 3.1 8B's maximum context of 131,072"),
         (["--optimizer", "lion"], "invalid choice: 'lion'"),
-        (["--global-batch", "3", "--micro-batch", "2"], "--global-batch: a global batch of 3 sequences does not split"),
-        (["--global-batch", "4", "--dp", "8"], "give a multiple of 8 (micro-batch x data-parallel devices)"),
     ],
 )
 def test_train_cli_errors(args, message):
@@ -353,18 +351,6 @@ def test_training_page():
     at.radio(key="recompute").set_value("full").run()
     assert not at.exception
     assert next(m.value for m in at.metric if m.label == "Step") != step  # recomputation costs time
-
-
-def test_training_page_refuses_a_global_batch_of_part_micro_batches():
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
-    at.query_params.update({"model": "llama-3.1-8b", "mb": "2", "gb": "3"})
-    at.run()
-    assert not at.exception
-    assert any("does not split into micro-batches of 2" in e.value for e in at.error)
-    at.number_input(key="gb").set_value(4).run()  # two micro-batches of 2: analysed
-    assert not at.exception and not at.error
 
 
 def test_training_page_labels_ideal_bound_figures_as_ideal():

@@ -178,14 +178,6 @@ def test_an_empty_run_id_to_explain_is_refused_not_read_as_no_option(run_id, cap
     assert "--explain: expected a run id" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("other", [["--load"], ["--memory"], ["--no-tables"], ["--every", "3"], ["--csv", "x.csv"]])
-def test_explain_is_refused_beside_an_option_it_would_drop(other, capsys):
-    from roofline.cli import main
-
-    assert main(["validate", "--explain", "some_run", *other]) == 2
-    assert f"not with {other[0]}" in capsys.readouterr().err
-
-
 def test_validate_load_simulates_runs_at_their_concurrency(tmp_path, capsys):
     """A few runs of the sample through the closed-loop simulation: both metrics scored, a
     simulated TTFT above an empty server's one prefill (the clients' prompts queue together)."""

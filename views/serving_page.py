@@ -57,6 +57,7 @@ from roofline.serving import (
     searched_sentence,
     serving_sweep,
     speculative,
+    splittable_tps,
 )
 from roofline.settings import Settings
 from roofline.workload import Workload
@@ -318,7 +319,13 @@ if is_open(targets_tab):
             placeholder="—",
         )
         report.caption(
-            searched_sentence(model, (1, 2, 4, 8), precision.fp8_scaling, bool(chunked), extra_precision(precision))
+            searched_sentence(
+                model,
+                splittable_tps(model, (1, 2, 4, 8))[0],
+                precision.fp8_scaling,
+                bool(chunked),
+                extra_precision(precision),
+            )
             + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "

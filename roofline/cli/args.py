@@ -147,9 +147,11 @@ def add_engine(parser: argparse.ArgumentParser, moe: bool = True) -> None:
 
 
 def engine_version(text: str) -> str:
-    if not 0 < len(text) <= 40 or not re.fullmatch(r"\d[A-Za-z0-9.+_-]*", text):
+    version = text[1:] if text[:1] in "vV" else text  # v0.24.0, as release tags write it
+    pieces = re.split(r"[.+_-]", version)  # digits first, no empty piece between separators or at the end
+    if not 0 < len(version) <= 40 or not version[0].isdigit() or not all(p.isalnum() and p.isascii() for p in pieces):
         raise argparse.ArgumentTypeError(f"expected a version such as 0.24.0 or 1.3.0rc20, got {text[:40]!r}")
-    return text
+    return version
 
 
 def add_model_dir(parser: argparse.ArgumentParser) -> None:

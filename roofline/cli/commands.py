@@ -262,16 +262,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.ramp_s:
         raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
     if (
-        args.recv_interval > 1
-        or args.batch_wait_iters
-        or args.batch_wait_ratio
-        or args.attention_dp > 1
-        or args.target_rate is not None
+        args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio or args.attention_dp > 1
     ):  # (--prompt-graph-tokens and --launch-overhead-us time the frontier's eager prompt steps too)
         raise CliError(
-            "--recv-interval, --batch-wait-iters, --batch-wait-ratio, --attention-dp and --target-rate act in the "
-            "simulation: add --rate, --concurrency, --trace, --measured, --sweep or --capacity"
+            "--recv-interval, --batch-wait-iters, --batch-wait-ratio and --attention-dp act in the simulation: add "
+            "--rate, --concurrency, --trace, --measured, --sweep or --capacity"
         )
+    if args.target_rate is not None:
+        raise CliError("--target-rate: the replicas a rate needs come with --capacity")
 
     from roofline.serving import (
         Traffic,
@@ -379,7 +377,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "roofs": {
             hw.id: engine_note(
-                settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing
+                *(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing),
+                settings.calibration is not None and settings.calibration.hardware_id == hw.id,
             )
             for hw in devices
         },

@@ -67,7 +67,8 @@ def searched_sentence(
 def extra_precision(precision: Precision) -> Precision | None:
     """The precision to search beside the defaults (``also``): the user's own, unless it is the
     default bf16 throughout, which is searched anyway."""
-    return None if precision == Precision(fp8_scaling=precision.fp8_scaling) else precision
+    plain = Precision(fp8_scaling=precision.fp8_scaling, group_size=precision.group_size)  # int4's groups aside
+    return None if precision == plain else precision
 
 
 def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, str]]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.training.analysis import TrainResult, analyze_training
-from roofline.training.setup import TrainSetup, default_lora_targets
+from roofline.training.setup import TrainSetup, default_lora_targets, global_batch_problem
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ def levers(s: TrainSetup, hw, settings=None) -> list[TrainLever]:
         candidates.append(("offload the optimizer state to the host", replace(s, offload_optimizer=True)))
     out = []
     for name, changed in candidates:
+        if global_batch_problem(changed.global_batch, int(np.max(changed.micro_batch)), changed.dp):
+            continue  # sharding over 8 devices cannot run a global batch of 4: not a lever here
         try:
             r = analyze_training(changed, hw, settings, with_largest=False)
         except ValueError:

@@ -188,17 +188,18 @@ def global_batch_problem(global_batch: int | None, micro_batch: int, dp: int) ->
     )
 
 
-def lora_matrices_per_token(m: ModelConfig, targets: tuple[str, ...]) -> list[tuple[int, int, float]]:
-    """(in, out, how many a token passes through) of every adapted matrix kind: each layer's
-    projection once, each routed expert's only for the top-k of the experts a token is sent to."""
+def lora_matrices_per_token(m: ModelConfig, targets: tuple[str, ...]) -> list[tuple[str, int, int, int, float]]:
+    """(kind, in, out, instances over the model, share of the tokens each sees) of every adapted
+    matrix kind: each layer's projection sees every token, each routed expert's the top-k share
+    of the experts a token is sent to."""
     out = []
     experts_only = bool(m.moe) and not m.dense_mlp_layers and not m.moe.shared_experts  # keys carry no "@"
     for key, (n_in, n_out, count) in linear_shapes(m).items():
         name, _, kind = key.partition("@")
         if name in targets:
             routed = kind == "experts" or (not kind and experts_only and name in ("gate", "up", "down"))
-            active = m.moe.experts_per_token / m.moe.num_experts if routed else 1.0
-            out.append((n_in, n_out, count * active))
+            share = m.moe.experts_per_token / m.moe.num_experts if routed else 1.0
+            out.append((key if kind or not routed else f"{key}@experts", n_in, n_out, count, share))
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from roofline.engine import Op
 from roofline.ops import PROJECTIONS, VECTOR, step_ops
-from roofline.training.setup import ADAM8_BYTES, TrainSetup, lora_matrices_per_token, lora_params, params
+from roofline.training.setup import ADAM8_BYTES, TrainSetup, lora_matrices_per_token, params
 from roofline.workload import Precision, Workload
 
 # Offloading the optimizer: gradients go down to the host and updated 16-bit weights come back
@@ -112,32 +112,34 @@ def training_ops(s: TrainSetup) -> list[Op]:
 
 
 def _adapter_ops(s: TrainSetup, tokens: float, micro: int, dtype: str, act_bytes: float) -> list[Op]:
-    """LoRA's adapters beside the frozen matrices they adapt: x A (in x r) then (x A) B (r x out),
-    2 r (in + out) FLOPs a token a matrix (a routed expert's for the tokens sent to it); backward
-    twice that, the gradient of the input and of A and B. Each reads its input and writes its
-    output; its weights are r (in + out) values."""
-    matrices = lora_matrices_per_token(s.model, s.lora_targets)
-    r = s.lora_rank
-    flops = sum(2.0 * tokens * r * (n_in + n_out) * count for n_in, n_out, count in matrices)
-    moved = sum(tokens * (n_in + 2 * r + n_out) * act_bytes * count for n_in, n_out, count in matrices)
-    weights = lora_params(s.model, r, s.lora_targets) * act_bytes
-    on = ", ".join(s.lora_targets)
-    forward = Op(
-        name=f"LoRA adapters (r={r} on {on})",
-        flops=flops,
-        dtype=dtype,
-        weight_bytes=weights,
-        act_bytes=moved,
-        count=micro,
-        launches=2 * len(s.lora_targets) * s.model.num_layers,
-        group=PROJECTIONS,
-        phase="forward",
-        meta={"kind": "matmul", "m": tokens},
-    )
-    backward = replace(
-        forward, name=f"backward: {forward.name}", flops=2 * flops, act_bytes=2 * moved, phase="backward"
-    )
-    return [replace(forward, name=f"forward: {forward.name}"), backward]
+    """LoRA's adapters beside the frozen matrices they adapt, one op per adapted matrix kind and
+    one occurrence per matrix (each layer's, each routed expert's): x A (in x r) then (x A) B
+    (r x out), two kernels and 2 r (in + out) FLOPs a token (a routed expert's for its share of
+    the tokens); backward four kernels and twice the FLOPs, the gradient of the input and of A and
+    B. Each reads its input and writes its output; its weights are r (in + out) values."""
+    r, ops = s.lora_rank, []
+    for kind, n_in, n_out, instances, share in lora_matrices_per_token(s.model, s.lora_targets):
+        seen = tokens * share
+        name, _, where = kind.partition("@")
+        forward = Op(
+            name=f"LoRA adapter on {name}" + (f" ({where})" if where else "") + f", r={r}",
+            flops=2.0 * seen * r * (n_in + n_out),
+            dtype=dtype,
+            weight_bytes=r * (n_in + n_out) * act_bytes,
+            act_bytes=seen * (n_in + 2 * r + n_out) * act_bytes,
+            count=instances * micro,
+            launches=2,
+            group=PROJECTIONS,
+            phase="forward",
+            meta={"kind": "matmul", "m": seen},
+        )
+        backward = replace(
+            forward, flops=2 * forward.flops, act_bytes=2 * forward.act_bytes, launches=4, phase="backward"
+        )
+        ops += [replace(forward, name=f"forward: {forward.name}"), replace(backward, name=f"backward: {forward.name}")]
+        if s.recompute == "full":  # the adapters' forward runs again with the layer it sits in
+            ops.append(replace(forward, name=f"recompute: {forward.name}", phase="recompute"))
+    return ops
 
 
 def _optimizer_ops(s: TrainSetup) -> list[Op]:

@@ -1,0 +1,203 @@
+"""What the command line and the pages refuse, and how they say it: settings named as their flags,
+serve's kinds of run, load's TP, devices without bf16, calibration notes, fp8 math, formatting,
+validate --explain's conflicts and the Training page's global batch; each kept from a hostile run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    "flag, value, said",
+    [
+        ("--non-torch-gb", "1e12", "--non-torch-gb: expected a number in [0, 1e+06], got 1000000000000.0"),
+        ("--launch-overhead-us", "1e12", "--launch-overhead-us: expected a number in [0, 1e+06]"),
+        ("--graph-launch-overhead-us", "5e6", "--graph-launch-overhead-us: expected a number in [0, 1e+06]"),
+        ("--block-size", "1000000000", "--block-size: expected an integer in [1, 1048576], got 1000000000"),
+    ],
+)
+def test_a_setting_out_of_range_is_named_as_its_flag_in_its_units(flag, value, said, capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "10", "--output-len", "10"]
+    assert main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "_bytes" not in err and "_s must" not in err
+
+
+@pytest.mark.parametrize("tp", ["3", "1000"])
+def test_load_refuses_a_tp_that_does_not_split_the_heads(tp, capsys):
+    from roofline.cli import main
+
+    assert main(["load", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", tp]) == 2
+    assert f"tp={tp} does not divide llama-3.1-8b's 32 attention heads" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--act-dtype", "fp16"], ["--kv-dtype", "fp16"]])
+def test_a_device_without_bf16_runs_fp16_whichever_part_was_asked_in_fp16(extra, capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--hardware", "t4", "--prompt-len", "10", "--output-len", "10"]
+    assert main([*argv, *extra, "--json"]) == 0  # the T4 has no bf16 kernels: every bf16 part runs fp16
+    data = json.loads(capsys.readouterr().out)
+    p = data["precision"]
+    assert (p["weight_dtype"], p["act_dtype"], p["kv_dtype"]) == ("fp16", "fp16", "fp16")
+
+
+def test_a_calibration_is_not_also_called_the_engines_kernel_tables(capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "64", "--output-len", "8"]
+    assert main([*argv, "--calibration", str(ROOT / "examples/h100-sxm-quick-run.json")]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated roofs" in out and "engine-measured roofs, vLLM" not in out
+    assert "your calibration's roofs stand in for vLLM's kernel tables; vLLM's host work per step applies" in out
+
+
+def test_the_pages_engine_captions_say_where_a_calibration_stands_in():
+    from types import SimpleNamespace
+
+    from dashboard.state import engine_notes
+    from roofline.hardware import get_hardware
+
+    devices = {h: get_hardware(h) for h in ("h100-sxm", "b200")}
+    text = engine_notes("vllm", devices, ["h100-sxm", "b200"], calibration=SimpleNamespace(hardware_id="h100-sxm"))
+    h100, b200 = text.split("  \n")
+    assert "your calibration's roofs stand in for vLLM's kernel tables" in h100
+    assert "engine-measured roofs, vLLM" in b200  # the device not measured keeps the engine's tables
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--sweep", "--capacity"], "--sweep and --capacity are two kinds of run: give one"),
+        (["--sweep", "--rate", "5"], "--sweep and --rate are two kinds of run"),
+        (["--capacity", "--concurrency", "8"], "--capacity and --concurrency are two kinds of run"),
+        (["--rate", "5", "--target-rate", "100"], "--target-rate: the replicas a rate needs come with --capacity"),
+        (["--capacity", "--target-rate", "0"], "--target-rate: expected a rate above 0 requests/s, got 0"),
+        (["--target-rate", "100"], "--target-rate: the replicas a rate needs come with --capacity"),
+    ],
+)
+def test_serve_refuses_two_kinds_of_run_rather_than_dropping_one(extra, said, capsys):
+    from roofline.cli import main
+
+    assert main(["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", *extra]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_the_capacity_ranking_prints_the_replicas_a_target_rate_needs(capsys):
+    from roofline.cli import main
+
+    argv = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--capacity", "--requests", "200"]
+    assert main([*argv, "--target-rate", "100"]) == 0
+    text = capsys.readouterr().out
+    assert main([*argv, "--target-rate", "100", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["ranking"][0]
+    n = row["replicas_for_target"]
+    assert n >= 100 / row["max_rate_per_s"] and f"h100-sxm TP1: {n} replicas ({n} devices) for 100 requests/s" in text
+
+
+def test_fp8_weights_with_16_bit_math_say_they_run_weight_only_where_engines_run_w8a8(capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--prompt-len", "64", "--output-len", "8", "--weight-dtype", "fp8"]
+    assert main([*argv, "--hardware", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "fp8 weights with bf16 math run weight-only" in out and "as W8A8, in fp8 math" in out
+    assert main([*argv, "--hardware", "h100-sxm", "--act-dtype", "fp8"]) == 0
+    assert "run weight-only" not in capsys.readouterr().out  # W8A8 asked: nothing to say
+    assert main([*argv, "--hardware", "a100-sxm-80gb"]) == 0
+    assert "run weight-only" not in capsys.readouterr().out  # no fp8 math there: weight-only is what runs
+
+
+def test_advise_prints_a_rate_under_one_token_a_second_with_its_figures(capsys):
+    from roofline.cli import main
+
+    argv = ["advise", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--phase", "request"]
+    assert main([*argv, "--seq-len", "131072", "--output-len", "1", "--engine", "ideal"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("1 "))
+    assert " 0 " not in row and "0.3" in row  # 2.6 s for one token: 0.38 tokens/s, not "0"
+
+
+@pytest.mark.parametrize("other", [["--load"], ["--memory"], ["--no-tables"], ["--every", "3"], ["--csv", "x.csv"]])
+def test_explain_is_refused_beside_an_option_it_would_drop(other, capsys):
+    from roofline.cli import main
+
+    assert main(["validate", "--explain", "some_run", *other]) == 2
+    assert f"not with {other[0]}" in capsys.readouterr().err
+
+
+def test_training_page_refuses_a_global_batch_of_part_micro_batches():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "views/training_page.py"), default_timeout=60)
+    at.query_params.update({"model": "llama-3.1-8b", "mb": "2", "gb": "3"})
+    at.run()
+    assert not at.exception
+    assert any("does not split into micro-batches of 2" in e.value for e in at.error)
+    at.number_input(key="gb").set_value(4).run()  # two micro-batches of 2: analysed
+    assert not at.exception and not at.error
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--global-batch", "3", "--micro-batch", "2"], "--global-batch: a global batch of 3 sequences does not split"),
+        (["--global-batch", "4", "--dp", "8"], "give a multiple of 8 (micro-batch x data-parallel devices)"),
+    ],
+)
+def test_train_refuses_a_global_batch_of_part_micro_batches(args, message, capsys):
+    from roofline.cli import main
+
+    assert main(["train", "--model", "llama-3.1-8b", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_lever_that_cannot_run_the_global_batch_is_not_offered():
+    from roofline.hardware import get_hardware
+    from roofline.models import get_model
+    from roofline.training import TrainSetup, levers, plan_to_fit
+
+    s = TrainSetup(get_model("llama-3.1-70b"), global_batch=4)  # 4 sequences: no 8-way data parallelism
+    h100 = get_hardware("h100-sxm")
+    assert not any(lever.name.startswith("ZeRO-3 / FSDP over 8") for lever in levers(s, h100))
+    plan, result = plan_to_fit(s, h100)
+    assert plan and not any("over 8 devices" in step for step in plan) and result.setup.dp == 1
+
+
+def test_a_calibration_note_on_a_device_without_engine_tables_and_in_serve(capsys):
+    from roofline.cli import main
+    from roofline.roofs import engine_note
+
+    a100 = "NVIDIA A100 SXM4 80GB"
+    assert engine_note("auto", "a100-sxm-80gb", a100, calibrated=True) == (
+        f"{a100}: your calibration's roofs stand in for the datasheet's"
+    )
+    said = engine_note("vllm", "a100-sxm-80gb", a100, calibrated=True)
+    assert "stand in for the datasheet's (no vLLM kernel tables for it); vLLM's host work per step applies" in said
+    argv = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--json"]
+    assert main([*argv, "--calibration", str(ROOT / "examples/h100-sxm-quick-run.json")]) == 0
+    roofs = json.loads(capsys.readouterr().out)["roofs"]["h100-sxm"]
+    assert "your calibration's roofs stand in for vLLM's kernel tables" in roofs
+
+
+@pytest.mark.parametrize(
+    "text, read", [("v0.24.0", "0.24.0"), ("0.24.0+cu128", "0.24.0+cu128"), ("1.0.0rc3", "1.0.0rc3")]
+)
+def test_an_engine_version_as_releases_write_it(text, read):
+    from roofline.cli.args import engine_version
+
+    assert engine_version(text) == read
+
+
+def test_a_group_size_alone_is_not_a_precision_of_its_own_to_search():
+    from roofline.serving import extra_precision
+    from roofline.workload import Precision
+
+    assert extra_precision(Precision(group_size=64)) is None  # bf16 throughout: searched anyway
+    assert extra_precision(Precision("int4", group_size=64)) == Precision("int4", group_size=64)
