@@ -167,22 +167,16 @@ def wants_simulation(args: argparse.Namespace) -> bool:
     )
 
 
+def _loads_given(args: argparse.Namespace) -> list[str]:
+    """The load flags given (--rate, --concurrency, --trace, --measured), as typed."""
+    given = (("--rate", args.rate), ("--concurrency", args.concurrency), ("--trace", args.trace))
+    return [f for f, v in (*given, ("--measured", args.measured)) if v is not None]
+
+
 def check_one_load(args: argparse.Namespace) -> None:
     """One kind of run a command: a load (--rate, --concurrency, --trace, --measured), a sweep of
     rates or a capacity ranking; --target-rate plans replicas only for the ranking."""
-    load = next(
-        (
-            f
-            for f, v in (
-                ("--rate", args.rate),
-                ("--concurrency", args.concurrency),
-                ("--trace", args.trace),
-                ("--measured", args.measured),
-            )
-            if v is not None
-        ),
-        None,
-    )
+    load = next(iter(_loads_given(args)), None)
     modes = [f for f, on in (("--sweep", args.sweep), ("--capacity", args.capacity), (load, load)) if on]
     if len(modes) > 1:
         raise CliError(f"{modes[0]} and {modes[1]} are two kinds of run: give one")
@@ -199,16 +193,7 @@ def rate_ramp(args: argparse.Namespace) -> tuple[str, float, float] | None:
         if start is not None or end is not None:
             raise CliError("--ramp-up-start-rps and --ramp-up-end-rps: give them with --ramp-up-strategy")
         return None
-    others = [
-        f
-        for f, v in (
-            ("--rate", args.rate),
-            ("--concurrency", args.concurrency),
-            ("--trace", args.trace),
-            ("--measured", args.measured),
-        )
-        if v is not None
-    ]
+    others = _loads_given(args)
     if others or args.sweep or args.capacity:
         which = (others or ["--sweep or --capacity"])[0]
         raise CliError(f"--ramp-up-strategy: the rate's ramp is the load itself; not with {which}")
