@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from roofline.sample_clients import _number  # blank: the default; not a number: nan
+
 # The columns every scored row reads (aiconfigurator-core's systems/silicon_sample.csv).
 REQUIRED_COLUMNS = (
     "id",
@@ -20,6 +22,7 @@ REQUIRED_COLUMNS = (
     "tp_size",
     "silicon_tpot_ms",
 )
+_FIGURES = ("isl", "osl", "batch_size", "tp_size", "silicon_tpot_ms", "silicon_ttft_ms")
 NOT_A_RUN_REASON = (
     "its figures are not a run's (a length, TP or concurrency that is not a positive whole number, or a "
     "measured time that is not positive)"
@@ -53,19 +56,11 @@ def unreadable(path: Path, exc: Exception) -> ValueError:
 
 def why_figures_not_a_run(row: dict[str, str]) -> str | None:
     """A row whose lengths, TP or clients, where it gives them, are not positive whole numbers, or
-    whose measured TPOT or TTFT, where it gives one, is not positive."""
-
-    def number(key: str) -> float:
-        try:
-            return float(row.get(key) or "nan")
-        except ValueError:
-            return math.nan
-
-    for key in ("isl", "osl", "batch_size", "tp_size"):  # a blank one is another reason's (disaggregated runs)
-        value = number(key)
-        if row.get(key) not in (None, "") and not (math.isfinite(value) and value >= 1 and value == round(value)):
-            return NOT_A_RUN_REASON
-    for key in ("silicon_tpot_ms", "silicon_ttft_ms"):
-        if row.get(key) not in (None, "") and not number(key) > 0:
+    whose measured TPOT or TTFT, where it gives one, is not positive (a blank one is another
+    reason's: disaggregated runs leave them blank)."""
+    given = {k: _number(row.get(k), math.nan) for k in _FIGURES if row.get(k) not in (None, "")}
+    for key, value in given.items():
+        whole = key in ("isl", "osl", "batch_size", "tp_size")
+        if not math.isfinite(value) or not (value >= 1 and value == round(value) if whole else value > 0):
             return NOT_A_RUN_REASON
     return None
