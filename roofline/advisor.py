@@ -376,7 +376,7 @@ def advise(
     settings: Settings = DEFAULT_SETTINGS,
 ) -> dict[str, object]:
     ranking = rank(w, hardware, objective, settings)
-    s, calibrated = settings, settings.calibration is not None and settings.calibration.hardware_id == target.id
+    s, calibrated = settings, settings.calibrated_on(target.id)
     note = engine_note(s.engine, target.id, target.name, s.engine_version, s.moe_kernel, s.moe_routing, calibrated)
     return {
         **w.describe(),

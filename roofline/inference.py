@@ -128,9 +128,10 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
     """Which roofs the chosen engine gives this device, where an engine was asked for."""
     if settings.engine == "ideal":
         return ()
-    s, cal = settings, settings.calibration
-    calibrated = cal is not None and cal.hardware_id == hw.id
-    return (engine_note(s.engine, hw.id, hw.name, s.engine_version, s.moe_kernel, s.moe_routing, calibrated),)
+    s = settings
+    return (
+        engine_note(s.engine, hw.id, hw.name, s.engine_version, s.moe_kernel, s.moe_routing, s.calibrated_on(hw.id)),
+    )
 
 
 def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "This step") -> tuple[str, ...]:

@@ -222,7 +222,7 @@ def exposed_bytes(hw: Hardware, settings: Settings) -> tuple[float, str]:
     """What the runtime exposes: measured on this device (a calibration's results file), the
     device file's recorded figure, or the nominal GB; and where the figure comes from."""
     cal = settings.calibration
-    if cal is not None and cal.hardware_id == hw.id and cal.memory_bytes:
+    if settings.calibrated_on(hw.id) and cal.memory_bytes:
         return cal.memory_bytes, f"{cal.memory_bytes:,.0f} B measured on this device ({cal.source})"
     return hw.memory_bytes, hw.memory_source
 

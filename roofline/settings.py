@@ -130,6 +130,11 @@ class Settings:
         if link is not None and not (isinstance(link, int | float) and math.isfinite(link) and 0 < link <= 1e15):
             raise ValueError(f"link_bandwidth_bytes_per_s must be a positive number, got {link!r}")
 
+    def calibrated_on(self, hardware_id: str) -> bool:
+        """Whether the user's calibration was measured on this device (its roofs then stand in for
+        the engine's tables and the datasheet there)."""
+        return self.calibration is not None and self.calibration.hardware_id == hardware_id
+
     def ceilings(self, hw: Hardware, tp: int = 1, cuda_graphs: bool = False, serving: bool = True) -> Ceilings:
         """The roofs a step runs against on ``hw`` in a ``tp``-wide group. In eager mode every
         kernel launch costs the host ``launch_overhead_s``; replayed from a CUDA graph the host
@@ -148,7 +153,7 @@ class Settings:
             ceilings = replace(ceilings, graph_replay_s=DEFAULT_GRAPH_REPLAY_S)
         cal = self.calibration
         tables = kernel_tables(resolved_engine(self.engine, hw.id), hw.id, self.engine_version)
-        if cal is not None and cal.hardware_id == hw.id:
+        if self.calibrated_on(hw.id):
             ceilings = replace(ceilings, roof_source=cal, source="calibrated")
             # The calibration's own host and kernel floor where it measured them.
             if cal.host_per_launch_s is not None and not cuda_graphs:

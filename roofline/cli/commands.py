@@ -378,7 +378,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "roofs": {
             hw.id: engine_note(
                 *(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing),
-                settings.calibration is not None and settings.calibration.hardware_id == hw.id,
+                settings.calibrated_on(hw.id),
             )
             for hw in devices
         },
