@@ -54,7 +54,7 @@ def searched_sentence(
 ) -> str:
     """What ``best_under_targets`` searched, in words: the TP degrees, its precisions (and
     ``also``'s), fp8's scaling and how prompts ran."""
-    scaling = Precision("fp8", "fp8", "fp8", fp8_scaling=fp8_scaling).resolved(model).fp8_scaling
+    scaling = Precision(fp8_scaling=fp8_scaling).resolved(model).fp8_scaling
     extra = f"; and the precision set here ({also.resolved(model).label})" if also is not None else ""
     return (
         f"Searched: TP {', '.join(str(t) for t in tps) or 'none'}; bf16 or fp8 weights with bf16 or fp8 KV, fp8 "
