@@ -29,7 +29,6 @@ from roofline.hardware import Hardware
 from roofline.inference import StepResult, analyze_request, analyze_step
 from roofline.memory import Footprint, footprint
 from roofline.ops import step_ops
-from roofline.roofs import engine_note
 from roofline.settings import DEFAULT_SETTINGS, Settings
 from roofline.workload import Workload
 
@@ -376,8 +375,7 @@ def advise(
     settings: Settings = DEFAULT_SETTINGS,
 ) -> dict[str, object]:
     ranking = rank(w, hardware, objective, settings)
-    s, calibrated = settings, settings.calibrated_on(target.id)
-    note = engine_note(s.engine, target.id, target.name, s.engine_version, s.moe_kernel, s.moe_routing, calibrated)
+    note = settings.roofs_note(target)  # the roofs the expected times read on the diagnosed device
     return {
         **w.describe(),
         "objective": objective,

@@ -17,7 +17,7 @@ from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.memory import Footprint, footprint
 from roofline.ops import step_ops
-from roofline.roofs import engine_note, resolved_engine
+from roofline.roofs import resolved_engine
 from roofline.settings import DEFAULT_SETTINGS, Settings
 from roofline.workload import Workload
 
@@ -128,10 +128,7 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
     """Which roofs the chosen engine gives this device, where an engine was asked for."""
     if settings.engine == "ideal":
         return ()
-    s = settings
-    return (
-        engine_note(s.engine, hw.id, hw.name, s.engine_version, s.moe_kernel, s.moe_routing, s.calibrated_on(hw.id)),
-    )
+    return (settings.roofs_note(hw),)
 
 
 def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "This step") -> tuple[str, ...]:

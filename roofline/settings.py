@@ -22,8 +22,17 @@ from roofline.defaults import (
 )
 from roofline.engine import Ceilings
 from roofline.hardware import Hardware
-from roofline.roofs import check_engine, check_moe_kernel, kernel_tables, resolved_engine
+from roofline.roofs import check_engine, check_moe_kernel, engine_note, kernel_tables, resolved_engine
 from roofline.routing import check_moe_routing
+
+
+class SettingError(ValueError):
+    """A setting out of its range, naming the field (``field``) it is about."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
 
 # (field, lowest allowed, highest allowed, whether the lowest is allowed itself)
 _RANGES = {
@@ -111,11 +120,11 @@ class Settings:
                 ok = ok and (value >= lo if lo_ok else value > lo) and value <= hi
                 if not ok:
                     low = f"[{lo:g}" if lo_ok else f"({lo:g}"
-                    raise ValueError(f"{f.name} must be a number in {low}, {hi:g}], got {value!r}")
+                    raise SettingError(f.name, f"{f.name} must be a number in {low}, {hi:g}], got {value!r}")
             elif f.name in _INTEGERS:
                 lo, hi = _INTEGERS[f.name]
                 if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                    raise ValueError(f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
+                    raise SettingError(f.name, f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
         g = self.prompt_graph_tokens
         if g is not None and (isinstance(g, bool) or not isinstance(g, int) or not 0 <= g <= 1 << 24):
             raise ValueError(f"prompt_graph_tokens must be an integer in [0, 16777216] or None, got {g!r}")
@@ -134,6 +143,18 @@ class Settings:
         """Whether the user's calibration was measured on this device (its roofs then stand in for
         the engine's tables and the datasheet there)."""
         return self.calibration is not None and self.calibration.hardware_id == hardware_id
+
+    def roofs_note(self, hw: Hardware) -> str:
+        """Which roofs these settings give ``hw``, in a sentence (``roofline.roofs.engine_note``)."""
+        return engine_note(
+            self.engine,
+            hw.id,
+            hw.name,
+            self.engine_version,
+            self.moe_kernel,
+            self.moe_routing,
+            self.calibrated_on(hw.id),
+        )
 
     def ceilings(self, hw: Hardware, tp: int = 1, cuda_graphs: bool = False, serving: bool = True) -> Ceilings:
         """The roofs a step runs against on ``hw`` in a ``tp``-wide group. In eager mode every

@@ -17,7 +17,6 @@ from roofline.datafiles import shown_path
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware
 from roofline.models import get_model, load_models
-from roofline.roofs import engine_note
 from roofline.settings import Settings
 from roofline.workload import Workload, validate_tp
 
@@ -375,13 +374,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "searched": searched_sentence(model, tps, precision.fp8_scaling, chunked, also),
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
-        "roofs": {
-            hw.id: engine_note(
-                *(settings.engine, hw.id, hw.name, settings.engine_version, settings.moe_kernel, settings.moe_routing),
-                settings.calibrated_on(hw.id),
-            )
-            for hw in devices
-        },
+        "roofs": {hw.id: settings.roofs_note(hw) for hw in devices},
         "known_error": {hw.id: for_settings(settings, hw, "steady").to_json() for hw in devices},
         "best": [b.to_json() for b in best],
         "frontier": frontier,

@@ -28,7 +28,7 @@ _SETTING_FLAGS = {
 
 def flag_error(settings_error: ValueError, args: argparse.Namespace) -> ValueError:
     """A Settings field's error as the flag that set it says it, in the flag's units."""
-    field = str(settings_error).split(" ", 1)[0]
+    field = getattr(settings_error, "field", None)  # roofline.settings.SettingError's
     if field not in _SETTING_FLAGS:
         return settings_error
     flag, scale = _SETTING_FLAGS[field]
