@@ -295,7 +295,11 @@ EXPERT_DTYPE_HELP = (
     "The routed MoE experts' weights where they differ from the rest (gpt-oss ships mxfp4 experts beside bf16 "
     "attention). Ignored for dense models."
 )
-MATH_DTYPE_HELP = "The dtype the linear layers compute in; its peak is used (fp8 = W8A8, as engines serve FP8 models)."
+MATH_DTYPE_HELP = (
+    "The dtype the linear layers compute in; its peak is used (fp8 = W8A8, fp4 = W4A4). auto: as the serving "
+    "engines run the weights on each device: fp8 weights in fp8 (W8A8) and nvfp4 in fp4 (W4A4) where the device has "
+    "that math, every other case in bf16 (weight-only: dequantized as they are read)."
+)
 FP8_SCALING_HELP = (
     "How fp8 weights carry their scales, which sets the kernels an engine runs and its tables are read at: one "
     "scale per tensor (NVIDIA's FP8 checkpoints, vLLM's --quantization fp8) or one per 128 x 128 block "
@@ -308,12 +312,12 @@ FP8_SCALING_HELP = (
 
 def precision_params(math: bool = True) -> dict[str, Validator]:
     """The checks of ``precision_pickers``' URL parameters, for the page's ``warn_bad_params``."""
-    from roofline.defaults import ACT_DTYPES, FP8_SCALINGS, KV_DTYPES, WEIGHT_DTYPES
+    from roofline.defaults import FP8_SCALINGS, KV_DTYPES, MATH_CHOICES, WEIGHT_DTYPES
 
     return {
         "wdtype": one_of(WEIGHT_DTYPES),
         "ewdtype": one_of([SAME_AS_WEIGHTS, *WEIGHT_DTYPES]),
-        **({"adtype": one_of(ACT_DTYPES), "fp8scale": one_of(FP8_SCALINGS)} if math else {}),
+        **({"adtype": one_of(MATH_CHOICES), "fp8scale": one_of(FP8_SCALINGS)} if math else {}),
         "kvdtype": one_of(KV_DTYPES),
     }
 
@@ -322,8 +326,8 @@ def precision_pickers(math: bool = True) -> Precision:
     """The weights, the MoE experts' weights, the math and the fp8 weights' scaling (where the page
     computes times) and the KV cache, bound to the URL as ``wdtype``, ``ewdtype``, ``adtype``,
     ``fp8scale`` and ``kvdtype`` on every page, as a ``roofline.workload.Precision``. Without ``math``
-    the linear layers compute in bf16."""
-    from roofline.defaults import ACT_DTYPES, FP8_SCALINGS, KV_DTYPES, WEIGHT_DTYPES
+    the math is the engines' ("auto")."""
+    from roofline.defaults import FP8_SCALINGS, KV_DTYPES, MATH_AUTO, MATH_CHOICES, WEIGHT_DTYPES
     from roofline.workload import Precision
 
     weights = st.selectbox(
@@ -341,12 +345,12 @@ def precision_pickers(math: bool = True) -> Precision:
         bind="query-params",
         help=EXPERT_DTYPE_HELP,
     )
-    act, scaling = "bf16", "auto"
+    act, scaling = MATH_AUTO, "auto"
     if math:
         act = st.selectbox(
             "Compute (math) dtype",
-            ACT_DTYPES,
-            index=ACT_DTYPES.index("bf16"),
+            MATH_CHOICES,
+            index=0,
             key="adtype",
             bind="query-params",
             help=MATH_DTYPE_HELP,

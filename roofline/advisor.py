@@ -301,7 +301,7 @@ def levers(w: Workload, hw: Hardware, base: WorkloadTime, settings: Settings = D
             )
     elif bound == "compute":
         candidates.append(("2× peak FLOPS", w, replace(settings, compute_scale=settings.compute_scale * 2)))
-        if p.act_dtype in ("bf16", "fp16", "fp32") and "fp8" in hw.peak_tflops.as_dict():
+        if p.math_on(hw).act_dtype in ("bf16", "fp16", "fp32") and "fp8" in hw.peak_tflops.as_dict():
             fp8 = replace(p, weight_dtype="fp8", act_dtype="fp8")
             candidates.append(("fp8 math (W8A8)", replace(w, precision=fp8), settings))
         if w.attention == "naive":

@@ -14,6 +14,11 @@ ATTENTION_KERNELS: tuple[str, ...] = ("flash", "naive")
 WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 # The dtype the linear layers compute in; its peak is used (fp8 = W8A8, fp4 = W4A4).
 ACT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4")
+# The math a command or page is asked for: a dtype, or "auto", the math the serving engines run the
+# weights in on each device (roofline.workload.engine_math: fp8 checkpoints W8A8 and NVFP4 W4A4
+# where the device has that math, every other format in bf16).
+MATH_AUTO = "auto"
+MATH_CHOICES: tuple[str, ...] = (MATH_AUTO, *ACT_DTYPES)
 KV_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 # How fp8 weights carry their scales, which sets the kernels an engine runs for them: one scale per
 # tensor (NVIDIA ModelOpt's FP8 checkpoints, vLLM's online --quantization fp8) or one per 128 x 128

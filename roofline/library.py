@@ -31,7 +31,7 @@ def analyze(
     batch: int = 1,
     tp: int = 1,
     weight_dtype: str = "bf16",
-    act_dtype: str = "bf16",
+    act_dtype: str = "auto",
     kv_dtype: str = "bf16",
     cuda_graphs: bool = DEFAULT_CUDA_GRAPHS,
     engine: str = "auto",

@@ -132,7 +132,8 @@ def test_moe_experts_loaded_grow_with_batch():
 
 
 def test_deepseek_mla_decode_reads_the_latent():
-    ops = ops_by_name(Workload(get_model("deepseek-v3"), "decode", 2, 999, precision=Precision(weight_dtype="fp8")))
+    w8a8 = Precision(weight_dtype="fp8", act_dtype="fp8")
+    ops = ops_by_name(Workload(get_model("deepseek-v3"), "decode", 2, 999, precision=w8a8))
     attn = ops["attention (MLA latent, decode)"]
     # cache read: 2 * 1000 tokens * (512 + 64) * 2 B, plus 2 new tokens written
     assert attn.kv_bytes == 2 * 1000 * 576 * 2 + 2 * 576 * 2
@@ -167,6 +168,11 @@ def test_weight_only_quantization_keeps_the_bf16_peak():
     w8a8 = Precision(weight_dtype="fp8", act_dtype="fp8")
     fp8 = ops_by_name(Workload(LLAMA8, "decode", 1, 100, precision=w8a8))["QKV projection"]
     assert fp8.dtype == "fp8"
+    # The engines' math ("auto", the default) is bf16 on every device for int4 weights; for fp8
+    # weights it depends on the device, so the ops wait for one.
+    assert Precision(weight_dtype="int4").math_dtype == "bf16"
+    with pytest.raises(ValueError, match="math auto with fp8 weights depends on the device"):
+        ops_by_name(Workload(LLAMA8, "decode", 1, 100, precision=Precision(weight_dtype="fp8")))
 
 
 def test_sweep_equals_point_by_point():

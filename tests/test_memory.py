@@ -64,7 +64,9 @@ def test_mla_decode_reads_every_heads_absorbed_projections():
     ops = {
         op.name: op
         for op in step_ops(
-            Workload(get_model("deepseek-v3"), "decode", 1, 1000, precision=Precision(weight_dtype="fp8"))
+            Workload(
+                get_model("deepseek-v3"), "decode", 1, 1000, precision=Precision(weight_dtype="fp8", act_dtype="fp8")
+            )
         )
     }
     uk, uv = ops["MLA query absorb (W_UK)"], ops["MLA output absorb (W_UV)"]

@@ -106,13 +106,38 @@ def test_fp8_weights_with_16_bit_math_say_they_run_weight_only_where_engines_run
     from roofline.cli import main
 
     argv = ["request", "--model", "llama-3.1-8b", "--prompt-len", "64", "--output-len", "8", "--weight-dtype", "fp8"]
-    assert main([*argv, "--hardware", "h100-sxm"]) == 0
+    assert main([*argv, "--hardware", "h100-sxm", "--act-dtype", "bf16"]) == 0
     out = capsys.readouterr().out
     assert "fp8 weights with bf16 math run weight-only" in out and "as W8A8, in fp8 math" in out
     assert main([*argv, "--hardware", "h100-sxm", "--act-dtype", "fp8"]) == 0
     assert "run weight-only" not in capsys.readouterr().out  # W8A8 asked: nothing to say
-    assert main([*argv, "--hardware", "a100-sxm-80gb"]) == 0
+    assert main([*argv, "--hardware", "a100-sxm-80gb", "--act-dtype", "bf16"]) == 0
     assert "run weight-only" not in capsys.readouterr().out  # no fp8 math there: weight-only is what runs
+
+
+def test_the_default_math_is_what_the_engines_run_the_weights_in(capsys):
+    from roofline.cli import main
+
+    argv = ["request", "--model", "llama-3.1-8b", "--prompt-len", "64", "--output-len", "8", "--json"]
+    runs = {}
+    for hw, weights in (("h100-sxm", "fp8"), ("a100-sxm-80gb", "fp8"), ("b200", "nvfp4"), ("h100-sxm", "int4")):
+        assert main([*argv, "--hardware", hw, "--weight-dtype", weights]) == 0
+        runs[hw, weights] = json.loads(capsys.readouterr().out)
+    math = {k: r["precision"]["act_dtype"] for k, r in runs.items()}
+    # W8A8 on Hopper, weight-only on Ampere (no fp8 math), W4A4 on Blackwell, int4 weight-only everywhere.
+    assert math == {
+        ("h100-sxm", "fp8"): "fp8",
+        ("a100-sxm-80gb", "fp8"): "bf16",
+        ("b200", "nvfp4"): "fp4",
+        ("h100-sxm", "int4"): "bf16",
+    }
+    assert any("math fp8 (auto): fp8 weights run W8A8" in n for n in runs["h100-sxm", "fp8"]["notes"])
+    assert any("has no fp8 math, so fp8 weights run weight-only" in n for n in runs["a100-sxm-80gb", "fp8"]["notes"])
+    assert not any("(auto)" in n for n in runs["h100-sxm", "int4"]["notes"])
+    # The same as asking for it: auto is a default, not a model of its own.
+    assert main([*argv, "--hardware", "h100-sxm", "--weight-dtype", "fp8", "--act-dtype", "fp8"]) == 0
+    asked = json.loads(capsys.readouterr().out)
+    assert asked["ttft_s"] == runs["h100-sxm", "fp8"]["ttft_s"]
 
 
 def test_advise_prints_a_rate_under_one_token_a_second_with_its_figures(capsys):

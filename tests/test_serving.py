@@ -20,13 +20,12 @@ from roofline.serving import (
     disaggregation,
     expected_accepted,
     load_prices,
-    math_for,
     mixed_step_ops,
     parse_price,
     serving_sweep,
     speculative,
 )
-from roofline.workload import Precision, Workload
+from roofline.workload import Precision, Workload, engine_math
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = get_hardware("h100-sxm")
@@ -150,7 +149,7 @@ def test_what_binds_when_no_setup_meets_the_targets():
 def test_the_plan_runs_fp8_weights_as_the_engines_do():
     a100 = get_hardware("a100-sxm-80gb")
     # W8A8 where the device computes in fp8; FP8 Marlin (weight-only, bf16 math) on Ampere.
-    assert (math_for("fp8", H100), math_for("fp8", a100), math_for("bf16", H100)) == ("fp8", "bf16", "bf16")
+    assert (engine_math("fp8", H100), engine_math("fp8", a100), engine_math("bf16", H100)) == ("fp8", "bf16", "bf16")
     plans = best_under_targets(
         LLAMA, [H100, a100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(("fp8", "fp8"),)
     )

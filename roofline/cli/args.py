@@ -8,7 +8,6 @@ import re
 
 from roofline.datafiles import shown_path
 from roofline.defaults import (
-    ACT_DTYPES,
     ATTENTION_KERNELS,
     DEFAULT_BLOCK_SIZE,
     DEFAULT_CUDA_GRAPH_BYTES,
@@ -22,6 +21,8 @@ from roofline.defaults import (
     DEFAULT_NON_TORCH_BYTES,
     FP8_SCALINGS,
     KV_DTYPES,
+    MATH_AUTO,
+    MATH_CHOICES,
     WEIGHT_DTYPES,
 )
 from roofline.measured_roofs import MeasuredRoofs
@@ -178,7 +179,11 @@ def add_precision(parser: argparse.ArgumentParser, compute: bool = True) -> None
     )
     if compute:  # the math, and the fp8 weights' scaling it reads kernels at, matter only where steps are timed
         parser.add_argument(
-            "--act-dtype", default="bf16", choices=ACT_DTYPES, help="compute dtype of the linear layers"
+            "--act-dtype",
+            default=MATH_AUTO,
+            choices=MATH_CHOICES,
+            help="compute (math) dtype of the linear layers; auto: the engines' for the weights on each device, fp8 "
+            "weights W8A8 and nvfp4 W4A4 where the device has that math, every other case bf16 (default %(default)s)",
         )
         parser.add_argument(
             "--fp8-scaling",
@@ -326,7 +331,7 @@ def add_calibration(parser: argparse.ArgumentParser) -> None:
 def precision_from_args(args: argparse.Namespace) -> Precision:
     return Precision(
         weight_dtype=args.weight_dtype,
-        act_dtype=getattr(args, "act_dtype", "bf16"),
+        act_dtype=getattr(args, "act_dtype", MATH_AUTO),
         kv_dtype=args.kv_dtype,
         group_size=args.group_size,
         expert_weight_dtype=args.expert_weight_dtype,

@@ -66,7 +66,7 @@ def linear(
     return Op(
         name=name,
         flops=2.0 * rows * in_features * out_features,
-        dtype=p.act_dtype,
+        dtype=p.math_dtype,
         weight_bytes=matrices * in_features * out_features * wb * np.ones_like(rows),
         act_bytes=rows * (in_features + out_features) * p.act_bytes,
         count=count,

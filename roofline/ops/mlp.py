@@ -64,7 +64,7 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
         Op(
             name="MoE experts gate+up",
             flops=2.0 * routed * h * gated * i,
-            dtype=p.act_dtype,
+            dtype=p.math_dtype,
             weight_bytes=loaded * h * gated * i * wb,
             act_bytes=routed * (h + gated * i) * ab,
             count=count,
@@ -81,7 +81,7 @@ def moe_ops(w: Workload, tokens, count: int) -> list[Op]:
         Op(
             name="MoE experts down + combine",
             flops=2.0 * routed * i * h,
-            dtype=p.act_dtype,
+            dtype=p.math_dtype,
             weight_bytes=loaded * i * h * wb,
             act_bytes=routed * (i + h) * ab + tokens * h * ab,
             count=count,

@@ -72,7 +72,7 @@ def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
             Op(
                 name="QKV projection (MLA down/up)",
                 flops=2.0 * t * (q_flops_weights + kv_down),
-                dtype=p.act_dtype,
+                dtype=p.math_dtype,
                 weight_bytes=(q_flops_weights + kv_down) * p.weight_bytes * np.ones_like(t),
                 act_bytes=t * (h + out) * ab,
                 count=L,

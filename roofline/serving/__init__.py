@@ -14,7 +14,6 @@ from roofline.serving.plan import (
     Best,
     best_under_targets,
     extra_precision,
-    math_for,
     searched_sentence,
     splittable_tps,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "best_under_targets",
     "extra_precision",
     "searched_sentence",
-    "math_for",
     "disaggregation",
     "eager_ceilings",
     "expected_accepted",

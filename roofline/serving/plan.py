@@ -12,7 +12,7 @@ from roofline.models import ModelConfig
 from roofline.serving.steady import ServingPoints, serving_sweep
 from roofline.serving.traffic import Traffic
 from roofline.settings import Settings
-from roofline.workload import Precision, check_positive_int, validate_tp
+from roofline.workload import Precision, check_positive_int, engine_math, validate_tp
 
 
 @dataclass(frozen=True)
@@ -89,15 +89,6 @@ def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int,
 DEFAULT_PRECISIONS: tuple[tuple[str, str], ...] = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"))
 
 
-def math_for(weight_dtype: str, hw: Hardware) -> str:
-    """The dtype a serving engine computes in with these weights on ``hw``: an fp8 checkpoint runs
-    W8A8 (fp8 GEMMs on activations quantized as they go) where the device has fp8 math and an fp8
-    peak (Hopper, Ada, Blackwell, MI300), weight-only (FP8 Marlin: dequantized to bf16) elsewhere;
-    every other format computes in bf16."""
-    fp8 = weight_dtype == "fp8" and hw.supports_math("fp8") and "fp8" in hw.peak_tflops.as_dict()
-    return "fp8" if fp8 else "bf16"
-
-
 def _formats_on(precision: Precision, hw: Hardware) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(weight formats, KV formats) the precision stores on ``hw`` (fp16 where it lacks bf16)."""
     run, _ = precision.on(hw, need_peak=False)
@@ -121,7 +112,7 @@ def best_under_targets(
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
     least per million output tokens all-in, every device-hour over the output tokens (where
     priced; else that gives the most tokens/s per device), ranked by that. fp8 weights compute
-    as the engines run them on each device (``math_for``), scaled as ``fp8_scaling`` says (auto:
+    as the engines run them on each device (``roofline.precision.engine_math``), scaled as ``fp8_scaling`` says (auto:
     the model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``); prompts mixed into
     the decode steps (``chunked``) or in prefill steps of their own, as ``serving_sweep`` runs them.
     ``also``: one more precision to search beside those, as given (the user's own: int4 or fp4
@@ -143,11 +134,11 @@ def best_under_targets(
             groups: dict[Precision, list[Hardware]] = {}
             for hw in devices:
                 if wdtype is None:  # the extra precision, as given, unless searched already
-                    precision = also.resolved(model)
+                    precision = also.resolved(model).math_on(hw)
                     if (hw.id, precision) in searched:
                         continue
                 else:
-                    math = math_for(wdtype, hw)
+                    math = engine_math(wdtype, hw)
                     precision = Precision(wdtype, math, kvdtype, fp8_scaling=fp8_scaling).resolved(model)
                     searched.add((hw.id, precision))
                 missing = hw.unsupported_formats(*_formats_on(precision, hw))

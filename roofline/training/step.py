@@ -92,7 +92,7 @@ def training_ops(s: TrainSetup) -> list[Op]:
             backward = replace(op, flops=op.flops * 2, act_bytes=op.act_bytes * 1.5)
         ops.append(replace(backward, name=f"backward: {op.name}", count=op.count * micro, phase="backward"))
     if s.method != "full":
-        ops += _adapter_ops(s, tokens, micro, w.precision.act_dtype, w.precision.act_bytes)
+        ops += _adapter_ops(s, tokens, micro, w.precision.math_dtype, w.precision.act_bytes)
     if s.recompute != "none":
         for op in forward:
             layer_op = op.count == m.num_layers or op.group in (
