@@ -15,6 +15,9 @@ from roofline.lazy import pandas as pd
 from roofline.plots.style import label_log_ticks
 from roofline.report import Chart, Metric, Section, Table, html_report, strip_tags
 
+PIN_FROM_COLUMNS = 3  # a table with more columns than this pins its first one ...
+PIN_MAX_PX = 170  # ... where that column is no wider than this: a phone keeps room for the rest
+
 
 def current_link() -> str:
     """The page's address with every URL parameter, as a browser would share it."""
@@ -113,6 +116,13 @@ def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int
     return out
 
 
+def _narrow_first(frame: pd.DataFrame) -> bool:
+    """Whether the frame's first column, as text, fits in ``PIN_MAX_PX``."""
+    col = frame.columns[0]
+    widest = max([len(str(v)) for v in frame[col]] + [len(str(col))])
+    return CHAR_PX * widest + CELL_PAD_PX <= PIN_MAX_PX
+
+
 def md_escape(text: object) -> str:
     """Text shown through st.markdown as written, on one line: no emphasis, links, images,
     headings, LaTeX, HTML, emoji or colour directives (``:red[…]``) from its characters. Every
@@ -163,6 +173,8 @@ class Report:
         self.sections.append((heading, Chart(fig, title)))  # the report shows the title above the chart too
 
     def table(self, frame, heading: str = "", **kwargs) -> None:
+        """The frame as the page's table (numbers localized, widths fitted, a narrow first column
+        pinned where there are more than ``PIN_FROM_COLUMNS``), and as a section of the page's report."""
         # Numbers with thousands separators unless the page set a format (years stay as they are).
         config = dict(kwargs.pop("column_config", None) or {})
         for col in frame.columns:
@@ -171,6 +183,11 @@ class Report:
                     config[col] = st.column_config.NumberColumn(format="localized")
         for col, px in column_widths(frame, _formats(config)).items():
             config[col] = {**config[col], "width": px}
+        if len(frame.columns) > PIN_FROM_COLUMNS and kwargs.get("hide_index") and _narrow_first(frame):
+            # Each table's first column names its rows (device, op, context): kept in view while a
+            # phone scrolls the rest sideways.
+            first = frame.columns[0]
+            config[first] = {**(config.get(first) or {}), "pinned": True}
         kwargs["column_config"] = config
         st.dataframe(frame, **kwargs)
         self.sections.append((heading, Table(frame, _formats(kwargs.get("column_config")))))

@@ -176,3 +176,20 @@ def test_with_device_replaces_the_superseded_custom_device_and_keeps_the_cap():
     assert with_device(["h100-sxm", "my-old"], "my-new", "my-old") == ["h100-sxm", "my-new"]
     full = [f"d{i}" for i in range(MAX_COMPARED)]
     assert with_device(full, "mine")[-1] == "mine" and len(with_device(full, "mine")) == MAX_COMPARED
+
+
+def test_a_wide_tables_narrow_first_column_stays_in_view_on_a_phone():
+    # The KV page's capacity table: its context column (the rows' names) is pinned, so a phone
+    # scrolling to the fourth device still sees which context a row is; the Measure page's per-op
+    # table names its ops in up to 26 characters, too wide to pin beside anything on a phone.
+    import pandas as pd
+
+    from dashboard.share import PIN_MAX_PX, _narrow_first
+
+    at = page("views/kv_page.py", model="llama-3.1-8b", hw=["h100-sxm", "a100-sxm-80gb", "l40s", "mi300x"])
+    assert not at.exception
+    table = at.dataframe[0]
+    assert list(table.value.columns)[0] == "context" and len(table.value.columns) == 5
+    assert json.loads(table.proto.columns)["context"]["pinned"] is True
+    assert PIN_MAX_PX == 170 and _narrow_first(pd.DataFrame({"x" * 18: [1]}))  # 8 x 18 + 26 = 170
+    assert not _narrow_first(pd.DataFrame({"op": ["MLP activation (SiLU/GELU)"]}))
