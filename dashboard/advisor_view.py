@@ -67,10 +67,13 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
     vendor, which its model line already says; a name past 26 characters ends in an ellipsis and
     is in full in the last column) and the figure the rank follows first, so a phone shows both
     without scrolling; the reasons, the longest text, after the figures. Where the ranking
-    compares ideal bounds, that first figure is the ideal one and the expected ones follow."""
+    compares ideal bounds, that first figure is the ideal one and the expected ones follow. A
+    "math" column says what each device computed in where they differ (fp8 weights on "auto")."""
     on_ideal = bool(ranking) and ranking[0].get("ranked_on") == "ideal bound"
     expected = "expected " if on_ideal else ""
     key_heading = {"latency": "time", "throughput": "tokens/s", "per-watt": "tokens/s/W"}[objective]
+    # A column where the devices compute apart (fp16 on a part without bf16 is the same math).
+    maths = {"bf16" if r["math"] == "fp16" else r["math"] for r in ranking if r.get("math")}
     rows = []
     for r in ranking:
         figures = {
@@ -80,6 +83,7 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
             else "n/a",
             "ideal bound": fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
             "roofs": r["roofs"],
+            **({"math": r.get("math") or ""} if len(maths) > 1 else {}),
             f"{expected}tokens/s": r["tokens_per_s"],
             f"{expected}tokens/s/W": r["tokens_per_s_per_watt"],
         }

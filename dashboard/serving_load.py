@@ -15,12 +15,13 @@ import numpy as np
 import streamlit as st
 
 from dashboard.cache import cached
+from dashboard.precision_pickers import setup_params
 from dashboard.serving_arrivals import MAX_PAGE_REQUESTS, Trace, clients_words, trace_upload
 from dashboard.serving_capacity import render_capacity
 from dashboard.serving_holds import held_back
 from dashboard.serving_measured import measured_gaps, measured_upload
 from dashboard.share import Report, md_escape
-from dashboard.state import float_in, int_in, one_of, setup_params, warn_bad_params
+from dashboard.state import float_in, int_in, one_of, warn_bad_params
 from roofline.format import fmt_seconds, ranks_of
 from roofline.hardware import Hardware
 from roofline.known_error import for_settings

@@ -183,11 +183,18 @@ class Report:
                     config[col] = st.column_config.NumberColumn(format="localized")
         for col, px in column_widths(frame, _formats(config)).items():
             config[col] = {**config[col], "width": px}
-        if len(frame.columns) > PIN_FROM_COLUMNS and kwargs.get("hide_index") and _narrow_first(frame):
-            # Each table's first column names its rows (device, op, context): kept in view while a
+        pinned = any(isinstance(c, dict) and c.get("pinned") for c in config.values())
+        first = frame.columns[0] if len(frame.columns) else None
+        if (
+            len(frame.columns) > PIN_FROM_COLUMNS
+            and kwargs.get("hide_index")
+            and not pinned  # the page pinned the column that names its rows itself
+            and isinstance(config.get(first, {}), dict)
+            and _narrow_first(frame)
+        ):
+            # Each table's first column names its rows (device, context, class): kept in view while a
             # phone scrolls the rest sideways.
-            first = frame.columns[0]
-            config[first] = {**(config.get(first) or {}), "pinned": True}
+            config[first] = {**config.get(first, {}), "pinned": True}
         kwargs["column_config"] = config
         st.dataframe(frame, **kwargs)
         self.sections.append((heading, Table(frame, _formats(kwargs.get("column_config")))))

@@ -98,6 +98,7 @@ class RankRow:
     # bandwidth (ranked only for work that is memory-bound where peaks are known).
     time_is_lower_bound: bool = False
     ideal_time_s: float | None = None  # on the datasheet roofs, no engine work: the ideal bound
+    math: str | None = None  # the dtype the linear layers computed in on the device ("auto" resolved)
     # What the ranking compares: "expected" where every device's time rests on the same kind of
     # roofs, else "ideal bound" (an engine's measured kernels on some devices and the datasheet on
     # others would favour the ones without measurements).
@@ -211,6 +212,7 @@ def rank(
                 roofs=roofs.get(i, "datasheet"),
                 time_is_lower_bound=lower,
                 ideal_time_s=float(ideal_total[i]) if time_s is not None and np.isfinite(ideal_total[i]) else None,
+                math=runnable.precision.act_dtype,
             )
         )
     ranked = [r for r in rows if r.time_s is not None]

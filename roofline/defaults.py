@@ -15,8 +15,8 @@ WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4",
 # The dtype the linear layers compute in; its peak is used (fp8 = W8A8, fp4 = W4A4).
 ACT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4")
 # The math a command or page is asked for: a dtype, or "auto", the math the serving engines run the
-# weights in on each device (roofline.workload.engine_math: fp8 checkpoints W8A8 and NVFP4 W4A4
-# where the device has that math, every other format in bf16).
+# weights in on each device (roofline.precision.engine_math: fp8 checkpoints W8A8 and NVFP4 W4A4
+# where the device has that math, every other format, or a mix of formats, in bf16).
 MATH_AUTO = "auto"
 MATH_CHOICES: tuple[str, ...] = (MATH_AUTO, *ACT_DTYPES)
 KV_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")

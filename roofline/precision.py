@@ -4,6 +4,7 @@ cache's format, and the field checks every record shares."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -46,11 +47,31 @@ def check_positive_int(value, field_name: str, limit: float = 2**53) -> None:
 ENGINE_MATH: dict[str, str] = {"fp8": "fp8", "nvfp4": "fp4"}
 
 
-def engine_math(weight_dtype: str, hw: Hardware) -> str:
-    """The dtype a serving engine computes in with these weights on ``hw`` (``ENGINE_MATH`` where
-    the device has that math and a peak for it; bf16, weight-only, for every other case)."""
-    math = ENGINE_MATH.get(weight_dtype)
-    return math if math and hw.supports_math(math) and math in hw.peak_tflops.as_dict() else "bf16"
+def engine_math(weight_dtype: str, hw: Hardware, expert_weight_dtype: str | None = None) -> str:
+    """The dtype a serving engine computes in with these weights (and the MoE experts' format,
+    where it differs) on ``hw``: ``ENGINE_MATH`` where every linear format has that one narrow
+    math and the device has it and a peak for it; bf16, weight-only, in every other case."""
+    return _engine_math(weight_dtype, expert_weight_dtype, hw)[0]
+
+
+def _engine_math(weight_dtype: str, expert_weight_dtype: str | None, hw: Hardware) -> tuple[str, str]:
+    """(math, why the narrow math was not taken: "" where it was, or where there is none)."""
+    formats = tuple(dict.fromkeys(f for f in (weight_dtype, expert_weight_dtype) if f))
+    narrow = {ENGINE_MATH.get(f) for f in formats}
+    if narrow == {None}:
+        return "bf16", ""
+    if len(narrow) > 1:
+        return "bf16", f"the linear layers mix {' and '.join(formats)} weights and compute in one dtype"
+    (math,) = narrow
+    if hw.supports_math(math) is False:
+        return "bf16", f"{hw.name} has no {math} math"
+    peaks = hw.peak_tflops.as_dict()
+    if math not in peaks and ("bf16" in peaks or "fp16" in peaks):  # else both are lower bounds: the engines'
+        return "bf16", f"{hw.name} publishes no {math} peak to time W{_WA[math]} GEMMs at"
+    return math, ""
+
+
+_WA = {"fp8": "8A8", "fp4": "4A4"}  # the engines' name for each narrow math's GEMMs
 
 
 @dataclass(frozen=True)
@@ -95,16 +116,19 @@ class Precision:
     @property
     def math_dtype(self) -> str:
         """The dtype the linear layers compute in, for building a step's ops. "auto" is bf16 on
-        every device for weights without a narrower engine math (``ENGINE_MATH``); for those with
-        one it depends on the device, so the precision must first run ``on`` one."""
+        every device for weights without a narrower engine math (``ENGINE_MATH``) or that mix
+        formats; for those with one it depends on the device, so the precision must first run
+        ``on`` one."""
         if self.act_dtype != MATH_AUTO:
             return self.act_dtype
-        if self.weight_dtype in ENGINE_MATH:
+        formats = {f for f in (self.weight_dtype, self.expert_weight_dtype) if f}
+        narrow = {ENGINE_MATH.get(f) for f in formats}
+        if len(narrow) == 1 and None not in narrow:
             raise ValueError(
-                f"math auto with {self.weight_dtype} weights depends on the device: resolve it with "
+                f"math auto with {' and '.join(sorted(formats))} weights depends on the device: resolve it with "
                 "Precision.on(hw) or Workload.on(hw) before building the step's ops"
             )
-        return "bf16"
+        return "bf16"  # no narrow format, or formats that mix: bf16 on every device
 
     @property
     def act_storage(self) -> str:
@@ -138,7 +162,7 @@ class Precision:
         """This precision with "auto" math made the engines' for its weights on ``hw``."""
         if self.act_dtype != MATH_AUTO:
             return self
-        return replace(self, act_dtype=engine_math(self.weight_dtype, hw))
+        return replace(self, act_dtype=engine_math(self.weight_dtype, hw, self.expert_weight_dtype))
 
     def on(self, hw: Hardware, need_peak: bool = True) -> tuple[Precision, list[str]]:
         """The precision as it runs on ``hw``: parts without bf16 math (V100, T4) run fp16, which
@@ -150,8 +174,7 @@ class Precision:
         lower bounds from memory bandwidth. Memory questions (``need_peak=False``) only note
         what the device cannot run."""
         peaks = hw.peak_tflops.as_dict()
-        p = self.math_on(hw)
-        notes = _auto_math_note(p, hw) if need_peak and self.act_dtype == MATH_AUTO else []
+        p, notes = self.math_on(hw), []
         bf16 = "bf16" in (p.act_dtype, p.act_storage, p.weight_dtype, p.expert_weight_dtype, p.kv_dtype)
         if bf16 and "bf16" not in peaks and "fp16" in peaks:
             swap = {
@@ -161,6 +184,9 @@ class Precision:
             }
             p = replace(p, **swap)
             notes.append(f"{hw.name} has no bf16 math: fp16 is used instead (same two bytes per value)")
+        auto = self.act_dtype == MATH_AUTO
+        if need_peak and auto:
+            notes += _auto_math_note(self, p.act_dtype, hw)
         weights = tuple(f for f in (p.weight_dtype, p.expert_weight_dtype) if f)
         missing = hw.unsupported_formats(weights, (p.kv_dtype,), p.act_dtype)
         if missing:
@@ -185,8 +211,8 @@ class Precision:
                 f"peak reading {formats} weights, an engine's tables as {formats} GEMMs: set the "
                 f"{' and '.join(name for name, _ in wide)} to {target} for what an engine runs"
             )
-        if need_peak and p.has_fp8_weights and p.act_dtype in ("bf16", "fp16") and "fp8" in peaks:
-            notes.append(  # as roofline.serving.math_for says the engines run them
+        if need_peak and not auto and p.has_fp8_weights and p.act_dtype in ("bf16", "fp16") and "fp8" in peaks:
+            notes.append(  # as engine_math says the engines run them
                 f"fp8 weights with {p.act_dtype} math run weight-only (dequantized as they are read, as FP8 Marlin "
                 f"does); vLLM, SGLang and TensorRT-LLM run FP8 checkpoints on {hw.name} as W8A8, in fp8 math: set "
                 "the compute (math) dtype to fp8 (--act-dtype) for that"
@@ -228,23 +254,44 @@ class Precision:
         }
 
 
-def _auto_math_note(p: Precision, hw: Hardware) -> list[str]:
-    """What "auto" math chose, where the weights have a narrower math than bf16 (``ENGINE_MATH``)."""
-    narrow = ENGINE_MATH.get(p.weight_dtype)
-    if narrow is None:
+def _auto_math_note(asked: Precision, math: str, hw: Hardware) -> list[str]:
+    """What "auto" math chose on ``hw`` (``math``, after any fp16 swap), where a linear format has
+    a narrower engine math than bf16 (``ENGINE_MATH``); nothing where none has."""
+    formats = [f for f in dict.fromkeys((asked.weight_dtype, asked.expert_weight_dtype)) if f]
+    narrow, why = _engine_math(asked.weight_dtype, asked.expert_weight_dtype, hw)
+    named = " and ".join(f for f in formats if f in ENGINE_MATH)
+    if narrow == "bf16" and not why:
         return []
-    if p.act_dtype == narrow:
+    if not why:
         return [
-            f"math {narrow} (auto): {p.weight_dtype} weights run W{'8A8' if narrow == 'fp8' else '4A4'} on {hw.name}, "
-            "as the serving engines run such checkpoints; set the compute (math) dtype to bf16 for weight-only"
+            f"math {math} (auto): {named} weights run W{_WA[math]} on {hw.name}, as the serving engines run "
+            "such checkpoints; set the compute (math) dtype to bf16 for weight-only"
         ]
-    return [
-        f"math bf16 (auto): {hw.name} has no {narrow} math, so {p.weight_dtype} weights run weight-only "
-        "(dequantized as they are read, as the engines' Marlin kernels do)"
-    ]
+    return [f"math {math} (auto): {why}, so the {named} weights are timed weight-only (dequantized as they are read)"]
 
 
 @lru_cache(maxsize=1024)
 def _scaled(precision: Precision, scaling: str) -> Precision:
     """``precision`` with its fp8 scaling set (one object per pair: a step's ops ask for it often)."""
     return replace(precision, fp8_scaling=scaling)
+
+
+SUMMARY_NAMES = 6  # devices an auto-math summary names; more are counted
+
+
+def auto_math_summary(precision: Precision, devices: Sequence[Hardware], moe: bool = True) -> str:
+    """One line of what "auto" math runs in on each device, where a weight format has a narrower
+    engine math than bf16: "Math (auto): fp8, W8A8, on H100 SXM5 80GB; bf16, weight-only, on A100
+    SXM4 80GB." ("" otherwise; ``moe=False`` for a dense model, whose experts' format is moot)."""
+    experts = precision.expert_weight_dtype if moe else None
+    if precision.act_dtype != MATH_AUTO or not {precision.weight_dtype, experts} & set(ENGINE_MATH):
+        return ""
+    by_math: dict[str, list[str]] = {}
+    for hw in devices:
+        by_math.setdefault(engine_math(precision.weight_dtype, hw, experts), []).append(hw.name)
+    many = len(devices) > SUMMARY_NAMES  # past a few devices, counted rather than named
+    parts = [
+        f"{m}, {'W' + _WA[m] if m in _WA else 'weight-only'}, on {f'{len(on)} devices' if many else ', '.join(on)}"
+        for m, on in by_math.items()
+    ]
+    return "Math (auto, as the serving engines run these weights): " + "; ".join(parts) + "."

@@ -8,7 +8,8 @@ import pytest
 from roofline.hardware import get_hardware
 from roofline.inference import analyze_step
 from roofline.models import get_model
-from roofline.serving import Traffic, best_under_targets
+from roofline.precision import auto_math_summary
+from roofline.serving import Traffic, best_under_targets, extra_precision
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload, engine_math
 from tests.page_helpers import page
@@ -50,9 +51,7 @@ def test_a_note_says_what_auto_chose_and_memory_questions_stay_quiet():
         "math fp8 (auto): fp8 weights run W8A8 on NVIDIA H100 SXM5 80GB, as the serving engines run such "
         "checkpoints; set the compute (math) dtype to bf16 for weight-only"
     ]
-    assert (
-        "A100 SXM4 80GB has no fp8 math, so fp8 weights run weight-only" in Precision(weight_dtype="fp8").on(A100)[1][0]
-    )
+    assert "A100 SXM4 80GB has no fp8 math, so the fp8 weights are timed weight-only" in Precision("fp8").on(A100)[1][0]
     assert Precision(weight_dtype="fp8").on(H100, need_peak=False)[1] == []
     assert Precision(weight_dtype="int4").on(H100)[1] == []
     assert Precision(weight_dtype="fp8").label == "weights fp8, math as the engines run it, KV bf16"
@@ -64,18 +63,82 @@ def test_ops_of_an_unresolved_fp8_precision_wait_for_a_device():
         _ = Precision(weight_dtype="fp8").math_dtype
 
 
-def test_the_cheapest_setup_search_reads_auto_per_device():
+def test_the_cheapest_setup_search_reads_auto_per_device_and_sweeps_each_setup_once(monkeypatch):
+    import roofline.serving.plan as plan
+
+    swept = []
+    real = plan.serving_sweep
+
+    def recording(model, devices, traffic, precision, *args, **kwargs):
+        swept.extend((hw.id, precision) for hw in devices)
+        return real(model, devices, traffic, precision, *args, **kwargs)
+
+    monkeypatch.setattr(plan, "serving_sweep", recording)
     plans = best_under_targets(
-        LLAMA, [H100, A100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(), also=Precision(weight_dtype="fp8")
+        LLAMA,
+        [H100, A100],
+        Traffic(1024, 256),
+        2.0,
+        0.05,
+        tps=(1,),
+        precisions=(("fp8", "bf16"),),
+        also=Precision("fp8"),
     )
     best = {b.hardware: b for b in plans}
     assert best["h100-sxm"].act_dtype == "fp8" and best["a100-sxm-80gb"].act_dtype == "bf16"
-    # The user's precision with auto math plans as the same precision asked outright.
-    searched = best_under_targets(
-        LLAMA, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(("fp8", "bf16"),), also=Precision("fp8")
+    # The user's fp8 weights with auto math are, per device, the setup the default search holds:
+    # each device swept once, at the math the engines run there, never at an unresolved "auto".
+    assert sorted((hw, p.act_dtype) for hw, p in swept) == [("a100-sxm-80gb", "bf16"), ("h100-sxm", "fp8")]
+    # bf16 math asked outright with bf16 weights is the default search's own: not an extra precision.
+    assert extra_precision(Precision(act_dtype="bf16")) is None and extra_precision(Precision()) is None
+    assert extra_precision(Precision("fp8", act_dtype="bf16")) is not None
+
+
+def test_mixed_weight_formats_compute_in_bf16_and_say_why():
+    mixed = Precision("bf16", expert_weight_dtype="fp8")
+    run, notes = mixed.on(H100)
+    assert run.act_dtype == "bf16" and mixed.math_dtype == "bf16"
+    assert notes == [
+        "math bf16 (auto): the linear layers mix bf16 and fp8 weights and compute in one dtype, so the fp8 "
+        "weights are timed weight-only (dequantized as they are read)"
+    ]
+    # A device with fp8 math but no published fp8 peak, where bf16 has one: timed weight-only, and said so.
+    gaudi2 = get_hardware("gaudi2")
+    run, notes = Precision("fp8").on(gaudi2)
+    assert run.act_dtype == "bf16" and "publishes no fp8 peak to time W8A8 GEMMs at" in notes[0]
+    # One with no peak for either: the engines' math, its time a lower bound either way.
+    assert Precision("fp8").on(get_hardware("l20"))[0].act_dtype == "fp8"
+    # A part without bf16: the note names the math it runs, fp16.
+    run, notes = Precision("fp8").on(get_hardware("a6000"))
+    assert run.act_dtype == "fp16" and notes[1].startswith("math fp16 (auto): NVIDIA RTX A6000 has no fp8 math")
+
+
+def test_a_summary_says_what_each_device_runs_in():
+    devices = [H100, A100, B200]
+    assert auto_math_summary(Precision("fp8"), devices) == (
+        "Math (auto, as the serving engines run these weights): fp8, W8A8, on NVIDIA H100 SXM5 80GB, NVIDIA B200 "
+        "(HGX, 1000 W); bf16, weight-only, on NVIDIA A100 SXM4 80GB."
     )
-    alone = best_under_targets(LLAMA, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(("fp8", "bf16"),))
-    assert searched[0].to_json() == alone[0].to_json()
+    assert auto_math_summary(Precision("int4"), devices) == ""
+    assert auto_math_summary(Precision("fp8", act_dtype="fp8"), devices) == ""  # asked outright
+    assert auto_math_summary(Precision("bf16", expert_weight_dtype="fp8"), devices, moe=False) == ""
+    many = [get_hardware(h) for h in ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l4", "a10", "mi300x")]
+    assert "fp8, W8A8, on 5 devices; bf16, weight-only, on 2 devices" in auto_math_summary(Precision("fp8"), many)
+
+
+def test_advise_gives_each_device_its_math(capsys):
+    import json
+
+    from roofline.cli import main
+
+    argv = ["advise", "--model", "llama-3.1-8b", "--phase", "prefill", "--batch", "1", "--seq-len", "2048"]
+    assert main([*argv, "--weight-dtype", "fp8", "--json"]) == 0
+    math = {r["hardware"]: r["math"] for r in json.loads(capsys.readouterr().out)["ranking"]}
+    assert math["h100-sxm"] == "fp8" and math["a100-sxm-80gb"] == "bf16"
+    assert main([*argv, "--weight-dtype", "fp8"]) == 0
+    assert "  math  " in capsys.readouterr().out  # the text ranking's column, where devices differ
+    assert main(argv) == 0
+    assert "  math  " not in capsys.readouterr().out
 
 
 def test_the_pages_default_math_is_auto_and_says_what_it_chose():
@@ -83,3 +146,6 @@ def test_the_pages_default_math_is_auto_and_says_what_it_chose():
     assert not at.exception
     assert at.selectbox(key="adtype").value == "auto"
     assert any("math fp8 (auto): fp8 weights run W8A8" in str(e.value) for e in at.info)
+    serving = page("views/serving_page.py", model="llama-3.1-8b", hw=["h100-sxm", "a100-sxm-80gb"], wdtype="fp8")
+    assert not serving.exception
+    assert any("fp8, W8A8, on NVIDIA H100 SXM5 80GB; bf16, weight-only" in str(c.value) for c in serving.caption)

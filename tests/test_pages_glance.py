@@ -193,3 +193,6 @@ def test_a_wide_tables_narrow_first_column_stays_in_view_on_a_phone():
     assert json.loads(table.proto.columns)["context"]["pinned"] is True
     assert PIN_MAX_PX == 170 and _narrow_first(pd.DataFrame({"x" * 18: [1]}))  # 8 x 18 + 26 = 170
     assert not _narrow_first(pd.DataFrame({"op": ["MLP activation (SiLU/GELU)"]}))
+    # A page that pinned its own row names keeps just those: the LLM page's op table pins "op", not "phase".
+    ops = page("views/llm_page.py", view="Op table").dataframe[0]
+    assert [k for k, v in json.loads(ops.proto.columns).items() if v.get("pinned")] == ["op"]

@@ -132,7 +132,9 @@ def test_the_default_math_is_what_the_engines_run_the_weights_in(capsys):
         ("h100-sxm", "int4"): "bf16",
     }
     assert any("math fp8 (auto): fp8 weights run W8A8" in n for n in runs["h100-sxm", "fp8"]["notes"])
-    assert any("has no fp8 math, so fp8 weights run weight-only" in n for n in runs["a100-sxm-80gb", "fp8"]["notes"])
+    assert any(
+        "has no fp8 math, so the fp8 weights are timed weight-only" in n for n in runs["a100-sxm-80gb", "fp8"]["notes"]
+    )
     assert not any("(auto)" in n for n in runs["h100-sxm", "int4"]["notes"])
     # The same as asking for it: auto is a default, not a model of its own.
     assert main([*argv, "--hardware", "h100-sxm", "--weight-dtype", "fp8", "--act-dtype", "fp8"]) == 0

@@ -3,9 +3,7 @@ format and the parallelism its source documents, read off its date and its bench
 
 from __future__ import annotations
 
-from roofline.validate import (
-    why_not_scored,
-)
+from roofline.validate import why_not_scored
 
 
 def test_each_run_is_simulated_with_the_client_its_source_documents():

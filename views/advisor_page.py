@@ -19,6 +19,7 @@ from dashboard.advisor_view import (
 from dashboard.cache import cached
 from dashboard.llm_view import fit_to_context
 from dashboard.measured import measured_panel, roofs_caption
+from dashboard.precision_pickers import fp8_scaling_note, precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
@@ -26,13 +27,10 @@ from dashboard.state import (
     engine_param,
     engine_picker,
     float_in,
-    fp8_scaling_note,
     int_in,
     moe_params,
     moe_pickers,
     one_of,
-    precision_params,
-    precision_pickers,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, open_view, view_param, view_tabs
@@ -48,6 +46,7 @@ from roofline.format import dumps_strict, fmt_seconds
 from roofline.lazy import pandas as pd
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.ranking import ranking_figure
+from roofline.precision import auto_math_summary
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Workload
@@ -166,6 +165,8 @@ if engine != "ideal":  # which engine's kernels the expected times read, on the 
     st.caption(engine_notes(engine, devices, [target_id], **moe, calibration=measured.calibration))
     if scaling_note := fp8_scaling_note(precision, model, engine):
         st.caption(scaling_note)
+if math_note := auto_math_summary(precision, list(devices.values()), moe=model.moe is not None):
+    st.caption(math_note + " The ranking's math column says which.")
 report = Report()
 
 

@@ -11,6 +11,7 @@ from dashboard import custom
 from dashboard.cache import per_device
 from dashboard.kv_view import any_over_capacity, headline_result, memory_rows, no_fit_from
 from dashboard.measured import measured_panel, roofs_caption
+from dashboard.precision_pickers import precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     ATTENTION_DP_HELP,
@@ -21,8 +22,6 @@ from dashboard.state import (
     float_in,
     int_in,
     one_of,
-    precision_params,
-    precision_pickers,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs

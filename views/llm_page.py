@@ -19,6 +19,7 @@ from dashboard.llm_view import (
     steps_summary,
 )
 from dashboard.measured import measured_panel, roofs_caption
+from dashboard.precision_pickers import fp8_scaling_note, precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     ATTENTION_DP_HELP,
@@ -31,13 +32,10 @@ from dashboard.state import (
     engine_param,
     engine_picker,
     float_in,
-    fp8_scaling_note,
     int_in,
     moe_params,
     moe_pickers,
     one_of,
-    precision_params,
-    precision_pickers,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs

@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.llm_view import does_not_fit, llm_step_caption
+from dashboard.precision_pickers import precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     ATTENTION_DP_HELP,
@@ -25,8 +26,6 @@ from dashboard.state import (
     moe_params,
     moe_pickers,
     one_of,
-    precision_params,
-    precision_pickers,
     some_of,
     warn_bad_params,
 )

@@ -12,6 +12,7 @@ from dashboard import custom
 from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
+from dashboard.precision_pickers import precision_params, precision_pickers, setup_params
 from dashboard.serving_arrivals import TRACE_NOTE
 from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
@@ -37,9 +38,6 @@ from dashboard.state import (
     moe_params,
     moe_pickers,
     one_of,
-    precision_params,
-    precision_pickers,
-    setup_params,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
@@ -47,6 +45,7 @@ from roofline.defaults import TP_CHOICES
 from roofline.format import fmt_seconds
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
+from roofline.precision import auto_math_summary
 from roofline.report import Metric
 from roofline.serving import (
     Traffic,
@@ -139,6 +138,8 @@ note = roofs_caption(measured, list(selected))
 if note:
     st.caption(note)
 st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))
+if math_note := auto_math_summary(precision, hws, moe=model.moe is not None):
+    st.caption(math_note)
 if prompt + output - 1 > model.max_context:
     asked = (
         f"Prompt {prompt:,} + output {output:,} exceed {md_escape(model.name)}'s maximum context of "

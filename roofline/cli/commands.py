@@ -270,6 +270,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.target_rate is not None:
         raise CliError("--target-rate: the replicas a rate needs come with --capacity")
 
+    from roofline.precision import auto_math_summary
     from roofline.serving import (
         Traffic,
         best_under_targets,
@@ -367,7 +368,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "chunked_prefill": chunked,
         "precision": {
             "weights": precision.weight_dtype,
-            "math": precision.act_dtype,
+            "math": precision.act_dtype,  # "auto": math_note says what each device runs
+            "math_note": auto_math_summary(precision, devices, moe=model.moe is not None),
             "kv": precision.kv_dtype,
             "fp8_scaling": precision.resolved(model).to_json()["fp8_scaling"],
         },

@@ -260,7 +260,12 @@ def kv(d: dict, hardware_name: str, model_name: str) -> str:
     return "\n".join(lines)
 
 
+SIXTEEN = {"fp16": "bf16"}  # a part without bf16 runs fp16: the same math, for telling devices apart
+
+
 def advise(d: dict, model_name: str) -> str:
+    # A math column where the devices compute apart (fp8 weights on "auto": W8A8 or weight-only).
+    apart = len({SIXTEEN.get(r["math"], r["math"]) for r in d["ranking"] if r.get("math")}) > 1
     rows = [
         [
             r["rank"] or "-",
@@ -268,6 +273,7 @@ def advise(d: dict, model_name: str) -> str:
             ("≥ " if r["time_is_lower_bound"] else "") + fmt_seconds(r["time_s"]) if r["time_s"] else "n/a",
             fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
             r["roofs"],
+            *([r.get("math") or "-"] if apart else []),
             (f"{r['tokens_per_s']:,.0f}" if r["tokens_per_s"] >= 10 else f"{r['tokens_per_s']:.3g}")
             if r["tokens_per_s"]
             else "n/a",
@@ -276,10 +282,11 @@ def advise(d: dict, model_name: str) -> str:
         ]
         for r in d["ranking"]
     ]
+    heads = ["#", "hardware", "time", "ideal bound", "roofs", *(["math"] if apart else []), "tokens/s", "bound", "fits"]
     lines = [
         f"{model_name} {d['phase']}, batch {d['batch']}, seq {d['seq_len']}, TP={d['tp']}{ranks_text(d)}, "
         f"{precision_text(d['precision'])}; ranked by {d['objective']}",
-        table(["#", "hardware", "time", "ideal bound", "roofs", "tokens/s", "bound", "fits"], rows),
+        table(heads, rows),
         "",
     ]
     measured = {

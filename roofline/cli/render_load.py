@@ -107,6 +107,8 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         lines.append(f"  CUDA graphs: {graphs}")
     if d.get("known_error"):
         lines.append(f"  {d['known_error']['words']}")
+    if d.get("math_note"):
+        lines.append(f"  {d['math_note']}")
     return "\n".join(lines)
 
 

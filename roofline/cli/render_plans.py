@@ -185,6 +185,8 @@ def serve(d: dict, model_name: str) -> str:
         )
     )
     lines.append(d["searched"])
+    if d["precision"].get("math_note"):
+        lines.append(d["precision"]["math_note"])
     lines += list(d.get("skipped_tp", {}).values())
     notes = list(d.get("roofs", {}).values())
     lines += notes[:12] + ([f"... and {len(notes) - 12} more devices"] if len(notes) > 12 else [])

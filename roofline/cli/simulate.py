@@ -63,6 +63,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
 
 def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     from roofline.known_error import for_settings
+    from roofline.precision import auto_math_summary
     from roofline.serving.simulation.api import simulate_serving, to_json
     from roofline.serving.simulation.load import Lengths, Load, make_requests
     from roofline.serving.simulation.metrics import Targets
@@ -149,11 +150,12 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     if args.replicas > MAX_REPLICAS:
         raise CliError(f"--replicas: at most {MAX_REPLICAS}, got {args.replicas}")
     settings = settings_from_args(args)
+    precision = precision_from_args(args)
     sim = simulate_serving(
         model,
         hw,
         requests,
-        precision_from_args(args),
+        precision,
         tp,
         settings,
         not args.no_chunked_prefill,
@@ -164,6 +166,7 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     data = {"model": model.id, "hardware": hw.id, "tp": tp, "load": load}
     data |= to_json(sim, Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3))
     data["known_error"] = for_settings(settings, hw).to_json()
+    data["math_note"] = auto_math_summary(precision, [hw], moe=model.moe is not None)
     emit(args, data, lambda: render_text(data, model.name, hw.name))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -68,7 +68,9 @@ def extra_precision(precision: Precision) -> Precision | None:
     """The precision to search beside the defaults (``also``): the user's own, unless it is the
     default bf16 throughout, which is searched anyway."""
     plain = Precision(fp8_scaling=precision.fp8_scaling, group_size=precision.group_size)  # int4's groups aside
-    return None if precision == plain else precision
+    # bf16 math asked outright is what "auto" runs bf16 weights in on every device.
+    same = precision if precision.act_dtype != "bf16" else replace(precision, act_dtype=plain.act_dtype)
+    return None if same == plain else precision
 
 
 def splittable_tps(model: ModelConfig, tps: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, str]]:
