@@ -106,12 +106,15 @@ class Precision:
         return "fp8" in (self.weight_dtype, self.expert_weight_dtype)
 
     def resolved(self, model: ModelConfig) -> Precision:
-        """This precision with "auto" fp8 scaling made the model's own FP8 checkpoint's (model_db's
-        ``fp8_checkpoint``), per-tensor where the model records none."""
-        if self.fp8_scaling != "auto":
-            return self
+        """This precision as it applies to ``model``: "auto" fp8 scaling made the model's own FP8
+        checkpoint's (model_db's ``fp8_checkpoint``), per-tensor where the model records none, and
+        a dense model's experts' format dropped (it has none, and "auto" math must not see it)."""
+        dense = model.moe is None and self.expert_weight_dtype is not None
+        p = replace(self, expert_weight_dtype=None) if dense else self
+        if p.fp8_scaling != "auto":
+            return p
         checkpoint = model.fp8_checkpoint
-        return _scaled(self, checkpoint.scaling if checkpoint else "per-tensor")
+        return _scaled(p, checkpoint.scaling if checkpoint else "per-tensor")
 
     @property
     def math_dtype(self) -> str:

@@ -113,6 +113,16 @@ def test_mixed_weight_formats_compute_in_bf16_and_say_why():
     assert run.act_dtype == "fp16" and notes[1].startswith("math fp16 (auto): NVIDIA RTX A6000 has no fp8 math")
 
 
+def test_a_dense_models_experts_format_does_not_enter_auto_math():
+    # The pages keep the experts' picker for every model: on a dense one it is moot, W8A8 stands.
+    asked = Precision("fp8", expert_weight_dtype="bf16")
+    assert asked.resolved(LLAMA).expert_weight_dtype is None
+    plans = best_under_targets(LLAMA, [H100], Traffic(1024, 256), 2.0, 0.05, tps=(1,), precisions=(), also=asked)
+    assert plans[0].act_dtype == "fp8"
+    step = analyze_step(Workload(LLAMA, "decode", 1, 100, precision=asked), H100, IDEAL)
+    assert step.workload.precision.act_dtype == "fp8"
+
+
 def test_a_summary_says_what_each_device_runs_in():
     devices = [H100, A100, B200]
     assert auto_math_summary(Precision("fp8"), devices) == (
