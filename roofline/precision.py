@@ -67,7 +67,10 @@ def _engine_math(weight_dtype: str, expert_weight_dtype: str | None, hw: Hardwar
         return "bf16", f"{hw.name} has no {math} math"
     peaks = hw.peak_tflops.as_dict()
     if math not in peaks and ("bf16" in peaks or "fp16" in peaks):  # else both are lower bounds: the engines'
-        return "bf16", f"{hw.name} publishes no {math} peak to time W{_WA[math]} GEMMs at"
+        return "bf16", (
+            f"{hw.name} publishes no {math} peak to time W{_WA[math]} GEMMs at (set the compute dtype to {math} "
+            "for them on an engine's measured kernels, where the device has them)"
+        )
     return math, ""
 
 
@@ -282,19 +285,32 @@ def _scaled(precision: Precision, scaling: str) -> Precision:
 SUMMARY_NAMES = 6  # devices an auto-math summary names; more are counted
 
 
-def auto_math_summary(precision: Precision, devices: Sequence[Hardware], moe: bool = True) -> str:
-    """One line of what "auto" math runs in on each device, where a weight format has a narrower
-    engine math than bf16: "Math (auto): fp8, W8A8, on H100 SXM5 80GB; bf16, weight-only, on A100
-    SXM4 80GB." ("" otherwise; ``moe=False`` for a dense model, whose experts' format is moot)."""
-    experts = precision.expert_weight_dtype if moe else None
-    if precision.act_dtype != MATH_AUTO or not {precision.weight_dtype, experts} & set(ENGINE_MATH):
-        return ""
-    by_math: dict[str, list[str]] = {}
+def auto_math_groups(precision: Precision, devices: Sequence[Hardware], moe: bool = True) -> dict[str, list[str]]:
+    """The devices that can run the precision, by the math "auto" runs it in on each (after the
+    fp16 swap of a part without bf16); empty unless the math is "auto" and a weight format has a
+    narrower engine math than bf16 (``moe=False`` for a dense model, whose experts' format is moot)."""
+    p = precision if moe else replace(precision, expert_weight_dtype=None)
+    if p.act_dtype != MATH_AUTO or not {p.weight_dtype, p.expert_weight_dtype} & set(ENGINE_MATH):
+        return {}
+    groups: dict[str, list[str]] = {}
     for hw in devices:
-        by_math.setdefault(engine_math(precision.weight_dtype, hw, experts), []).append(hw.name)
-    many = len(devices) > SUMMARY_NAMES  # past a few devices, counted rather than named
+        run = p.on(hw, need_peak=False)[0]
+        weights = tuple(f for f in (run.weight_dtype, run.expert_weight_dtype) if f)
+        if not hw.unsupported_formats(weights, (), run.act_dtype):  # a device that cannot run it is left out
+            groups.setdefault(run.act_dtype, []).append(hw.name)
+    return groups
+
+
+def auto_math_summary(precision: Precision, devices: Sequence[Hardware], moe: bool = True) -> str:
+    """One line of ``auto_math_groups``: "Math (auto, ...): fp8, W8A8, on H100 SXM5 80GB; bf16,
+    weight-only, on A100 SXM4 80GB." ("" where there are none)."""
+    groups = auto_math_groups(precision, devices, moe)
+    if not groups:
+        return ""
+    many = sum(map(len, groups.values())) > SUMMARY_NAMES  # past a few devices, counted rather than named
     parts = [
-        f"{m}, {'W' + _WA[m] if m in _WA else 'weight-only'}, on {f'{len(on)} devices' if many else ', '.join(on)}"
-        for m, on in by_math.items()
+        f"{m}, {'W' + _WA[m] if m in _WA else 'weight-only'}, on "
+        + (f"{len(on)} device{'s' if len(on) > 1 else ''}" if many else ", ".join(on))
+        for m, on in groups.items()
     ]
     return "Math (auto, as the serving engines run these weights): " + "; ".join(parts) + "."

@@ -8,7 +8,7 @@ import pytest
 from roofline.hardware import get_hardware
 from roofline.inference import analyze_step
 from roofline.models import get_model
-from roofline.precision import auto_math_summary
+from roofline.precision import auto_math_groups, auto_math_summary
 from roofline.serving import Traffic, best_under_targets, extra_precision
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload, engine_math
@@ -59,6 +59,7 @@ def test_a_note_says_what_auto_chose_and_memory_questions_stay_quiet():
 
 def test_ops_of_an_unresolved_fp8_precision_wait_for_a_device():
     assert Precision(weight_dtype="int4").math_dtype == "bf16"  # bf16 on every device
+    assert Precision("fp8", expert_weight_dtype="bf16").math_dtype == "bf16"  # mixed: bf16 on every device
     with pytest.raises(ValueError, match="depends on the device"):
         _ = Precision(weight_dtype="fp8").math_dtype
 
@@ -95,6 +96,8 @@ def test_the_cheapest_setup_search_reads_auto_per_device_and_sweeps_each_setup_o
 
 
 def test_mixed_weight_formats_compute_in_bf16_and_say_why():
+    assert Precision("fp8", expert_weight_dtype="mxfp4").on(H100)[0].act_dtype == "bf16"
+    assert Precision("fp8", expert_weight_dtype="fp8").on(H100)[0].act_dtype == "fp8"  # one narrow math
     mixed = Precision("bf16", expert_weight_dtype="fp8")
     run, notes = mixed.on(H100)
     assert run.act_dtype == "bf16" and mixed.math_dtype == "bf16"
@@ -134,6 +137,17 @@ def test_a_summary_says_what_each_device_runs_in():
     assert auto_math_summary(Precision("bf16", expert_weight_dtype="fp8"), devices, moe=False) == ""
     many = [get_hardware(h) for h in ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l4", "a10", "mi300x")]
     assert "fp8, W8A8, on 5 devices; bf16, weight-only, on 2 devices" in auto_math_summary(Precision("fp8"), many)
+    # An MoE's fp8 weights beside mxfp4 experts mix formats: bf16 everywhere.
+    assert "bf16, weight-only, on NVIDIA H100" in auto_math_summary(
+        Precision("fp8", expert_weight_dtype="mxfp4"), [H100]
+    )
+    # A device that cannot take the weights is left out; one without bf16 is named with fp16, its math.
+    t4, a6000 = get_hardware("t4"), get_hardware("a6000")
+    assert auto_math_summary(Precision("fp8"), [H100, t4, a6000]) == (
+        "Math (auto, as the serving engines run these weights): fp8, W8A8, on NVIDIA H100 SXM5 80GB; fp16, "
+        "weight-only, on NVIDIA RTX A6000."
+    )
+    assert auto_math_groups(Precision("nvfp4"), [H100, B200]) == {"fp4": [B200.name]}
 
 
 def test_advise_gives_each_device_its_math(capsys):
@@ -149,6 +163,33 @@ def test_advise_gives_each_device_its_math(capsys):
     assert "  math  " in capsys.readouterr().out  # the text ranking's column, where devices differ
     assert main(argv) == 0
     assert "  math  " not in capsys.readouterr().out
+    # serve: the summary in its JSON and its text, the cheapest-setup search and a simulated run alike.
+    serve = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--hardware", "a100-sxm-80gb"]
+    assert main([*serve, "--weight-dtype", "fp8", "--json"]) == 0
+    note = json.loads(capsys.readouterr().out)["precision"]["math_note"]
+    assert "fp8, W8A8, on NVIDIA H100 SXM5 80GB; bf16, weight-only, on NVIDIA A100 SXM4 80GB" in note
+    assert main([*serve, "--weight-dtype", "fp8"]) == 0
+    assert note in capsys.readouterr().out
+    run = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--weight-dtype", "fp8", "--rate", "2"]
+    assert main([*run, "--requests", "20"]) == 0
+    assert "Math (auto, as the serving engines run these weights): fp8, W8A8" in capsys.readouterr().out
+    # A dense model's experts' format is moot: not an extra precision to search.
+    assert main([*serve, "--expert-weight-dtype", "fp8", "--json"]) == 0
+    assert "precision set here" not in json.loads(capsys.readouterr().out)["searched"]
+
+
+def test_the_advisor_pages_math_column_shows_where_devices_compute_apart():
+    from dashboard.advisor_view import ranking_table
+
+    def row(hw, math):
+        return {"hardware": hw, "name": hw, "rank": 1, "time_s": 1e-3, "ideal_time_s": 1e-3, "roofs": "datasheet",
+                "tokens_per_s": 1.0, "tokens_per_s_per_watt": 1.0, "bound": "memory", "fits": True,
+                "why_not": None, "smallest_tp": None, "math": math}  # fmt: skip
+
+    apart, _ = ranking_table([row("h100-sxm", "fp8"), row("a100-sxm-80gb", "bf16")], "latency")
+    assert list(apart["math"]) == ["fp8", "bf16"]
+    same, _ = ranking_table([row("a100-sxm-80gb", "bf16"), row("t4", "fp16")], "latency")  # fp16: bf16's math
+    assert "math" not in same.columns
 
 
 def test_the_pages_default_math_is_auto_and_says_what_it_chose():

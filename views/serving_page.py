@@ -289,7 +289,7 @@ def plan(errors: bool = True) -> list:
             *args,
             fp8_scaling=precision.fp8_scaling,
             chunked=bool(chunked),
-            also=extra_precision(precision),
+            also=extra_precision(precision.resolved(model)),
         )
     except ValueError:
         if errors:
@@ -325,7 +325,7 @@ if is_open(targets_tab):
                 splittable_tps(model, (1, 2, 4, 8))[0],
                 precision.fp8_scaling,
                 bool(chunked),
-                extra_precision(precision),
+                extra_precision(precision.resolved(model)),
             )
             + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "

@@ -301,7 +301,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
     chunked = not args.no_chunked_prefill
-    also = extra_precision(precision)  # the user's own precision, searched beside the defaults
+    also = extra_precision(precision.resolved(model))  # the user's own precision, searched beside the defaults
     # The plan runs as the command's frontier.
     scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": chunked, "also": also}
     frontier = []
