@@ -1,6 +1,8 @@
 """The Serving page's frontier chart: log axes with several labels, the TPOT target drawn, points
 that miss the TTFT target hollow, what each figure rests on, and a device without a price."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
 
