@@ -16,7 +16,7 @@ from roofline.plots.capacity import crossover_figure
 from roofline.plots.roofline import _roof_widths
 from roofline.plots.training import loading_figure, training_memory_figure
 from tests.page_helpers import ROOT, page
-from tests.test_serving import _frontier
+from tests.test_serving_frontier_page import _frontier
 
 
 def test_a_device_limit_far_above_the_bars_is_named_not_drawn():
