@@ -8,6 +8,7 @@ from dashboard.share import CELL_PAD_PX, CHAR_PX
 from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_seconds
 from roofline.lazy import pandas as pd
+from roofline.precision import maths_apart
 
 # The ranking's key figure for each objective: (field of a ranking row, column heading).
 RANKED_BY = {
@@ -72,8 +73,7 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
     on_ideal = bool(ranking) and ranking[0].get("ranked_on") == "ideal bound"
     expected = "expected " if on_ideal else ""
     key_heading = {"latency": "time", "throughput": "tokens/s", "per-watt": "tokens/s/W"}[objective]
-    # A column where the devices compute apart (fp16 on a part without bf16 is the same math).
-    maths = {"bf16" if r["math"] == "fp16" else r["math"] for r in ranking if r.get("math")}
+    apart = maths_apart(r.get("math") for r in ranking)  # a column where the devices compute apart
     rows = []
     for r in ranking:
         figures = {
@@ -83,7 +83,7 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
             else "n/a",
             "ideal bound": fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
             "roofs": r["roofs"],
-            **({"math": r.get("math") or ""} if len(maths) > 1 else {}),
+            **({"math": r.get("math") or ""} if apart else {}),
             f"{expected}tokens/s": r["tokens_per_s"],
             f"{expected}tokens/s/W": r["tokens_per_s_per_watt"],
         }

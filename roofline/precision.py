@@ -4,7 +4,7 @@ cache's format, and the field checks every record shares."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -54,15 +54,21 @@ def engine_math(weight_dtype: str, hw: Hardware, expert_weight_dtype: str | None
     return _engine_math(weight_dtype, expert_weight_dtype, hw)[0]
 
 
+def _narrow(weight_dtype: str, expert_weight_dtype: str | None) -> tuple[str | None, bool]:
+    """(the one narrower-than-bf16 engine math every linear format shares, or None; whether the
+    formats mix a narrow one with another)."""
+    narrow = {ENGINE_MATH.get(f) for f in (weight_dtype, expert_weight_dtype) if f}
+    return (next(iter(narrow)) if len(narrow) == 1 else None), len(narrow) > 1
+
+
 def _engine_math(weight_dtype: str, expert_weight_dtype: str | None, hw: Hardware) -> tuple[str, str]:
     """(math, why the narrow math was not taken: "" where it was, or where there is none)."""
-    formats = tuple(dict.fromkeys(f for f in (weight_dtype, expert_weight_dtype) if f))
-    narrow = {ENGINE_MATH.get(f) for f in formats}
-    if narrow == {None}:
+    math, mixed = _narrow(weight_dtype, expert_weight_dtype)
+    if mixed:
+        formats = " and ".join(dict.fromkeys(f for f in (weight_dtype, expert_weight_dtype) if f))
+        return "bf16", f"the linear layers mix {formats} weights and compute in one dtype"
+    if math is None:
         return "bf16", ""
-    if len(narrow) > 1:
-        return "bf16", f"the linear layers mix {' and '.join(formats)} weights and compute in one dtype"
-    (math,) = narrow
     if hw.supports_math(math) is False:
         return "bf16", f"{hw.name} has no {math} math"
     peaks = hw.peak_tflops.as_dict()
@@ -127,11 +133,10 @@ class Precision:
         ``on`` one."""
         if self.act_dtype != MATH_AUTO:
             return self.act_dtype
-        formats = {f for f in (self.weight_dtype, self.expert_weight_dtype) if f}
-        narrow = {ENGINE_MATH.get(f) for f in formats}
-        if len(narrow) == 1 and None not in narrow:
+        if _narrow(self.weight_dtype, self.expert_weight_dtype)[0] is not None:
+            formats = " and ".join(dict.fromkeys(f for f in (self.weight_dtype, self.expert_weight_dtype) if f))
             raise ValueError(
-                f"math auto with {' and '.join(sorted(formats))} weights depends on the device: resolve it with "
+                f"math auto with {formats} weights depends on the device: resolve it with "
                 "Precision.on(hw) or Workload.on(hw) before building the step's ops"
             )
         return "bf16"  # no narrow format, or formats that mix: bf16 on every device
@@ -180,7 +185,10 @@ class Precision:
         lower bounds from memory bandwidth. Memory questions (``need_peak=False``) only note
         what the device cannot run."""
         peaks = hw.peak_tflops.as_dict()
-        p, notes = self.math_on(hw), []
+        p, notes, why = self, [], ""
+        if self.act_dtype == MATH_AUTO:
+            math, why = _engine_math(self.weight_dtype, self.expert_weight_dtype, hw)
+            p = replace(self, act_dtype=math)
         bf16 = "bf16" in (p.act_dtype, p.act_storage, p.weight_dtype, p.expert_weight_dtype, p.kv_dtype)
         if bf16 and "bf16" not in peaks and "fp16" in peaks:
             swap = {
@@ -192,7 +200,7 @@ class Precision:
             notes.append(f"{hw.name} has no bf16 math: fp16 is used instead (same two bytes per value)")
         auto = self.act_dtype == MATH_AUTO
         if need_peak and auto:
-            notes += _auto_math_note(self, p.act_dtype, hw)
+            notes += _auto_math_note(self, p.act_dtype, why, hw)
         weights = tuple(f for f in (p.weight_dtype, p.expert_weight_dtype) if f)
         missing = hw.unsupported_formats(weights, (p.kv_dtype,), p.act_dtype)
         if missing:
@@ -260,13 +268,11 @@ class Precision:
         }
 
 
-def _auto_math_note(asked: Precision, math: str, hw: Hardware) -> list[str]:
-    """What "auto" math chose on ``hw`` (``math``, after any fp16 swap), where a linear format has
-    a narrower engine math than bf16 (``ENGINE_MATH``); nothing where none has."""
-    formats = [f for f in dict.fromkeys((asked.weight_dtype, asked.expert_weight_dtype)) if f]
-    narrow, why = _engine_math(asked.weight_dtype, asked.expert_weight_dtype, hw)
-    named = " and ".join(f for f in formats if f in ENGINE_MATH)
-    if narrow == "bf16" and not why:
+def _auto_math_note(asked: Precision, math: str, why: str, hw: Hardware) -> list[str]:
+    """What "auto" math chose on ``hw`` (``math``, after any fp16 swap; ``why``: ``_engine_math``'s
+    reason for bf16), where a linear format has a narrower engine math than bf16; nothing where none has."""
+    named = " and ".join(f for f in dict.fromkeys((asked.weight_dtype, asked.expert_weight_dtype)) if f in ENGINE_MATH)
+    if not named:
         return []
     if not why:
         return [
@@ -290,7 +296,7 @@ def auto_math_groups(precision: Precision, devices: Sequence[Hardware], moe: boo
     fp16 swap of a part without bf16); empty unless the math is "auto" and a weight format has a
     narrower engine math than bf16 (``moe=False`` for a dense model, whose experts' format is moot)."""
     p = precision if moe else replace(precision, expert_weight_dtype=None)
-    if p.act_dtype != MATH_AUTO or not {p.weight_dtype, p.expert_weight_dtype} & set(ENGINE_MATH):
+    if p.act_dtype != MATH_AUTO or _narrow(p.weight_dtype, p.expert_weight_dtype) == (None, False):
         return {}
     groups: dict[str, list[str]] = {}
     for hw in devices:
@@ -302,9 +308,13 @@ def auto_math_groups(precision: Precision, devices: Sequence[Hardware], moe: boo
 
 
 def auto_math_summary(precision: Precision, devices: Sequence[Hardware], moe: bool = True) -> str:
+    """``auto_math_line`` of ``auto_math_groups``."""
+    return auto_math_line(auto_math_groups(precision, devices, moe))
+
+
+def auto_math_line(groups: dict[str, list[str]]) -> str:
     """One line of ``auto_math_groups``: "Math (auto, ...): fp8, W8A8, on H100 SXM5 80GB; bf16,
     weight-only, on A100 SXM4 80GB." ("" where there are none)."""
-    groups = auto_math_groups(precision, devices, moe)
     if not groups:
         return ""
     many = sum(map(len, groups.values())) > SUMMARY_NAMES  # past a few devices, counted rather than named
@@ -314,3 +324,8 @@ def auto_math_summary(precision: Precision, devices: Sequence[Hardware], moe: bo
         for m, on in groups.items()
     ]
     return "Math (auto, as the serving engines run these weights): " + "; ".join(parts) + "."
+
+
+def maths_apart(maths: Iterable[str | None]) -> bool:
+    """Whether devices compute in more than one math (fp16 on a part without bf16 is bf16's)."""
+    return len({"bf16" if m == "fp16" else m for m in maths if m}) > 1

@@ -46,7 +46,7 @@ from roofline.format import dumps_strict, fmt_seconds
 from roofline.lazy import pandas as pd
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.ranking import ranking_figure
-from roofline.precision import auto_math_groups, auto_math_summary
+from roofline.precision import auto_math_groups, auto_math_line, maths_apart
 from roofline.report import Metric
 from roofline.settings import Settings
 from roofline.workload import Workload
@@ -166,9 +166,8 @@ if engine != "ideal":  # which engine's kernels the expected times read, on the 
     if scaling_note := fp8_scaling_note(precision, model, engine):
         st.caption(scaling_note)
 math_groups = auto_math_groups(precision, list(devices.values()), moe=model.moe is not None)
-if math_note := auto_math_summary(precision, list(devices.values()), moe=model.moe is not None):
-    apart = len({"bf16" if m == "fp16" else m for m in math_groups}) > 1  # as the ranking's column shows
-    st.caption(math_note + (" The ranking's math column says which." if apart else ""))
+if math_note := auto_math_line(math_groups):  # the ranking's math column is there where devices compute apart
+    st.caption(math_note + (" The ranking's math column says which." if maths_apart(math_groups) else ""))
 report = Report()
 
 

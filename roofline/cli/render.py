@@ -260,12 +260,11 @@ def kv(d: dict, hardware_name: str, model_name: str) -> str:
     return "\n".join(lines)
 
 
-SIXTEEN = {"fp16": "bf16"}  # a part without bf16 runs fp16: the same math, for telling devices apart
-
-
 def advise(d: dict, model_name: str) -> str:
     # A math column where the devices compute apart (fp8 weights on "auto": W8A8 or weight-only).
-    apart = len({SIXTEEN.get(r["math"], r["math"]) for r in d["ranking"] if r.get("math")}) > 1
+    from roofline.precision import maths_apart
+
+    apart = maths_apart(r.get("math") for r in d["ranking"])
     rows = [
         [
             r["rank"] or "-",
