@@ -350,3 +350,45 @@ def test_a_strict_grid_gives_no_answer_beside_a_point_left_out():
     assert np.exp(strict((8.0,))[0]) == pytest.approx(4e-5)  # both corners measured: sqrt(2 x 8) x 1e-5
     assert np.exp(strict((4.0,))[0]) == pytest.approx(2e-5)  # on a measured point
     assert np.exp(strict((32.0,))[0]) == pytest.approx(16e-5)  # past the edge: the last slope (1) carries on
+
+
+def test_a_gemm_timed_slower_than_twice_its_rows_keeps_its_time_and_says_so(tmp_path, monkeypatch):
+    """Twice the rows is twice the work: a table timing m = 1 at 30 us and m = 2 at 12 us ran the
+    smaller GEMM on a slower path. The engine runs it so (the time stands); the label says what
+    was measured. 12 -> 13 -> 14 us is an ordinary small GEMM, and the largest m has no 2 m."""
+    from types import SimpleNamespace
+
+    from roofline.tables.source import KernelTables
+
+    gemm_ms = {1: 0.030, 2: 0.012, 4: 0.013, 8: 0.014}
+    _fake_engine_db(
+        tmp_path / "pkg",
+        "vllm",
+        "b200_sxm",
+        [{"gemm_dtype": "bfloat16", "m": m, "n": 4096, "k": 4096, "latency": t} for m, t in gemm_ms.items()],
+    )
+    _open_only(tmp_path, monkeypatch)
+    p = TablePredictor.open("b200", "vllm")
+    one = p.gemm(1, 4096, 4096, "bf16")
+    assert one.time_s == pytest.approx(30e-6, rel=2e-3)
+    assert "at m = 1 this table measured 2.5x its time at m = 2 (twice the rows" in one.label  # 30 / 12
+    for m in (2, 4, 8):  # 12/13, 13/14, and 16 past the grid
+        assert "twice the rows" not in p.gemm(m, 4096, 4096, "bf16").label
+    meta = {"kind": "matmul", "m": np.array([2.0, 1.0, 4.0]), "n": 4096, "k": 4096}
+    op = SimpleNamespace(meta=meta, weight_bytes=4096 * 4096 * 2.0, dtype="bf16")
+    answer = KernelTables(p).op_seconds(op)
+    assert answer.seconds == pytest.approx(np.array([12e-6, 30e-6, 13e-6]), rel=2e-3)
+    assert "at m = 1 this table measured 2.5x" in answer.label
+    op.meta["m"] = np.array([2.0, 4.0])
+    assert "twice the rows" not in KernelTables(p).op_seconds(op).label
+
+
+@shipped
+def test_shipped_vllm_fp8_gemm_at_one_row_on_blackwell_is_said_to_be_slower_than_two():
+    """vLLM 0.24.0's per-tensor FP8 GEMM at m = 1 on a B200 measured over twice its m = 2 time
+    (same kernel class recorded); on an H100 it did not."""
+    b200, h100 = TablePredictor.open("b200", "vllm"), TablePredictor.open("h100-sxm", "vllm")
+    slow = b200.gemm(1, 4096, 4096, "fp8")
+    assert "at m = 1 this table measured" in slow.label and slow.time_s > 2 * b200.gemm(2, 4096, 4096, "fp8").time_s
+    assert "twice the rows" not in b200.gemm(2, 4096, 4096, "fp8").label
+    assert "twice the rows" not in h100.gemm(1, 4096, 4096, "fp8").label

@@ -83,6 +83,13 @@ NO_SCALE_TABLE_NOTE = "no scale-computation table in this file: read as timed"
 # table has no answer there (the datasheet stands, and says so). A decode step runs in a graph.
 EAGER_TIMED_GEMM = {("vllm", "fp8_block"): "fp8"}  # -> the graph-timed table it is checked against
 HOST_BOUND_FACTOR = 2.0
+# A GEMM with twice the rows does twice the work; a table whose time at m is more than this factor
+# (the spread that tells MoE routings apart at one token, roofline.routing) over its time at 2 m
+# timed the smaller GEMM on a slower path. The time stands as measured (the engine runs it so), and
+# its label says so: vLLM 0.24.0's per-tensor FP8 GEMM at m = 1 on B200, B300 and GB200 is 2.3-2.8x
+# its time at m = 2 to 8 on most shapes, the same kernel class recorded at both (kernel_source).
+SLOWER_THAN_TWICE = 1.5
+SLOWER_CACHE_SIZE = 4096
 # roofline expert weight formats -> the MoE tables' names. For mxfp4 the names are kernels for the
 # same weights (bf16 or mxfp8 activations): the fastest measured wins, as everywhere in these
 # tables (the converter keeps the fastest kernel per shape). Otherwise they are different
@@ -114,6 +121,7 @@ class TablePredictor:
         self.device, self.engine, self.version = entry["device"], entry["engine"], entry["version"]
         self.asked = asked if asked != self.version else None  # a version asked for and not installed
         self._grids: dict[tuple, LogGrid | None] = {}
+        self._slower: dict[tuple, str] = {}  # slower_than_twice's answers
 
     @classmethod
     def open(
@@ -218,10 +226,13 @@ class TablePredictor:
         time_s = None if np.isnan(seconds[0]) else float(seconds[0])
         return Prediction(time_s, f"{answer.label}; {note}", answer.extrapolated)
 
-    def as_engine_runs(self, seconds: np.ndarray, table_dtype: str, m, n, k) -> tuple[np.ndarray, str]:
+    def as_engine_runs(
+        self, seconds: np.ndarray, table_dtype: str, m, n, k, compare: bool = True
+    ) -> tuple[np.ndarray, str]:
         """GEMM times read off this engine's ``table_dtype`` table at each ``m`` (arrays), ``n`` and
         ``k``, as the engine runs them (NaN where the table's time is not the kernel's), and what
-        was changed ('' where nothing was)."""
+        was changed or found ('' where nothing was; ``compare``: whether a smaller GEMM timed slower
+        than twice its rows is looked for, ``slower_than_twice``)."""
         notes = []
         if table_dtype == "fp8":  # as run with a checkpoint's static scales: less the scale computation
             scale = self.grid("compute_scale", {"quant_dtype": "fp8"})
@@ -245,7 +256,38 @@ class TablePredictor:
             if np.any(host & np.isfinite(seconds)):
                 seconds = np.where(host, np.nan, seconds)
                 notes.append(self.host_bound_note(table_dtype))
-        return seconds, "; ".join(notes)
+        if compare:
+            notes.append(self.slower_than_twice(seconds, table_dtype, m, n, k))
+        return seconds, "; ".join(note for note in notes if note)
+
+    def slower_than_twice(self, seconds: np.ndarray, table_dtype: str, m, n, k) -> str:
+        """Where the table times the GEMM at some ``m`` over ``SLOWER_THAN_TWICE`` x its time at 2 m
+        (as the engine runs both), what it measured there; '' where it did not."""
+        m = np.maximum(np.asarray(m, float), 1.0)
+        key = (table_dtype, float(n), float(k), m.shape, m.tobytes())  # the same shapes recur across steps
+        if key not in self._slower:
+            if len(self._slower) >= SLOWER_CACHE_SIZE:  # a long-lived server's sweeps: start afresh
+                self._slower.clear()
+            self._slower[key] = self._slower_than_twice(np.asarray(seconds, float), table_dtype, m, n, k)
+        return self._slower[key]
+
+    def _slower_than_twice(self, seconds: np.ndarray, table_dtype: str, m: np.ndarray, n, k) -> str:
+        grid = self.grid("gemm", {"gemm_dtype": table_dtype})
+        if grid is None:
+            return ""
+        log_t, extrapolated = grid.many((2.0 * m, float(n), float(k)))
+        twice, _ = self.as_engine_runs(np.where(extrapolated, np.nan, np.exp(log_t)), table_dtype, 2.0 * m, n, k, False)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio, rows = (a.ravel() for a in np.broadcast_arrays(np.asarray(seconds, float) / twice, m))
+        slow = np.isfinite(ratio) & (ratio > SLOWER_THAN_TWICE)
+        if not np.any(slow):
+            return ""
+        at = float(rows[np.argmax(np.where(slow, ratio, 0.0))])
+        return (
+            f"at m = {at:g} this table measured {np.max(ratio[slow]):.2g}x its time at m = {2 * at:g} (twice the "
+            "rows, twice the work): the engine runs the smaller GEMM on a slower path, so a larger batch costs no "
+            "more here"
+        )
 
     def attention(
         self,
