@@ -118,7 +118,7 @@ def analyze_step(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTING
         raise ValueError(f"phase: analyze_step takes prefill or decode, got {w.phase!r}")
     run, notes = w.on(hw)
     table = evaluate(step_ops(run), settings.ceilings(hw, run.tp, run.cuda_graphs))
-    notes = tuple(notes) + _engine_notes(settings, hw) + _host_notes(table, settings, hw)
+    notes = tuple(notes) + _engine_notes(settings, hw) + _host_notes(table, settings, hw) + _kernel_notes(table)
     if run.phase == "prefill":
         notes += _graph_notes(run, table, settings, hw)
     return StepResult(run, hw, table, footprint(run, hw, settings), notes)
@@ -150,6 +150,26 @@ def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "
         f"{which} is set by {profile.name}'s host work as fitted ({fmt_seconds(c.engine_step_s)} a step, on "
         f"{profile.host_fit.split}), but {found.under:,} of its {found.runs:,} test runs measured a TPOT under that "
         f"(the fastest {found.fastest_ms:.2f} ms): a step this small may take less (accuracy report of {found.report})",
+    )
+
+
+def _kernel_notes(table: OpTable, which: str = "") -> tuple[str, ...]:
+    """The ops whose GEMM the kernel tables timed over 1.5x their time at twice its rows
+    (``TablePredictor.slower_than_twice``), in one note per row count."""
+    if not table.sources:  # the datasheet's roofs: nothing measured
+        return ()
+    from roofline.tables.predict import SLOWER_THAN_TWICE, TablePredictor
+
+    found: dict[float, list[str]] = {}
+    for op, source in zip(table.ops, table.sources):
+        if (at := TablePredictor.slower_than_twice_found(source)) is not None:
+            found.setdefault(at[0], []).append(f"{op.name} {at[1]:.2g}x")
+    step = f"the {which} step's " if which else ""
+    return tuple(
+        f"At m = {m:g} the kernel tables timed {step}GEMMs over {SLOWER_THAN_TWICE:g}x their time at m = "
+        f"{2 * m:g} (twice the rows, twice the work): {', '.join(ops)}. The engine runs them on a slower path "
+        "there, so a larger batch costs no more"
+        for m, ops in found.items()
     )
 
 
@@ -293,7 +313,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     decode_table, decode = None, None
     if contexts.size:
         decode_table = evaluate(step_ops(run.step("decode", contexts)), ceilings)
-        notes += _host_notes(decode_table, settings, hw, "The decode step")
+        notes += _host_notes(decode_table, settings, hw, "The decode step") + _kernel_notes(decode_table, "decode")
         mid_w = run.step("decode", int(contexts[contexts.size // 2]))
         decode = StepResult(
             mid_w, hw, evaluate(step_ops(mid_w), ceilings), footprint(mid_w, hw, settings, False), tuple(notes)

@@ -239,3 +239,23 @@ def test_an_engine_version_must_read_as_one(text, capsys):
     with pytest.raises(SystemExit):
         main(["request", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine-version", text])
     assert "--engine-version: expected a version such as 0.24.0" in capsys.readouterr().err
+
+
+@shipped
+def test_a_step_and_a_request_say_which_gemms_the_tables_timed_slower_than_twice_their_rows():
+    """vLLM's FP8 GEMMs at one row on a B200 (the tables' finding, tests/test_tables.py): the notes
+    name the ops and their ratios, once; a batch of two has none, and neither has the datasheet."""
+    from roofline import analyze
+    from roofline.inference import analyze_request
+
+    def found(notes):
+        return [n for n in notes if "twice the rows" in n]
+
+    step = dict(model="llama-3.1-8b", hardware="b200", seq_len=1152, weight_dtype="fp8")
+    (one,) = found(analyze(**step, batch=1)["notes"])
+    assert one.startswith("At m = 1 the kernel tables timed GEMMs over 1.5x their time at m = 2")
+    assert "QKV projection 2.5x" in one and "output projection" in one
+    assert not found(analyze(**step, batch=2)["notes"]) and not found(analyze(**step, engine="ideal")["notes"])
+    w = Workload(get_model("llama-3.1-8b"), "request", 1, 1024, output_len=64, precision=Precision("fp8"))
+    (decode,) = found(analyze_request(w, get_hardware("b200"), Settings(engine="vllm")).notes)
+    assert decode.startswith("At m = 1 the kernel tables timed the decode step's GEMMs")

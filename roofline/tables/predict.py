@@ -10,6 +10,7 @@ back (to a calibration or the datasheet) and says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -90,6 +91,8 @@ HOST_BOUND_FACTOR = 2.0
 # its time at m = 2 to 8 on most shapes, the same kernel class recorded at both (kernel_source).
 SLOWER_THAN_TWICE = 1.5
 SLOWER_CACHE_SIZE = 4096
+SLOWER_THAN_TWICE_WORDS = "(twice the rows, twice the work)"
+SLOWER_THAN_TWICE_READ = re.compile(r"at m = (\S+) this table measured (\S+)x its time at m = \S+ \(twice the rows")
 # roofline expert weight formats -> the MoE tables' names. For mxfp4 the names are kernels for the
 # same weights (bf16 or mxfp8 activations): the fastest measured wins, as everywhere in these
 # tables (the converter keeps the fastest kernel per shape). Otherwise they are different
@@ -271,6 +274,12 @@ class TablePredictor:
             self._slower[key] = self._slower_than_twice(np.asarray(seconds, float), table_dtype, m, n, k)
         return self._slower[key]
 
+    @staticmethod
+    def slower_than_twice_found(label: str) -> tuple[float, float] | None:
+        """(m, the ratio) of a label's ``slower_than_twice`` note; None where it has none."""
+        found = SLOWER_THAN_TWICE_READ.search(label)
+        return None if found is None else (float(found[1]), float(found[2]))
+
     def _slower_than_twice(self, seconds: np.ndarray, table_dtype: str, m: np.ndarray, n, k) -> str:
         grid = self.grid("gemm", {"gemm_dtype": table_dtype})
         if grid is None:
@@ -284,9 +293,9 @@ class TablePredictor:
             return ""
         at = float(rows[np.argmax(np.where(slow, ratio, 0.0))])
         return (
-            f"at m = {at:g} this table measured {np.max(ratio[slow]):.2g}x its time at m = {2 * at:g} (twice the "
-            "rows, twice the work): the engine runs the smaller GEMM on a slower path, so a larger batch costs no "
-            "more here"
+            f"at m = {at:g} this table measured {np.max(ratio[slow]):.2g}x its time at m = {2 * at:g} "
+            f"{SLOWER_THAN_TWICE_WORDS}: the engine runs the smaller GEMM on a slower path, so a larger batch costs "
+            "no more here"
         )
 
     def attention(
