@@ -17,6 +17,7 @@ from roofline.workload import Workload
 
 DEVICE_COLUMNS = [
     "device",
+    "fits",  # beside the name: a device the workload does not fit has times it cannot reach
     "TTFT",
     "TPOT",
     "ideal TTFT",
@@ -26,7 +27,6 @@ DEVICE_COLUMNS = [
     "tokens/s",
     "prefill",
     "decode",
-    "fits",
     "notes",
 ]
 

@@ -162,6 +162,12 @@ def test_llm_page_does_not_fit_is_explained():
     at = page("views/llm_page.py", model="llama-3.1-405b")
     assert not at.exception
     assert any("does not fit" in w.value for w in at.warning)
+    # A second device it does not fit, the first fitting: warned about too, and "fits" beside its name.
+    at = page("views/llm_page.py", model="llama-3.1-70b", hw=["b200", "h100-sxm"])
+    (warning,) = [w.value for w in at.warning if "does not fit" in w.value]
+    assert "NVIDIA H100 SXM5 80GB" in warning and "It fits at TP=2" in warning and "assume it would" in warning
+    devices = at.dataframe[0].value
+    assert list(devices.columns[:2]) == ["device", "fits"] and devices["fits"].tolist() == [True, False]
 
 
 def test_llm_page_invalid_combination_is_an_error_not_a_traceback():

@@ -263,8 +263,9 @@ report.metrics(
         delta_color="normal" if mem["fits"] else "inverse",
     ),
 )
-if not mem["fits"]:
-    st.warning(does_not_fit(model.name, int(tp), hw, mem))
+for hid, analysis in analyses.items():  # every chosen device that it does not fit, the one in detail first
+    if not (fit := analysis.footprint.to_json())["fits"]:
+        st.warning(does_not_fit(model.name, int(tp), devices[hid], fit) + " Its times assume it would.")
 report.markdown(steps_summary(prefill, decode, int(batch), int(prompt), mid_context, md_escape(hw.name)))
 
 ceilings = prefill.table.ceilings
