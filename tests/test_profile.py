@@ -137,3 +137,24 @@ def test_a_cuda_profile_has_kernels_matched_to_their_ops():
     assert kernels and sum(k.flops for k in kernels) == pytest.approx(op.flops)
     assert 0 < prof.busy_s <= prof.wall_s
     assert summarize(prof, ROOFS)["top_ops"][0]["name"] == "aten::linear"
+
+
+def test_the_cpu_memory_roof_copies_past_the_largest_cache(tmp_path):
+    """A copy that fits the last-level cache measures the cache: each buffer is 4x the largest
+    cache Linux reports, at least 256 MiB and at most 1 GiB (hand-worked from fake sysfs files)."""
+    from roofline.profile.capture import copy_buffer_bytes, largest_cache_bytes
+
+    def caches(**sizes):
+        root = tmp_path / "_".join(sizes.values())
+        for index, size in sizes.items():
+            (root / index).mkdir(parents=True)
+            (root / index / "size").write_text(size + "\n")
+        return str(root)
+
+    epyc = caches(index0="32K", index2="512K", index3="32768K")  # this CI machine's kind: a 32 MiB L3
+    assert largest_cache_bytes(epyc) == 32 * 2**20
+    assert copy_buffer_bytes(epyc) == 256 * 2**20  # 4 x 32 MiB = 128 MiB: the floor
+    assert copy_buffer_bytes(caches(index3="96M")) == 384 * 2**20  # 4 x 96 MiB
+    assert copy_buffer_bytes(caches(index3="1152M")) == 2**30  # a 1.1 GiB V-cache: the ceiling
+    assert largest_cache_bytes(caches(index3="lots")) == 0 and largest_cache_bytes(str(tmp_path / "none")) == 0
+    assert copy_buffer_bytes(str(tmp_path / "none")) == 256 * 2**20

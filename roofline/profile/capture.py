@@ -144,15 +144,48 @@ def profile(
     )
 
 
+# The copy that measures a CPU's memory roof: each of its two buffers COPY_CACHE_MULTIPLE x the
+# largest cache the kernel reports, so the copy streams from DRAM and not from the last-level cache
+# (a 16 MiB copy on a 32 MiB-L3 EPYC read 217 GB/s), within [COPY_MIN_BYTES, COPY_MAX_BYTES].
+CPU_CACHES = "/sys/devices/system/cpu/cpu0/cache"
+COPY_CACHE_MULTIPLE = 4
+COPY_MIN_BYTES = 256 * 2**20
+COPY_MAX_BYTES = 2**30
+_CACHE_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def largest_cache_bytes(caches: str = CPU_CACHES) -> int:
+    """The largest CPU cache Linux reports (``index*/size``: "32768K"), 0 where none is readable."""
+    import glob
+
+    sizes = [0]
+    for path in glob.glob(os.path.join(caches, "index*", "size")):
+        try:
+            text = open(path).read().strip()
+        except OSError:
+            continue
+        unit = _CACHE_UNITS.get(text[-1:].upper(), 1)
+        digits = text[:-1] if text[-1:].upper() in _CACHE_UNITS else text
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes)
+
+
+def copy_buffer_bytes(caches: str = CPU_CACHES) -> int:
+    """Each buffer of the memory-roof copy (``COPY_CACHE_MULTIPLE`` x the largest cache, bounded)."""
+    return int(min(COPY_MAX_BYTES, max(COPY_MIN_BYTES, COPY_CACHE_MULTIPLE * largest_cache_bytes(caches))))
+
+
 def measure_cpu_roofs(seconds: float = 0.2) -> Ceilings:
-    """This CPU's roofs, measured quickly: an FP32 GEMM's rate and a large copy's bandwidth
-    (read + write bytes). What a CPU profile is placed against where no other roofs are given."""
+    """This CPU's roofs, measured quickly: an FP32 GEMM's rate and the bandwidth (read + write
+    bytes) of a copy too large for its caches (``copy_buffer_bytes``). What a CPU profile is
+    placed against where no other roofs are given."""
     import time
 
     torch.manual_seed(0)
     n = 512
     a, b = torch.randn(n, n), torch.randn(n, n)
-    src = torch.empty(16 * 2**20 // 4)
+    src = torch.ones(copy_buffer_bytes() // 4)  # written: an untouched page reads as the shared zero page
     dst = torch.empty_like(src)
 
     def best(fn) -> float:
