@@ -8,10 +8,11 @@ is capacity - weights - workspace - non-torch memory (see ``roofline.memory``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from roofline.defaults import TP_DEGREES
 from roofline.engine import byte_totals
 from roofline.hardware import Hardware
 from roofline.memory import (
@@ -27,7 +28,7 @@ from roofline.memory import (
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
 from roofline.settings import DEFAULT_SETTINGS, Settings
-from roofline.workload import Workload
+from roofline.workload import Workload, valid_tp
 
 
 def context_grid(model: ModelConfig, points_per_octave: int = 4) -> np.ndarray:
@@ -115,16 +116,35 @@ class KVResult:
         if self.weights_fit:
             return None
         w, f = self.workload, self.footprint
-        advice = (
-            f"use TP >= {f.smallest_tp}{beyond_links(self.hardware, f.smallest_tp)}"
-            if f.smallest_tp
-            else ("no TP degree up to 64 is enough")
-        )
+        room = self._weights_tp()
+        asked = f"a batch of {self.batch:,} at {self.context:,} tokens of context"
+        if room is None:
+            advice = "no TP degree up to 64 leaves room for a KV cache"
+        elif room == f.smallest_tp:
+            advice = f"at TP >= {room}{beyond_links(self.hardware, room)} they leave room, and {asked} fits"
+        else:
+            advice = f"at TP >= {room}{beyond_links(self.hardware, room)} they leave room for a KV cache" + (
+                f", and at TP >= {f.smallest_tp}{beyond_links(self.hardware, f.smallest_tp)} {asked} fits"
+                if f.smallest_tp
+                else f"; no TP degree up to 64 holds {asked}"
+            )
         per_device = f", {f.weights_bytes / 1e9:.1f} GB per device at TP={w.tp}," if w.tp > 1 else ""
         return (
             f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({_weight_formats(w)}){per_device} "
             f"against {f.capacity_bytes / 1e9:.1f} GB usable per {self.hardware.name}; {advice}"
         )
+
+    def _weights_tp(self) -> int | None:
+        """The smallest valid TP degree whose weights, workspace and reserved memory leave room for a KV cache."""
+        w = self.workload
+        for tp in TP_DEGREES:
+            if valid_tp(w.model, tp) and tp % w.attention_dp == 0:
+                if (
+                    footprint(replace(w, tp=tp), self.hardware, self.settings, with_smallest_tp=False).kv_budget_bytes
+                    > 0
+                ):
+                    return tp
+        return None
 
     def to_json(self) -> dict[str, object]:
         w, f = self.workload, self.footprint

@@ -254,7 +254,7 @@ def test_kv_json():
 def test_kv_model_that_does_not_fit_is_an_answer():
     out = run("kv", "--model", "llama-3.1-405b", "--hardware", "h100-sxm")
     assert out.returncode == 0
-    assert "weights alone need 811.7 GB" in out.stdout and "use TP >= 16" in out.stdout
+    assert "weights alone need 811.7 GB" in out.stdout and "at TP >= 16" in out.stdout
 
 
 @pytest.mark.parametrize(

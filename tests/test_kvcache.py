@@ -100,10 +100,18 @@ def test_model_that_does_not_fit_says_what_to_do():
     result = analyze_kv(kv_workload(get_model("llama-3.1-405b")), H100, 1, 1024).to_json()
     assert not result["fits"] and result["max_batch"] == 0
     assert result["smallest_tp"] == 16
-    assert "weights alone need 811.7 GB" in result["message"] and "use TP >= 16" in result["message"]
+    assert "weights alone need 811.7 GB" in result["message"] and "at TP >= 16" in result["message"]
     assert "per device" not in result["message"]  # at TP=1 the whole is the per-device figure: said once
     at_tp2 = analyze_kv(kv_workload(get_model("llama-3.1-405b"), tp=2), H100, 1, 1024).to_json()["message"]
     assert "weights alone need 811.7 GB (bf16), 405.9 GB per device at TP=2, against" in at_tp2
+    # The TP that leaves the weights room is not the one that holds the batch asked: Llama 3.1 70B's
+    # 141.1 GB of bf16 weights are 70.6 GB a device at TP 2, under 76.5 GB usable; its fp8 cache,
+    # 80 layers x 8 KV heads x 128 x 2 (K, V) x 1 B = 163,840 B a token, holds 64 x 32,768 tokens in
+    # 343.6 GB: 85.9 GB a device at TP 4 (too much), 42.9 GB at TP 8 beside 17.6 GB of weights.
+    big = analyze_kv(kv_workload(get_model("llama-3.1-70b"), kv="fp8"), H100, 64, 32768).to_json()["message"]
+    assert big.endswith(
+        "at TP >= 2 they leave room for a KV cache, and at TP >= 8 a batch of 64 at 32,768 tokens of context fits"
+    )
 
 
 def test_crossover_by_hand():

@@ -243,7 +243,7 @@ def test_kv_page_fp8_doubles_capacity_and_shows_variants():
 def test_kv_page_model_that_does_not_fit():
     at = page("views/kv_page.py", model="llama-3.1-405b", hw=["h100-sxm"])
     assert not at.exception
-    assert any("use TP >= 16" in w.value for w in at.warning)
+    assert any("at TP >= 16" in w.value for w in at.warning)
 
 
 def test_kv_page_context_above_the_maximum_is_clamped():
