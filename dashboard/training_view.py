@@ -1,9 +1,12 @@
 """Small pieces of the Training page that are not layout: the sequence lengths its memory chart
-sweeps, and a parameter count in words."""
+sweeps, a parameter count in words, the headline's fit metrics."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from roofline.format import fmt_bytes
+from roofline.report import Metric
 
 
 def sequence_lengths(max_context: int, first: int = 256, most: int = 10) -> np.ndarray:
@@ -24,6 +27,26 @@ def fmt_params(count: float) -> str:
 def token_label(tokens: int) -> str:
     """256, 2k, 128k: a context length as model cards write it (k = 1,024 tokens)."""
     return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else f"{tokens:,}"
+
+
+def fit_metrics(result, peak_bytes: float, peak_at: str, device: str, seq: int) -> tuple[Metric, Metric]:
+    """The headline's peak per device (and whether it fits on ``device``, a name made safe for
+    markdown) and the largest micro-batch that fits at ``seq`` tokens, or that none does."""
+    usable = fmt_bytes(result.capacity_bytes)
+    return (
+        Metric(
+            "Peak / device",
+            fmt_bytes(peak_bytes),
+            "fits" if result.fits else "does not fit",
+            delta_color="normal" if result.fits else "inverse",
+            help=f"at the {peak_at} of the step; {usable} usable on {device}",
+        ),
+        Metric(
+            "Max micro-batch",
+            f"{result.largest_micro_batch:,}" if result.largest_micro_batch else "none fits",
+            help=f"the largest that fits, at {seq:,} tokens",
+        ),
+    )
 
 
 def headline_device(name: str, fits: bool, devices: int) -> str:

@@ -16,6 +16,7 @@ from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, device_picker, devices_param, float_in, int_in, one_of, some_of, warn_bad_params
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from dashboard.training_view import (
+    fit_metrics,
     fit_plan,
     fmt_params,
     headline_device,
@@ -216,15 +217,7 @@ headline_note = headline_device(md_escape(primary.name), result.fits, len(result
 if headline_note:
     report.caption(headline_note)
 report.metrics(
-    Metric(
-        "Peak / device",
-        fmt_bytes(peak),
-        "fits" if result.fits else "does not fit",
-        delta_color="normal" if result.fits else "inverse",
-        help=f"at the {mem.peak_at} of the step; {fmt_bytes(result.capacity_bytes)} usable on "
-        f"{md_escape(primary.name)}",
-    ),
-    Metric("Max micro-batch", f"{result.largest_micro_batch:,}", help=f"the largest that fits, at {seq:,} tokens"),
+    *fit_metrics(result, peak, mem.peak_at, md_escape(primary.name), seq),
     Metric(
         "Step",
         fmt_seconds(result.step_time_s),
