@@ -53,6 +53,12 @@ def test_roofline_adding_a_device_adds_its_roof():
     at = page("views/roofline_page.py")
     at.multiselect(key="hw").set_value(["h100-sxm", "mi300x"]).run()
     assert any("AMD Instinct MI300X · bf16" in n for n in trace_names(at))
+    # An fp8 GEMM gets its own roof beside the bf16 picked, on each device: its point sits under it.
+    at.selectbox(key="gemm_dtype").set_value("fp8").run()
+    names = trace_names(at)
+    assert all(
+        any(f"{d} · {dtype}" in n for n in names) for d in ("MI300X", "H100 SXM5 80GB") for dtype in ("bf16", "fp8")
+    )
 
 
 def test_roofline_missing_dtype_is_explained_not_drawn():

@@ -161,7 +161,9 @@ settings = Settings(
 ceilings_by_id = {hid: settings.ceilings(devices[hid], serving=False) for hid in selected}
 if engine != "ideal":
     st.caption(engine_notes(engine, devices, selected, **(llm_moe if llm_id != "none" else {})))
-roofs = [(ceilings_by_id[hid], d) for hid in selected for d in roof_dtypes if d in devices[hid].peak_tflops.as_dict()]
+# The GEMM's own roof always, beside the roof dtypes picked: its point sits under that roof.
+drawn = list(dict.fromkeys([*roof_dtypes, gemm_dtype]))
+roofs = [(ceilings_by_id[hid], d) for hid in selected for d in drawn if d in devices[hid].peak_tflops.as_dict()]
 missing = [
     f"{md_escape(devices[hid].name)} has no {d}"
     for hid in selected
