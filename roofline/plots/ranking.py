@@ -34,7 +34,8 @@ def ranking_figure(
     """``rows`` (ranking rows: ``bound``, ``fits``, ``why_not``, ``time_s``, ``name``) as bars of
     ``values`` (seconds where ``latency``, else a rate named ``label``), one per device in order.
     ``on_ideal``: the values are ideal bounds (the ranking compares devices on the datasheet alone);
-    the axis and the hovers say so, and a latency's hover gives the device's expected time beside it."""
+    the axis, the hovers and the legend's title say so (the colours stay the expected time's
+    regimes), and a latency's hover gives the device's expected time beside it."""
     scale, axis = 1.0, label
     if latency:
         scale, unit = time_unit(values)
@@ -59,7 +60,14 @@ def ranking_figure(
             textposition="inside",
             insidetextanchor="start",
             textfont=dict(size=11, color="#333333"),
-            customdata=[[r["bound_label"], r["why_not"] or "fits", hover_value(r, v)] for r, v in zip(rows, values)],
+            customdata=[
+                [
+                    ("expected time " if on_ideal else "") + str(r["bound_label"]),
+                    r["why_not"] or "fits",
+                    hover_value(r, v),
+                ]
+                for r, v in zip(rows, values)
+            ],
             hovertext=[r["name"] for r in rows],
             hovertemplate="<b>%{hovertext}</b><br>%{customdata[2]}<br>%{customdata[0]}<br>%{customdata[1]}<extra></extra>",
             showlegend=False,
@@ -70,6 +78,8 @@ def ranking_figure(
         fig.add_trace(legend_key(REGIME_LABELS.get(bound, bound), dict(color=REGIME_COLORS[bound], symbol="square")))
     if any(not r["fits"] for r in rows):
         fig.add_trace(legend_key("does not fit", dict(color=NO_FIT, symbol="square")))
+    if on_ideal:  # bars of ideal bounds, coloured by what binds each device's expected time: said so
+        fig.update_layout(legend_title_text="colour: regime of the expected time")
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
     fig.update_xaxes(title=axis, gridcolor="#E5E5E5")
     fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
