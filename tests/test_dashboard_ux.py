@@ -143,14 +143,12 @@ def test_the_ranking_chart_says_it_draws_ideal_bounds_and_explains_its_colours()
     assert all(h[2].startswith("ideal bound ") and " · expected " in h[2] for h in bars["customdata"])
     legend = {t["name"] for t in spec["data"][1:]}
     assert legend and legend <= {*REGIME_LABELS.values(), "does not fit"}
-    # The colours are the expected time's regimes, not the bars' (two equal bars may differ): said so.
-    assert spec["layout"]["legend"]["title"]["text"] == "colour: regime of the expected time"
+    assert spec["layout"]["legend"]["title"]["text"] == "colour: regime of the expected time"  # not the bars'
     assert all(h[0].startswith("expected time ") for h in bars["customdata"])
     # One device on its datasheet alone: ranked on its expected time, which is what the axis says.
     alone = page("views/advisor_page.py", engine="ideal")
     spec = json.loads(next(c for c in alone.get("plotly_chart") if c.key == "ranking_chart").proto.spec)
     assert spec["layout"]["xaxis"]["title"]["text"].startswith("time (")
-    assert "title" not in spec["layout"].get("legend", {})
     assert not any(h[0].startswith("expected time ") for h in spec["data"][0]["customdata"])
 
 
