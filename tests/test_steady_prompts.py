@@ -46,6 +46,19 @@ def test_the_frontiers_tpot_is_the_mean_of_its_two_kinds_of_step():
     decoding = evaluate(mixed_step_ops(run, 8, 0.0, 1024), ceilings).step_time_s
     assert pts.tpot_s[0, 0] == pytest.approx(carrying / 16 + decoding * 15 / 16, rel=1e-9)
     assert decoding < pts.tpot_s[0, 0] < carrying
+    assert pts.ttft_s[0, 0] == pytest.approx(carrying, rel=1e-9)  # its prompt whole, in one carrying step
+
+
+def test_the_first_token_waits_for_the_step_its_prompt_shares():
+    # 256 sequences, 1,024-token prompts, 64-token outputs: 256 x 1024 / 64 = 4,096 prompt tokens
+    # a step, four prompts in every step; a prompt's first token comes with its step, T(256, 4096),
+    # not with a step holding it alone. So no TTFT is below the mean step (TPOT) at any batch.
+    pts = serving_sweep(LLAMA, [H100], Traffic(1024, 64), batches=np.array([1, 8, 64, 256, 1024]))
+    run = Workload(LLAMA, "decode", 256, 1056, cuda_graphs=True)
+    ceilings = Settings().ceilings(H100, 1, cuda_graphs=True)
+    shared = evaluate(mixed_step_ops(run, 256, 4096.0, 1024), ceilings).step_time_s
+    assert pts.ttft_s[0, 3] == pytest.approx(shared, rel=1e-9) == pytest.approx(pts.tpot_s[0, 3], rel=1e-9)
+    assert np.all(pts.ttft_s >= pts.tpot_s * (1 - 1e-12))
 
 
 def test_a_moe_model_reads_fewer_experts_than_a_thin_chunk_in_every_step_would():

@@ -243,11 +243,10 @@ def serving_sweep(
             plain, plain_regimes = evaluate_devices(plain_ops, ceilings)
             step = carrying * mixed + (1 - carrying) * plain
             by_regime = carrying * mixed_regimes + (1 - carrying) * plain_regimes
+            # A prompt takes ceil(prompt / q) steps, q = min(prompt, budget - B) of it a step; each such
+            # step carries the chunk: q, or every step's c where the prompts need more (T(B, chunk) >= T(B, q)).
             first = np.clip(budget - batch, 1, traffic.prompt_len)
-            burst, _ = _prompt_step(
-                mixed_step_ops(run, batch, first, traffic.prompt_len), ceilings, settings, limits, batch + first
-            )
-            ttft = np.ceil(traffic.prompt_len / first) * burst
+            ttft = np.ceil(traffic.prompt_len / first) * mixed
             tpot = step
             share = np.clip(1 - plain / step, 0, 1)
             flops = carrying * _total(mixed_ops, "flops") + (1 - carrying) * _total(plain_ops, "flops")
