@@ -200,7 +200,7 @@ def test_the_offline_report_opens_without_a_network_and_has_the_headline_numbers
     view.goto(report.as_uri())
     view.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)  # plotly.js is inline
     text = view.inner_text("body")
-    for label, value in zip(["TTFT", "TPOT", "End to end", "Tokens/s (total)", "MFU", "Memory / device"], shown):
+    for label, value in zip(["TTFT", "TPOT", "End to end", "Output tokens/s", "MFU", "Memory / device"], shown):
         assert label in text and value in text, (label, value)
     # The report holds what the page shows: the headline and the open view, not the closed ones.
     assert view.locator("h2", has_text="Where the time goes").count() == 1

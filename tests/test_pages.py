@@ -136,7 +136,7 @@ def test_llm_page_defaults():
     at = page("views/llm_page.py")
     assert not at.exception and not at.warning and not at.error
     labels = {m.label: m.value for m in at.metric}
-    assert {"TTFT", "TPOT", "End to end", "Tokens/s (total)", "MFU", "Memory / device"} <= set(labels)
+    assert {"TTFT", "TPOT", "End to end", "Output tokens/s", "MFU", "Memory / device"} <= set(labels)
     assert [c.key for c in at.get("plotly_chart")] == ["llm_roofline"]
     names = trace_names(at, 0)
     assert "prefill ops" in names and "decode ops" in names
@@ -333,4 +333,4 @@ def test_llm_headline_on_a_device_without_a_published_peak_is_a_bound():
     assert not at.exception
     values = {m.label: m.value for m in at.metric}
     assert values["TTFT"].startswith("≥ ") and values["TPOT"].startswith("≥ ")
-    assert values["Tokens/s (total)"].startswith("≤ ")
+    assert values["Output tokens/s"].startswith("≤ ")

@@ -247,9 +247,9 @@ report.metrics(
     ),
     Metric("End to end", at_least + fmt_seconds(request.e2e_s)),
     Metric(
-        "Tokens/s (total)",
+        "Output tokens/s",
         f"{at_most}{data['tokens_per_s']:,.0f}",
-        help=f"{data['tokens_per_s_per_user']:,.1f} per user",
+        help=f"over the batch (the prompt tokens not counted); {data['tokens_per_s_per_user']:,.1f} per user",
     ),
     Metric(
         "MFU",

@@ -218,7 +218,7 @@ def request(d: dict, hardware_name: str, model_name: str) -> str:
                 else "n/a (one output token)"
             ),
             f"  end to end: {fmt_seconds(d['e2e_s'])}",
-            f"  tokens/s: {d['tokens_per_s']:,.1f} total, {d['tokens_per_s_per_user']:,.1f} per user",
+            f"  output tokens/s: {d['tokens_per_s']:,.1f} over the batch, {d['tokens_per_s_per_user']:,.1f} per user",
             f"  MFU: {pct(d['mfu'])}, MBU: {pct(d['mbu'])}",
             *[f"  {line}" for line in rests_on_lines(d) + lower_bound_line(d)],
             "  " + memory_line(d["memory"]),
