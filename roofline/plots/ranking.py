@@ -79,7 +79,7 @@ def ranking_figure(
     if any(not r["fits"] for r in rows):
         fig.add_trace(legend_key("does not fit", dict(color=NO_FIT, symbol="square")))
     if on_ideal:  # bars of ideal bounds, coloured by what binds each device's expected time: said so
-        fig.update_layout(legend_title_text="colour: regime of the expected time")
+        fig.update_layout(legend_title=dict(text="colour: regime of the expected time", side="top"))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
     fig.update_xaxes(title=axis, gridcolor="#E5E5E5")
     fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
