@@ -66,6 +66,11 @@ def test_roofline_missing_dtype_is_explained_not_drawn():
     assert not at.exception
     assert any("has no fp8" in i.value for i in at.info)
     assert not any("· fp8" in n for n in trace_names(at))
+    # The GEMM's own dtype missing: said once, in the warning, not again among the roofs not drawn.
+    at = page("views/roofline_page.py", hw=["a6000", "h100-sxm"])
+    assert not at.info and [w.value for w in at.warning] == [
+        "NVIDIA RTX A6000 has no bf16 peak; neither its bf16 roof nor its GEMM point is drawn. It has: fp32, fp16."
+    ]
 
 
 @pytest.mark.parametrize(

@@ -168,7 +168,7 @@ missing = [
     f"{md_escape(devices[hid].name)} has no {d}"
     for hid in selected
     for d in roof_dtypes
-    if d not in devices[hid].peak_tflops.as_dict()
+    if d not in devices[hid].peak_tflops.as_dict() and d != gemm_dtype  # the GEMM's own: its warning below says it
 ]
 if missing:
     st.info("Not drawn (the datasheet gives no figure): " + "; ".join(missing) + ".")
@@ -181,7 +181,7 @@ for i, hid in enumerate(selected):
     color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
     if gemm_dtype not in c.peak_flops_per_s:
         st.warning(
-            f"{md_escape(c.name)} has no {gemm_dtype} peak; its GEMM point is not drawn. "
+            f"{md_escape(c.name)} has no {gemm_dtype} peak; neither its {gemm_dtype} roof nor its GEMM point is drawn. "
             f"It has: {', '.join(c.peak_flops_per_s)}."
         )
         continue
