@@ -137,14 +137,9 @@ class KVResult:
     def _weights_tp(self) -> int | None:
         """The smallest valid TP degree whose weights, workspace and reserved memory leave room for a KV cache."""
         w = self.workload
-        for tp in TP_DEGREES:
-            if valid_tp(w.model, tp) and tp % w.attention_dp == 0:
-                if (
-                    footprint(replace(w, tp=tp), self.hardware, self.settings, with_smallest_tp=False).kv_budget_bytes
-                    > 0
-                ):
-                    return tp
-        return None
+        valid = [tp for tp in TP_DEGREES if valid_tp(w.model, tp) and tp % w.attention_dp == 0]
+        room = (footprint(replace(w, tp=tp), self.hardware, self.settings, False).kv_budget_bytes for tp in valid)
+        return next((tp for tp, left in zip(valid, room) if left > 0), None)
 
     def to_json(self) -> dict[str, object]:
         w, f = self.workload, self.footprint
