@@ -146,7 +146,7 @@ def profile(
 
 # The copy that measures a CPU's memory roof: each of its two buffers COPY_CACHE_MULTIPLE x the
 # largest cache the kernel reports, so the copy streams from DRAM and not from the last-level cache
-# (a 16 MiB copy on a 32 MiB-L3 EPYC read 217 GB/s), within [COPY_MIN_BYTES, COPY_MAX_BYTES].
+# (a 16 MiB copy on a 32 MiB-L3 EPYC read 217-235 GB/s), within [COPY_MIN_BYTES, COPY_MAX_BYTES].
 CPU_CACHES = "/sys/devices/system/cpu/cpu0/cache"
 COPY_CACHE_MULTIPLE = 4
 COPY_MIN_BYTES = 256 * 2**20
