@@ -203,6 +203,10 @@ def test_llm_page_device_without_a_published_peak_shows_lower_bounds():
     for view in ("Ops on the roofline", "Where the time goes", "Batch and context"):
         at = page("views/llm_page.py", hw=["m4-max"], view=view)
         assert not at.exception and not at.error and len(at.get("plotly_chart")) == 1
+    # No compute roof to draw: its memory slope, the bound its ops are timed on, is drawn alone.
+    slope = figure(page("views/llm_page.py", hw=["m4-max"]))["data"][0]
+    assert slope["name"].endswith("0.546 TB/s; no published compute peak") and slope["line"]["dash"] == "dot"
+    assert decode(slope["y"])[1] / decode(slope["x"])[1] == pytest.approx(0.546, rel=1e-3)  # TFLOP/s per FLOP/B
 
 
 @pytest.mark.parametrize(

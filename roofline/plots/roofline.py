@@ -135,11 +135,30 @@ def roofline_figure(
 ) -> go.Figure:
     """A roofline for each (ceilings, dtype) pair, with point series on top; the memory- and
     compute-bound regions are shaded at the ridge of the ``shade_from``-th pair."""
-    ceilings = [(c, d) for c, d in ceilings if c.has_peak(d)]  # an unpublished peak has no roof to draw
+    asked = list(ceilings)
+    ceilings = [(c, d) for c, d in asked if c.has_peak(d)]  # an unpublished peak has no roof to draw
+    # A device with none of the asked dtypes' peaks keeps its memory slope: the bound its ops are timed on.
+    slopes = list({c.name: c for c, _ in asked if not any(c is has for has, _ in ceilings)}.values())
     fig = go.Figure()
     x_lo, x_hi = _x_range(ceilings, series)
     device_color: dict[str, str] = {}
     y_values: list[float] = []
+    for c in slopes:
+        color = device_color.setdefault(c.name, DEVICE_COLORS[len(device_color) % len(DEVICE_COLORS)])
+        bw = c.memory_bandwidth_bytes_per_s
+        xs = np.array([x_lo, x_hi])
+        y_values.extend((bw * xs / 1e12).tolist())
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=bw * xs / 1e12,
+                mode="lines",
+                name=f"{c.name}<br>{sig(bw / 1e12)} TB/s; no published compute peak",
+                line=dict(color=color, width=2.5, dash="dot"),
+                hovertemplate=f"<b>{c.name}</b> memory slope (no published compute peak)<br>"
+                "intensity %{x:,.2f} FLOP/B<br>at most %{y:,.2f} TFLOP/s<extra></extra>",
+            )
+        )
 
     widths = _roof_widths(ceilings)
     for i, (c, dtype) in enumerate(ceilings):
