@@ -39,15 +39,19 @@ st.caption(
     "vLLM, SGLang and TensorRT-LLM in aiconfigurator's silicon sample (Apache-2.0) for the models and devices "
     "in the database. Each run is predicted twice: on the datasheet's roofs (the ideal bound) and on its "
     "engine's measured kernels with its host work per step (the expected figure). The host work was fitted on "
-    "one declared split (Qwen3-32B on H100); the test set is every other run, and nothing else was fitted on them. "
-    "Each run is read in the setup its source documents: InferenceX's runs with its client's lengths (uniform "
-    "in 0.8–1× the nominal), the KV-cache format its script set that day and the scheduler settings it gave the "
-    "server (token budget, SGLang's intake interval, TensorRT-LLM's batch waiting, the CUDA graphs); other "
-    "sources as recorded (fixed lengths, bf16 KV, the engines' defaults). A request joins the first step its "
-    "engine composes after it arrives; vLLM since 0.14, SGLang and TensorRT-LLM compose each step while the one "
-    "before runs. A step with prompt tokens past the CUDA-graph limit its script set or its engine's default "
-    "(vLLM's 512 tokens; any in SGLang and TensorRT-LLM) has the host dispatch every kernel."
+    "one declared split (Qwen3-32B on H100); the test set is every other run, and nothing else was fitted on them."
 )
+with st.expander("How each run is read"):
+    st.markdown(
+        "- **InferenceX's runs** in the setup its sources document: its client's lengths (uniform in 0.8–1× the "
+        "nominal), the KV-cache format its script set that day, and the scheduler settings it gave the server "
+        "(token budget, SGLang's intake interval, TensorRT-LLM's batch waiting, the CUDA graphs).\n"
+        "- **Other sources** as recorded: fixed lengths, bf16 KV, the engines' defaults.\n"
+        "- **Scheduling:** a request joins the first step its engine composes after it arrives; vLLM since 0.14, "
+        "SGLang and TensorRT-LLM compose each step while the one before runs.\n"
+        "- **CUDA graphs:** a step with prompt tokens past the limit its script set or its engine's default (vLLM's "
+        "512 tokens; any in SGLang and TensorRT-LLM) has the host dispatch every kernel."
+    )
 warn_bad_params(
     {
         "metric": one_of(list(METRICS)),
