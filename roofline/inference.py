@@ -308,6 +308,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     prefill_w = run.step("prefill")
     prefill_table = evaluate(step_ops(prefill_w), ceilings)
     notes = [*notes, *_engine_notes(settings, hw), *_graph_notes(prefill_w, prefill_table, settings, hw)]
+    notes += _kernel_notes(prefill_table, "prefill")
     prefill = StepResult(prefill_w, hw, prefill_table, footprint(prefill_w, hw, settings, False), tuple(notes))
     contexts, steps = run.decode_points()
     decode_table, decode = None, None

@@ -259,3 +259,6 @@ def test_a_step_and_a_request_say_which_gemms_the_tables_timed_slower_than_twice
     w = Workload(get_model("llama-3.1-8b"), "request", 1, 1024, output_len=64, precision=Precision("fp8"))
     (decode,) = found(analyze_request(w, get_hardware("b200"), Settings(engine="vllm")).notes)
     assert decode.startswith("At m = 1 the kernel tables timed the decode step's GEMMs")
+    one_token = replace(w, seq_len=1, output_len=1)  # a one-token prompt: its prefill's GEMMs have m = 1
+    (prefill,) = found(analyze_request(one_token, get_hardware("b200"), Settings(engine="vllm")).notes)
+    assert prefill.startswith("At m = 1 the kernel tables timed the prefill step's GEMMs")
