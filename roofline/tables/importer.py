@@ -8,9 +8,12 @@ removed. Offline: ``--source`` a wheel or an unpacked package.
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import roofline.tables.convert as convert
@@ -40,8 +43,35 @@ def import_database(
             source = wheels[0]
         source = Path(source)
         if source.suffix == ".whl":
-            source = convert.unpack_wheel(source, tmp_path / "unpacked")
+            try:
+                source = convert.unpack_wheel(source, tmp_path / "unpacked")
+            except zipfile.BadZipFile:
+                raise ValueError(f"--source: {source} is not a wheel (a zip file)") from None
         systems = convert.find_systems_dir(source)
-        manifest = convert.convert(systems, out, devices, package_version=convert.package_version_of(systems))
+        # Converted apart first: an import that finds nothing leaves the folder as it was.
+        fresh = tmp_path / "converted"
+        manifest = convert.convert(systems, fresh, devices, package_version=convert.package_version_of(systems))
+        if not manifest["files"]:
+            asked = f" for {', '.join(devices)}" if devices else ""
+            raise ValueError(f"--source: no kernel tables{asked} in {source}; {out} is left as it was")
+        manifest = _merged(manifest, out)
+        shutil.copytree(fresh, out, dirs_exist_ok=True)
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     store.load_tables.cache_clear()
     return manifest
+
+
+def _merged(manifest: dict, out: Path) -> dict:
+    """The new manifest, with every file an earlier import listed in ``out`` that this one does
+    not replace kept, each with its own source."""
+    try:
+        before = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return manifest
+    new = {f["file"] for f in manifest["files"]}
+    kept = [
+        {**f, "source": f.get("source", before.get("source"))}
+        for f in before.get("files", [])
+        if isinstance(f, dict) and f.get("file") not in new and (out / str(f.get("file"))).exists()
+    ]
+    return {**manifest, "files": manifest["files"] + kept}

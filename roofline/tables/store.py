@@ -36,7 +36,7 @@ def entries() -> list[dict]:
                 seen[f["file"]] = {
                     **f,
                     "path": str(d / f["file"]),
-                    "source": manifest["source"],
+                    "source": f.get("source", manifest["source"]),  # an entry kept from an earlier import: its own
                     "licence": manifest["licence"],
                 }
     return list(seen.values())

@@ -1,0 +1,37 @@
+"""``tables import`` into a folder that already holds tables: a bad source, or one that converts
+nothing, leaves it as it was; a second import keeps the first's files beside its own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline.tables.importer import import_database
+from tests.table_fixtures import GEMM_1024, write_engine
+
+
+def test_a_file_that_is_not_a_wheel_is_said_so(tmp_path):
+    fake = tmp_path / "fake.whl"
+    fake.write_text("not a zip")
+    with pytest.raises(ValueError, match=r"--source: .*fake\.whl is not a wheel \(a zip file\)"):
+        import_database(fake, tmp_path / "out")
+
+
+def test_an_import_keeps_the_tables_it_does_not_replace(tmp_path):
+    pkg, out = tmp_path / "pkg", tmp_path / "out"
+    write_engine(pkg, "h100_sxm", "vllm", {("gemm", "gemm_perf.parquet"): GEMM_1024})
+    write_engine(pkg, "b200_sxm", "vllm", {("gemm", "gemm_perf.parquet"): GEMM_1024})
+    first = import_database(pkg, out, ["h100-sxm"])
+    assert [f["file"] for f in first["files"]] == ["h100-sxm/vllm-9.9.9.npz"]
+    listed = (out / "manifest.json").read_text()
+    # A device the source does not hold: nothing converted, the folder as it was.
+    with pytest.raises(ValueError, match="no kernel tables for mi300x in .*left as it was"):
+        import_database(pkg, out, ["mi300x"])
+    assert (out / "manifest.json").read_text() == listed
+    # Another device: both listed, the first with its own source.
+    second = import_database(pkg, out, ["b200"])
+    files = {f["file"]: f for f in json.loads((out / "manifest.json").read_text())["files"]}
+    assert set(files) == {"b200/vllm-9.9.9.npz", "h100-sxm/vllm-9.9.9.npz"} == {f["file"] for f in second["files"]}
+    assert files["h100-sxm/vllm-9.9.9.npz"]["source"] == first["source"]
+    assert all((out / name).exists() for name in files)
