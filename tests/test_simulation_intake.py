@@ -82,3 +82,18 @@ def test_a_request_waiting_at_a_steps_end_starts_there_and_one_sent_then_waits(a
     run = simulate(requests, flat_times(), kv_blocks=100, knobs=knobs)
     assert run.arrival_s[2:] == pytest.approx([2 * MS, 3 * MS])
     assert per_request(run)["ttft_s"][2:] == pytest.approx(np.array(ttfts_ms) * MS)
+
+
+def test_without_chunked_prefill_a_prompt_longer_than_the_budget_is_refused_up_front():
+    """The scheduler could never place it (a step holds a whole prompt or none): said before any
+    step runs, naming the setting, rather than failing inside the run."""
+    from roofline.models import get_model
+    from roofline.serving.simulation.api import simulate_serving
+    from roofline.serving.simulation.load import Lengths, Load, make_requests
+
+    requests = make_requests(Load("poisson", 5, Lengths(1024), Lengths(16), rate_per_s=1.0))
+    model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    with pytest.raises(ValueError, match=r"max_batched_tokens: 1,000 is below the longest prompt \(1,024 tokens\)"):
+        simulate_serving(model, hw, requests, settings=Settings(max_batched_tokens=1000), chunked_prefill=False)
+    chunked = simulate_serving(model, hw, requests, settings=Settings(max_batched_tokens=1000))
+    assert np.all(np.isfinite(per_request(chunked.run)["ttft_s"]))  # chunked, the same prompts run

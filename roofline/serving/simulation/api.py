@@ -129,6 +129,12 @@ def simulate_serving(
         raise ValueError(
             f"prompt + output: {most:,} tokens exceed {model.name}'s maximum context of {model.max_context:,}"
         )
+    longest = int(requests.prompt_tokens.max())
+    if not chunked_prefill and longest > knobs.max_num_batched_tokens:
+        raise ValueError(
+            f"max_batched_tokens: {knobs.max_num_batched_tokens:,} is below the longest prompt ({longest:,} tokens); "
+            "without chunked prefill a prompt must fit one step: raise it or chunk the prompts"
+        )
     if times is None:
         times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
     check(replicas, router)
