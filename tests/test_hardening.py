@@ -345,3 +345,23 @@ def test_profile_refuses_empty_and_huge_options(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        # 0 GB/s read as "no link given" and fell back to the device's own.
+        (("serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--kv-link-gb-per-s", "0"), "> 0, got '0'"),
+        # 3,000 steps ran 84 s and then failed on the trace's event cap: refused before anything runs.
+        (("profile", "--steps", "3000"), "expected at most 100 steps, got 3000"),
+        # Without chunked prefill a 1,024-token prompt never fits a 1,000-token step: the run raised.
+        (
+            ("serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--max-batched-tokens", "1000")
+            + ("--no-chunked-prefill", "--rate", "1", "--requests", "5"),
+            "max_batched_tokens: 1,000 is below the longest prompt (1,024 tokens)",
+        ),
+    ],
+)
+def test_a_setting_that_cannot_run_is_refused_before_it_runs(args, expected):
+    out = run(*args)
+    assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr

@@ -86,6 +86,13 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    value = _finite(text, "a finite number > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text[:40]!r}")
+    return value
+
+
 def fraction(text: str) -> float:
     value = _finite(text, "a number in (0, 1]")
     if not 0 < value <= 1:

@@ -19,6 +19,7 @@ from roofline.cli.args import (
     fraction,
     fraction_or_zero,
     non_negative_float,
+    positive_float,
     positive_int,
 )
 from roofline.cli.load_args import add_load
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-model", default=None, help="speculative decoding's draft model (default: n-gram drafting)")
     p.add_argument(
         "--kv-link-gb-per-s",
-        type=non_negative_float,
+        type=positive_float,
         default=None,
         help="disaggregation: the link prompts' KV caches cross, GB/s (default the device's scale-up link)",
     )

@@ -15,6 +15,16 @@ LEVELS = ("aten", "kernel", "module")
 
 MAX_TRACE_MIB = 1024
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:[0-9]{1,2})?")  # where a model is profiled here
+# Profiled steps: a trace past the importer's event cap (250,000) fails after the whole run, so
+# the count is bounded before anything runs (3,000 steps of a small model ran 84 s, then failed).
+MAX_PROFILED_STEPS = 100
+
+
+def profiled_steps(text: str) -> int:
+    steps = positive_int(text)
+    if steps > MAX_PROFILED_STEPS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_PROFILED_STEPS} steps, got {steps}")
+    return steps
 
 
 def add_profile_parser(sub) -> None:
@@ -32,7 +42,9 @@ def add_profile_parser(sub) -> None:
     p.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (profiling here)")
     p.add_argument("--train", action="store_true", help="a full training step (forward, backward, AdamW)")
     p.add_argument("--layers", type=positive_int, default=None, help="build only the first N layers")
-    p.add_argument("--steps", type=positive_int, default=3, help="profiled steps (after one warm-up step)")
+    p.add_argument(
+        "--steps", type=profiled_steps, default=3, help=f"profiled steps, 1 to {MAX_PROFILED_STEPS} (after one warm-up)"
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda (profiling here)")
     p.add_argument(
         "--builder",
