@@ -8,11 +8,10 @@ is capacity - weights - workspace - non-torch memory (see ``roofline.memory``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.defaults import TP_DEGREES
 from roofline.engine import byte_totals
 from roofline.hardware import Hardware
 from roofline.memory import (
@@ -24,11 +23,12 @@ from roofline.memory import (
     largest_fitting,
     max_batch,
     max_context,
+    smallest_tp,
 )
 from roofline.models import ModelConfig
 from roofline.ops import step_ops
 from roofline.settings import DEFAULT_SETTINGS, Settings
-from roofline.workload import Workload, valid_tp
+from roofline.workload import Workload
 
 
 def context_grid(model: ModelConfig, points_per_octave: int = 4) -> np.ndarray:
@@ -116,7 +116,7 @@ class KVResult:
         if self.weights_fit:
             return None
         w, f = self.workload, self.footprint
-        room = self._weights_tp()
+        room = smallest_tp(w, self.hardware, self.settings, room_only=True)
         asked = f"a batch of {self.batch:,} at {self.context:,} tokens of context"
         if room is None:
             advice = "no TP degree up to 64 leaves room for a KV cache"
@@ -133,13 +133,6 @@ class KVResult:
             f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({_weight_formats(w)}){per_device} "
             f"against {f.capacity_bytes / 1e9:.1f} GB usable per {self.hardware.name}; {advice}"
         )
-
-    def _weights_tp(self) -> int | None:
-        """The smallest valid TP degree whose weights, workspace and reserved memory leave room for a KV cache."""
-        w = self.workload
-        valid = [tp for tp in TP_DEGREES if valid_tp(w.model, tp) and tp % w.attention_dp == 0]
-        room = (footprint(replace(w, tp=tp), self.hardware, self.settings, False).kv_budget_bytes for tp in valid)
-        return next((tp for tp, left in zip(valid, room) if left > 0), None)
 
     def to_json(self) -> dict[str, object]:
         w, f = self.workload, self.footprint

@@ -323,15 +323,14 @@ def footprint(w: Workload, hw: Hardware, settings: Settings, with_smallest_tp: b
     return result
 
 
-def smallest_tp(w: Workload, hw: Hardware, settings: Settings) -> int | None:
-    """The smallest valid TP degree at which the whole workload fits on every device."""
+def smallest_tp(w: Workload, hw: Hardware, settings: Settings, room_only: bool = False) -> int | None:
+    """The smallest valid TP degree at which the whole workload fits on every device (``room_only``:
+    at which its weights, workspace and reserved memory leave room for any KV cache)."""
     for tp in TP_DEGREES:
-        if (
-            valid_tp(w.model, tp)
-            and tp % w.attention_dp == 0
-            and np.all(footprint(replace(w, tp=tp), hw, settings, with_smallest_tp=False).fits)
-        ):
-            return tp
+        if valid_tp(w.model, tp) and tp % w.attention_dp == 0:
+            fp = footprint(replace(w, tp=tp), hw, settings, with_smallest_tp=False)
+            if fp.kv_budget_bytes > 0 if room_only else np.all(fp.fits):
+                return tp
     return None
 
 
