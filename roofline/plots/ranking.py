@@ -62,7 +62,7 @@ def ranking_figure(
             textfont=dict(size=11, color="#333333"),
             customdata=[
                 [
-                    ("expected time " if on_ideal else "") + str(r["bound_label"]),
+                    ("expected time " if on_ideal and r["bound_label"] else "") + (r["bound_label"] or ""),
                     r["why_not"] or "fits",
                     hover_value(r, v),
                 ]

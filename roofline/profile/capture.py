@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -156,12 +157,10 @@ _CACHE_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
 
 def largest_cache_bytes(caches: str = CPU_CACHES) -> int:
     """The largest CPU cache Linux reports (``index*/size``: "32768K"), 0 where none is readable."""
-    import glob
-
     sizes = [0]
-    for path in glob.glob(os.path.join(caches, "index*", "size")):
+    for path in Path(caches).glob("index*/size"):
         try:
-            text = open(path).read().strip()
+            text = path.read_text().strip()
         except OSError:
             continue
         unit = _CACHE_UNITS.get(text[-1:].upper(), 1)
