@@ -29,12 +29,14 @@ by name.
 The datasheet (ideal) path keeps uniform routing (``roofline.ops.mlp.expected_experts_loaded``).
 A table time is held above the datasheet bound of the layer; read at a skewed routing, which may
 touch fewer experts, above the bound with only the top-k experts' weights, the fewest any routing
-loads (``roofline.tables.source.skewed_bounds``). Where a file has no usable timing at the routing
+loads (``skewed_bounds``). Where a file has no usable timing at the routing
 asked for, the next in ``READ_ORDER`` is read, and the op says so; a routing whose one-token time
 disagrees with the two others (``one_token_outliers``) is not read.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 # setting -> the database's ``distribution`` value
 TABLE_DISTRIBUTIONS = {
@@ -122,3 +124,23 @@ def routing_note(asked: str, read_at: str, outliers: dict[str, float], auto: boo
             f"{outliers[asked]:.2g}x the other routings' at one token, where every routing does the same work"
         )
     return f"{ROUTING_WORDS[read_at]}: this file timed no {ROUTING_WORDS[asked]} of this shape"
+
+
+def skewed_bounds(ops, ideal: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``bounds`` (each op's datasheet bound, (ops, *sweep)) with a MoE layer's parts bounded as if
+    its tokens touched only ``topk`` experts, the fewest any routing touches: their weights'
+    bytes scaled by topk / the experts uniform routing loads, the activations' and the math kept."""
+    out = bounds.copy()
+    share = None
+    for i, op in enumerate(ops):
+        moe = op.meta.get("moe")
+        if moe == "fused":
+            loaded = np.asarray(op.meta["experts_loaded"], float)
+            share = np.minimum(1.0, float(op.meta["topk"]) / np.maximum(loaded, 1e-12))
+        if moe not in ("fused", "inside") or share is None:
+            continue
+        weights = np.asarray(op.weight_bytes, float)
+        moved = weights + np.asarray(op.act_bytes, float)
+        scale = np.where(moved > 0, (weights * share + (moved - weights)) / np.where(moved > 0, moved, 1.0), 1.0)
+        out[i] = np.fmax(ideal[0, i], ideal[1, i] * np.broadcast_to(scale, ideal.shape[2:]))
+    return out

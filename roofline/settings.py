@@ -187,6 +187,8 @@ class Settings:
                 tables = replace(tables, moe_kernel=self.moe_kernel)
             if self.moe_routing != "auto":
                 tables = replace(tables, moe_routing=self.moe_routing)
+            if self.link_bandwidth_bytes_per_s and measured_here:  # the user's own all-reduce, not the table's
+                tables = replace(tables, link_measured=True)
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
         from roofline.engines import engine_profile  # pydantic models built on first use, not at --help
 

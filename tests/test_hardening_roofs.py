@@ -209,3 +209,17 @@ def test_the_llm_page_says_a_gloo_all_reduce_is_not_applied_and_applies_it_when_
     forced, said_forced = run_page(True)
     assert "not applied" in said and "gloo" in said and "datasheet link on h100-sxm" in said
     assert "applied to h100-sxm (forced" in said_forced and kept != forced
+
+
+def test_a_measured_all_reduce_times_the_all_reduce_ops_over_the_engine_tables(tmp_path):
+    """The step's ideal bound took the user's slow all-reduce while its expected time kept the
+    table's: 10.8 ms expected against a 15.8 ms ideal bound (TP=8 decode, 5 GB/s measured)."""
+    slow = _collectives_file(tmp_path, "NVIDIA H100 80GB HBM3", "cuda", "nccl", "h100-sxm", bus_bandwidth_gbps=5.0)
+    step, data = _total(_cli(*TP8, "--hardware", "h100-sxm", "--collectives", str(slow)))
+    assert data["engine"] == "vllm"
+    assert step >= data["total"]["ideal_time_s"]
+    reduce = [op for op in data["ops"] if op["name"].startswith("all-reduce")]
+    assert reduce and all(op["rests_on"].startswith("calibrated (the link of the all-reduce measured") for op in reduce)
+    tables, plain = _total(_cli(*TP8, "--hardware", "h100-sxm"))
+    assert all(op["rests_on"].startswith("vLLM") for op in plain["ops"] if op["name"].startswith("all-reduce"))
+    assert step > tables

@@ -253,7 +253,7 @@ def test_a_skewed_layer_is_bounded_by_its_top_k_experts_weights():
     picks, so the weights' bytes count a quarter: gate+up (80 weight + 20 activation bytes, memory
     term 10) is bounded at 10 x (80/4 + 20) / 100 = 4, the down projection (40 + 10, term 5) at 2,
     the activation (no weights) and a dense op as before."""
-    from roofline.tables.source import skewed_bounds
+    from roofline.routing import skewed_bounds
 
     def op(moe, weights, acts, **meta):
         return SimpleNamespace(meta={"moe": moe, **meta}, weight_bytes=weights, act_bytes=acts)

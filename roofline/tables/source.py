@@ -34,6 +34,7 @@ from roofline.routing import (
     one_token_outliers,
     resolved_routing,
     routing_note,
+    skewed_bounds,
 )
 from roofline.tables.predict import (
     EAGER_TIMED_GEMM,
@@ -62,26 +63,6 @@ def _recording_tables(engine: str, device: str) -> KernelTables | None:
     return tables if tables is not None and "kernel" in tables.predictor.tables.get("moe", {}) else None
 
 
-def skewed_bounds(ops, ideal: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """``bounds`` (each op's datasheet bound, (ops, *sweep)) with a MoE layer's parts bounded as if
-    its tokens touched only ``topk`` experts, the fewest any routing touches: their weights'
-    bytes scaled by topk / the experts uniform routing loads, the activations' and the math kept."""
-    out = bounds.copy()
-    share = None
-    for i, op in enumerate(ops):
-        moe = op.meta.get("moe")
-        if moe == "fused":
-            loaded = np.asarray(op.meta["experts_loaded"], float)
-            share = np.minimum(1.0, float(op.meta["topk"]) / np.maximum(loaded, 1e-12))
-        if moe not in ("fused", "inside") or share is None:
-            continue
-        weights = np.asarray(op.weight_bytes, float)
-        moved = weights + np.asarray(op.act_bytes, float)
-        scale = np.where(moved > 0, (weights * share + (moved - weights)) / np.where(moved > 0, moved, 1.0), 1.0)
-        out[i] = np.fmax(ideal[0, i], ideal[1, i] * np.broadcast_to(scale, ideal.shape[2:]))
-    return out
-
-
 # How a MoE table's format is named where another's stands in for it.
 TABLE_WORDS = {"fp8": "per-tensor fp8", "fp8_block": "block-scaled fp8"}
 # Bytes per weight element of each GEMM table's format (nvfp4: 4 bits and an fp8 scale per 16).
@@ -98,6 +79,7 @@ class OpAnswer:
     label: str
     extrapolated: bool = False
     skewed: bool = False  # a MoE layer read at a skewed routing (roofline.routing)
+    instead: str = "datasheet"  # what times the op where the table does not
 
 
 @dataclass(frozen=True)
@@ -112,7 +94,8 @@ class KernelTables:
     ``moe_routing`` how tokens spread over the experts (``roofline.routing``; None: the model's
     own, ``model_routing``).
     ``speed`` is a what-if: (compute, memory) multipliers applied to each op's measured time by the
-    term that binds it on the datasheet."""
+    term that binds it on the datasheet. ``link_measured``: the user measured this device's
+    all-reduce (``--collectives``); their own measurement times the all-reduce ops, not the table."""
 
     predictor: TablePredictor
     gemm_dtype: str | None = None
@@ -121,6 +104,7 @@ class KernelTables:
     moe_kernel: str | None = None
     moe_routing: str | None = None
     speed: tuple[float, float] = (1.0, 1.0)
+    link_measured: bool = False
     kind: str = field(default="engine-measured", init=False)
 
     @property
@@ -186,7 +170,7 @@ class KernelTables:
         labels: list[str] = []
         for i, answer in enumerate(answers):
             if answer.seconds is None or np.all(np.isnan(answer.seconds)):
-                labels.append(f"datasheet ({answer.label})")
+                labels.append(f"{answer.instead} ({answer.label})")
                 continue
             seconds = np.broadcast_to(np.asarray(answer.seconds, float), sweep)
             binding = ideal[:, i].argmax(axis=0)
@@ -216,6 +200,12 @@ class KernelTables:
         if kind == "attention":
             return self._attention(op)
         if kind == "communication":
+            if self.link_measured:
+                return OpAnswer(
+                    None,
+                    f"the link of the all-reduce measured on this device, in place of {self.short_label}",
+                    instead="calibrated",
+                )
             if op.meta.get("collective") != "all_reduce":
                 return OpAnswer(None, f"{op.name}: only all-reduce tables converted")
             elements = np.maximum(np.asarray(op.meta["message_bytes"], float) / ALLREDUCE_ELEMENT_BYTES, 1.0)
