@@ -55,6 +55,17 @@ def test_matmul_json_matches_hand_values():
     assert ideal["time_s"] == ideal["ideal_time_s"] == pytest.approx(138.911e-6, rel=1e-5)
 
 
+def test_a_gemm_no_table_covers_says_it_rests_on_the_datasheet():
+    """An fp64 GEMM on an H100 (vLLM's tables time no fp64) read "engine-measured roofs" in its
+    header and "expected (engine-measured)" beside a datasheet time."""
+    out = run("matmul", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "fp64", "--hardware", "h100-sxm")
+    assert out.returncode == 0, out.stderr
+    assert "(datasheet roofs)" in out.stdout and "engine-measured" not in out.stdout
+    assert "rests on:   datasheet (8-byte weights with fp64 math: no table)" in out.stdout
+    # 2 x 4096^3 FLOPs at the H100's 67 TFLOP/s fp64: 2.05 ms.
+    assert "2.05 ms (ideal bound, datasheet roofs)" in out.stdout
+
+
 def test_text_output_is_readable():
     out = run("matmul", "--m", "1", "--n", "4096", "--k", "4096")
     assert out.returncode == 0

@@ -73,7 +73,7 @@ def matmul(d: dict) -> str:
             f"  time:       {expected_beside_ideal(d['time_s'], d['ideal_time_s'], d['ceilings'])}",
             f"  ideal:      compute {fmt_seconds(d['compute_s'])}, memory {fmt_seconds(d['memory_s'])}, "
             f"kernel floor {fmt_seconds(d['overhead_s'])}",
-            *([f"  rests on:   {d['rests_on']}"] if d["ceilings"] != "datasheet" else []),
+            *([f"  rests on:   {d['rests_on']}"] if d["rests_on"] != "datasheet roofs" else []),
             f"  bound:      {d['bound_label']}",
             f"  attainable: {d['attainable_tflops']:.1f} {peak_unit(d['dtype'])} of {d['peak_tflops']:g} peak",
         ]
