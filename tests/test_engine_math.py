@@ -200,3 +200,22 @@ def test_the_pages_default_math_is_auto_and_says_what_it_chose():
     serving = page("views/serving_page.py", model="llama-3.1-8b", hw=["h100-sxm", "a100-sxm-80gb"], wdtype="fp8")
     assert not serving.exception
     assert any("fp8, W8A8, on NVIDIA H100 SXM5 80GB; bf16, weight-only" in str(c.value) for c in serving.caption)
+
+
+def test_an_engines_host_work_on_datasheet_roofs_is_not_called_the_ideal_bound():
+    """vLLM's host work on an MI300X (no kernel tables): a 4.33 ms step read "(ideal bound,
+    datasheet roofs)" beside a 1.01 ms device time, and the page hid the ideal bound."""
+    import subprocess
+    import sys
+
+    argv = ["analyze", "--model", "llama-3.2-1b", "--hardware", "mi300x", "--phase", "decode", "--batch", "64"]
+    argv += ["--seq-len", "1024", "--engine", "vllm"]
+    out = subprocess.run([sys.executable, "-m", "roofline", *argv], capture_output=True, text=True, check=True).stdout
+    step = next(line for line in out.splitlines() if line.startswith("step:"))
+    assert "expected (datasheet roofs and the engine's host work); ideal bound 1.01 ms" in step
+    at = page("views/llm_page.py", model="llama-3.2-1b", hw=["mi300x"], engine="vllm", batch="64")
+    assert not at.exception
+    tpot = next(m for m in at.metric if m.label == "TPOT")
+    assert tpot.delta.startswith("ideal bound")
+    plain = page("views/llm_page.py", model="llama-3.2-1b", hw=["mi300x"], batch="64")
+    assert not next(m for m in plain.metric if m.label == "TPOT").delta

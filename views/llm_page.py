@@ -225,23 +225,24 @@ mid_context = int(decode.workload.seq_len) if decode else min(int(prompt), model
 at_least, at_most = ("≥ ", "≤ ") if data["time_is_lower_bound"] else ("", "")
 
 
-def beside_ideal(ideal_s: float | None) -> str:
-    """The ideal bound under an expected figure (nothing when the figure is the ideal bound)."""
-    return f"ideal bound {fmt_seconds(ideal_s)}" if ideal_s and data["expected_rests_on"] != "ideal" else ""
+def beside_ideal(time_s: float | None, ideal_s: float | None) -> str:
+    """The ideal bound under an expected figure (nothing when the figure is the ideal bound; a
+    serving engine's host work on datasheet roofs makes it more)."""
+    return f"ideal bound {fmt_seconds(ideal_s)}" if ideal_s and time_s and abs(time_s / ideal_s - 1) >= 0.005 else ""
 
 
 report.metrics(
     Metric(
         "TTFT",
         at_least + fmt_seconds(request.ttft_s),
-        beside_ideal(data["ideal_ttft_s"]),
+        beside_ideal(request.ttft_s, data["ideal_ttft_s"]),
         help=f"prefill is {REGIME_LABELS[prefill.bound]}; {data['expected_rests_on']} roofs",
         delta_color="off",
     ),
     Metric(
         "TPOT",
         at_least + fmt_seconds(request.tpot_s) if request.tpot_s else "n/a",
-        beside_ideal(data["ideal_tpot_s"]),
+        beside_ideal(request.tpot_s, data["ideal_tpot_s"]),
         help="mean decode step over the output, context growing",
         delta_color="off",
     ),
