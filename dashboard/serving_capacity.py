@@ -18,7 +18,7 @@ from roofline.serving.simulation.sweep import SWEEP_REQUESTS
 
 
 def render_capacity(
-    report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int
+    report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int, chunked: bool = True
 ) -> None:
     """The page's devices ranked by the largest rate within the targets (``rank_capacity``)."""
     pct = st.columns([1, 3])[0].selectbox(
@@ -47,6 +47,7 @@ def render_capacity(
                 int(pct),
                 SWEEP_REQUESTS,
                 seed,
+                chunked=chunked,
             )
             found += ranked
             why_not |= why
@@ -103,9 +104,11 @@ def render_capacity(
         st.caption(f"{key}: {why}")
     report.caption(
         f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
-        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill on; 'saturation': the targets still hold at "
+        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill {'on' if chunked else 'off'}; "
+        "'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
-        f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}`. "
+        f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}"
+        f"{'' if chunked else ' --no-chunked-prefill'}`. "
         "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
         "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work; "
         "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "

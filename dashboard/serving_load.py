@@ -161,7 +161,9 @@ def render_load_section(
     measured = measured_upload()
     if load is not None:
         _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, int(seed), targets, measured)
-    render_capacity(report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed))
+    render_capacity(
+        report, model, devices, prompt, output, targets, precision, tp, settings, prices or {}, int(seed), chunked
+    )
 
 
 def _one_device(

@@ -280,3 +280,11 @@ def test_attention_data_parallel_ranks_are_in_the_url():
     assert any("(attention_dp=2) must divide the TP degree (tp=1)" in i.value for i in odd.info)
     bad = serving(engine="sglang", load_adp="500")
     assert not bad.exception and "`load_adp`" in " ".join(w.value for w in bad.warning)
+
+
+def test_the_capacity_table_runs_the_pages_chunked_prefill_choice():
+    """It ran chunked prefill whatever the page's checkbox said, and its caption said so."""
+    at = serving(hw=["h100-sxm"], chunked="false")
+    assert not at.exception and at.checkbox(key="chunked").value is False
+    said = " ".join(c.value for c in at.caption)
+    assert "chunked prefill off" in said and "--no-chunked-prefill`" in said

@@ -252,10 +252,11 @@ def cmd_load(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from roofline.cli.load_args import wants_simulation
+    from roofline.cli.load_args import check_flags_used, wants_simulation
     from roofline.cli.simulate import cmd_simulate
     from roofline.known_error import for_settings
 
+    check_flags_used(args)
     if wants_simulation(args):
         return cmd_simulate(args, emit, render)
     if args.ramp_s:

@@ -88,12 +88,14 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--capacity",
         action="store_true",
-        help="rank devices (and --tp degrees) by the largest rate whose --percentile TTFT and TPOT meet the targets",
+        help="rank devices (and --tp degrees) by the largest rate (Poisson, or gamma with --burstiness) whose "
+        "--percentile TTFT and TPOT meet the targets, --requests per probe (default 1000)",
     )
     group.add_argument(
         "--sweep",
         action="store_true",
-        help="latency against request rate: p50/p90/p99 TTFT and TPOT at 12 Poisson rates up to twice saturation",
+        help="latency against request rate: p50/p90/p99 TTFT and TPOT at 12 rates (Poisson, or gamma with "
+        "--burstiness) up to twice saturation, --requests each (default 300)",
     )
     group.add_argument("--percentile", type=int, choices=(50, 90, 99), default=90, help="the targets' percentile")
     group.add_argument("--target-rate", type=non_negative_float, default=None, help="requests/s to plan replicas for")
@@ -204,3 +206,47 @@ def rate_ramp(args: argparse.Namespace) -> tuple[str, float, float] | None:
             f"--ramp-up-start-rps: expected a rate above 0 and at most the end rate ({end:g}), got {start:g}"
         )
     return args.ramp_up_strategy, start, end
+
+
+# Which runs each simulation flag shapes; given anywhere else it would be dropped in silence.
+_FLAG_RUNS = {
+    "--requests": ("--rate", "--concurrency", "--trace", "--measured", "--sweep", "--capacity"),
+    "--seed": ("--rate", "--concurrency", "--trace", "--measured", "--sweep", "--capacity"),
+    "--burstiness": ("--rate", "--sweep", "--capacity"),
+    "--percentile": ("--capacity",),
+    "--replicas": ("--rate", "--concurrency", "--trace"),
+    "--router": ("--rate", "--concurrency", "--trace"),
+    "--prompt-max": ("--rate", "--concurrency", "--sweep", "--capacity"),
+    "--output-max": ("--rate", "--concurrency", "--sweep", "--capacity"),
+}
+_FLAG_DEFAULTS = {
+    "--requests": None,
+    "--seed": 0,
+    "--burstiness": 1.0,
+    "--percentile": 90,
+    "--replicas": 1,
+    "--router": "round-robin",
+    "--prompt-max": None,
+    "--output-max": None,
+}
+
+
+def arrivals_words(burstiness: float) -> str:
+    """An open loop's arrivals in words: "Poisson", or "gamma (burstiness 0.5)"."""
+    return "Poisson" if burstiness == 1 else f"gamma (burstiness {burstiness:g})"
+
+
+def check_flags_used(args: argparse.Namespace) -> None:
+    """Refuse a simulation flag the run asked for would ignore (``--replicas`` with ``--sweep``,
+    ``--burstiness`` with a closed loop, ``--seed`` with no simulation at all), naming the runs
+    it shapes."""
+    given = _loads_given(args)
+    run = "--capacity" if args.capacity else "--sweep" if args.sweep else (given or [None])[0]
+    if run is None and args.ramp_up_strategy is not None:
+        run = "--rate"
+    for flag, runs in _FLAG_RUNS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value == _FLAG_DEFAULTS[flag] or run in runs:
+            continue
+        where = f"with {run}" if run else "without a simulated load (the steady-state frontier)"
+        raise CliError(f"{flag}: it shapes a run of {', '.join(runs)}; {where} it would be ignored")

@@ -42,6 +42,7 @@ def render_capacity(d: dict, model_name: str) -> str:
         )
         if any(not (row.get("known_error") or {}).get("on_device", True) for row in d["ranking"]):
             lines.append(ON_EVERY_DEVICE)
+    lines.append(f"method: {d['method']}")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from roofline.cli.args import (
     CliError,
     precision_from_args,
 )
-from roofline.cli.load_args import check_one_load, rate_ramp
+from roofline.cli.load_args import arrivals_words, check_one_load, rate_ramp
 from roofline.cli.render_load import render_capacity, render_measured, render_text
 from roofline.cli.setting_flags import settings_from_args
 from roofline.defaults import MAX_REPLICAS
@@ -47,6 +47,8 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         args.requests,
         args.seed,
         workers=min(os.cpu_count() or 1, 8),
+        chunked=not args.no_chunked_prefill,
+        burstiness=args.burstiness,
     )
     known = {hw.id: for_settings(settings, hw) for hw in devices}
     data = {
@@ -55,8 +57,9 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         "target_rate_per_s": args.target_rate,
         "ranking": [c.to_json(args.target_rate) | {"known_error": known[c.hardware].to_json()} for c in found],
         "not_run": why_not,
-        "method": f"largest Poisson rate whose p{args.percentile} TTFT and TPOT meet the targets, by bisection over "
-        f"simulated benchmarks of {args.requests:,} requests each (a finite run, as a benchmark is)",
+        "method": f"largest {arrivals_words(args.burstiness)} rate whose p{args.percentile} TTFT and TPOT meet the "
+        f"targets, by bisection over simulated benchmarks of {args.requests:,} requests each (a finite run, as a "
+        f"benchmark is), chunked prefill {'off' if args.no_chunked_prefill else 'on'}",
     }
     emit(args, data, lambda: render_capacity(data, model.name))
 
@@ -85,8 +88,10 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
         prices = {k: v.usd_per_hour for k, v in load_prices().items()}
         return cmd_capacity(args, emit, devices, prices)
+    if not 0 <= args.seed < 2**62:
+        raise CliError(f"--seed: expected an integer in [0, 2^62), got {args.seed}")
     if args.sweep:
-        return cmd_sweep(args, emit)
+        return cmd_sweep(args, emit, trace_first)
     if not args.hardware or len(args.hardware) != 1:
         raise CliError(
             "--rate, --concurrency, --trace and --measured simulate one device setup: give exactly one --hardware"
@@ -95,8 +100,6 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         raise CliError("--rate, --concurrency, --trace and --measured simulate one TP degree: give at most one --tp")
     if args.requests > MAX_SIMULATED_REQUESTS:
         raise CliError(f"--requests: at most {MAX_SIMULATED_REQUESTS:,}, got {args.requests:,}")
-    if not 0 <= args.seed < 2**62:
-        raise CliError(f"--seed: expected an integer in [0, 2^62), got {args.seed}")
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware[0], args.hardware_dir)
     if args.measured is not None:
@@ -204,12 +207,16 @@ def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
     emit(args, data, lambda: render_measured(data, model.name, hw.name))
 
 
-def cmd_sweep(args: argparse.Namespace, emit) -> None:
+def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
     from roofline.serving import Traffic
-    from roofline.serving.simulation.sweep import latency_sweep
+    from roofline.serving.simulation.load import Lengths
+    from roofline.serving.simulation.sweep import SWEEP_RATES, SWEEP_REQUESTS, latency_sweep
 
     if not args.hardware or len(args.hardware) != 1:
         raise CliError("--sweep simulates one device setup: give exactly one --hardware")
+    requests = requests or SWEEP_REQUESTS
+    if requests > 20_000:
+        raise CliError(f"--requests: at most 20,000 per rate with --sweep, got {requests:,}")
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware[0], args.hardware_dir)
     tp = args.tp[0] if args.tp else 1
@@ -222,12 +229,18 @@ def cmd_sweep(args: argparse.Namespace, emit) -> None:
         settings_from_args(args),
         not args.no_chunked_prefill,
         args.seed,
+        requests,
+        args.burstiness,
+        (Lengths(args.prompt_len, args.prompt_max), Lengths(args.output_len, args.output_max)),
     )
     data = {
         "model": model.id,
         "hardware": hw.id,
         "tp": tp,
         "roofs": sweep["roofs"],
+        "method": f"{SWEEP_RATES} {arrivals_words(args.burstiness)} rates from 1/30 to twice the saturation rate, "
+        f"{requests:,} requests each (seed {args.seed}), chunked prefill {'off' if args.no_chunked_prefill else 'on'}; "
+        "past saturation a finite run sees only the start of the queue that grows without bound",
         "saturation_rate_per_s": sweep["saturation_per_s"],
         "points": [
             {
@@ -255,6 +268,6 @@ def cmd_sweep(args: argparse.Namespace, emit) -> None:
                 f"  {pt['rate_per_s']:>6.2f} {fmt_seconds(pt['p50_ttft_s']):>10} {fmt_seconds(pt['p99_ttft_s']):>10} "
                 f"{fmt_seconds(pt['p50_tpot_s']):>10} {fmt_seconds(pt['p99_tpot_s']):>10} {pt['mean_waiting']:>8.1f}"
             )
-        return "\n".join(lines)
+        return "\n".join([*lines, data["method"]])
 
     emit(args, data, text)

@@ -111,8 +111,11 @@ def max_rate(
     seed: int = 0,
     usd_per_hour: float | None = None,
     times: StepTimes | None = None,
+    chunked: bool = True,
+    burstiness: float = 1.0,
 ) -> Capacity:
-    """The largest Poisson rate at which the ``percentile`` TTFT and TPOT meet ``targets``."""
+    """The largest Poisson rate (gamma arrivals of shape ``burstiness`` where it is not 1) at which
+    the ``percentile`` TTFT and TPOT meet ``targets``, with chunked prefill or without."""
     if percentile not in (50, 90, 99):
         raise ValueError(f"percentile must be 50, 90 or 99, got {percentile!r}")
     settings = settings or Settings()
@@ -121,12 +124,13 @@ def max_rate(
         times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
 
     def run_at(load: Load):
-        return simulate_serving(model, hw, make_requests(load), precision, tp, settings, times=times).run
+        return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
 
     saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw.id), seed)
 
     def probe(rate: float) -> tuple[bool, float, float, float, str]:
-        run = run_at(Load("poisson", requests, prompt, output, rate_per_s=rate, seed=seed))
+        kind = "poisson" if burstiness == 1 else "gamma"
+        run = run_at(Load(kind, requests, prompt, output, rate_per_s=rate, burstiness=burstiness, seed=seed))
         ttft, tpot = _percentiles(run, percentile)
         over_ttft = targets.ttft_s is not None and ttft > targets.ttft_s
         over_tpot = targets.tpot_s is not None and tpot > targets.tpot_s
@@ -177,17 +181,16 @@ def max_rate(
 
 
 def _setup_capacity(job: tuple) -> Capacity | str:
-    """One device setup's capacity, or why it cannot run the model (a process pool's task)."""
+    """One device setup's capacity, or why it cannot run the model (a process pool's task):
+    ``job`` is (model, hw, tp, price, the other ``max_rate`` arguments by name)."""
     from roofline.workload import Workload
 
-    model, hw, tp, prompt, output, targets, precision, settings, percentile, requests, seed, price = job
+    model, hw, tp, price, common = job
     try:
-        run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True).on(hw)
+        run, _ = Workload(model, "decode", 1, 1, precision=common["precision"], tp=tp, cuda_graphs=True).on(hw)
         if tp > 1 and hw.group_link(tp)[0] is None:
             raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
-        return max_rate(
-            model, hw, prompt, output, targets, run.precision, tp, settings, percentile, requests, seed, price
-        )
+        return max_rate(model, hw, tp=tp, usd_per_hour=price, **(common | {"precision": run.precision}))
     except ValueError as exc:
         return str(exc)
 
@@ -206,6 +209,8 @@ def rank_capacity(
     requests: int = 1000,
     seed: int = 0,
     workers: int = 1,
+    chunked: bool = True,
+    burstiness: float = 1.0,
 ) -> tuple[list[Capacity], dict[str, str]]:
     """Every device at every TP degree that can run the model: its capacity, best first (the
     cheapest per million output tokens where prices are known, then the highest rate), and why
@@ -214,11 +219,19 @@ def rank_capacity(
     settings = settings or Settings()
     precision = precision or Precision()
     prices = prices or {}
-    jobs = [
-        (model, hw, tp, prompt, output, targets, precision, settings, percentile, requests, seed, prices.get(hw.id))
-        for hw in devices
-        for tp in tps
-    ]
+    common = {
+        "prompt": prompt,
+        "output": output,
+        "targets": targets,
+        "precision": precision,
+        "settings": settings,
+        "percentile": percentile,
+        "requests": requests,
+        "seed": seed,
+        "chunked": chunked,
+        "burstiness": burstiness,
+    }
+    jobs = [(model, hw, tp, prices.get(hw.id), common) for hw in devices for tp in tps]
     if workers > 1 and len(jobs) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor

@@ -31,22 +31,28 @@ def latency_sweep(
     settings: Settings,
     chunked: bool,
     seed: int,
+    requests: int = SWEEP_REQUESTS,
+    burstiness: float = 1.0,
+    lengths: tuple[Lengths, Lengths] | None = None,
 ) -> dict[str, object]:
-    """p50/p90/p99 TTFT and TPOT, mean running batch and queue at log-spaced Poisson rates from a
-    trickle to twice the saturation rate (a closed loop of ``max_num_seqs`` clients), each a run
-    of SWEEP_REQUESTS requests with the same seed."""
+    """p50/p90/p99 TTFT and TPOT, mean running batch and queue at log-spaced Poisson rates (gamma
+    arrivals of shape ``burstiness`` where it is not 1) from a trickle to twice the saturation rate
+    (a closed loop of ``max_num_seqs`` clients), each a run of ``requests`` requests with the same
+    seed. ``lengths``: the prompts' and outputs' (default: the traffic's, fixed)."""
     times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
 
     def run_at(load: Load):
         return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
 
-    prompt, output = Lengths(traffic.prompt_len), Lengths(traffic.output_len)
+    prompt, output = lengths or (Lengths(traffic.prompt_len), Lengths(traffic.output_len))
     saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw.id), seed)
     if saturation <= 0:
         raise ValueError(f"no request completes on {tp} x {hw.name}")
     rates = np.geomspace(saturation * SWEEP_LOWEST, saturation * SWEEP_HIGHEST, SWEEP_RATES)
+    kind = "poisson" if burstiness == 1 else "gamma"
     rows = [
-        summary(run_at(Load("poisson", SWEEP_REQUESTS, prompt, output, rate_per_s=float(r), seed=seed))) for r in rates
+        summary(run_at(Load(kind, requests, prompt, output, rate_per_s=float(r), burstiness=burstiness, seed=seed)))
+        for r in rates
     ]
 
     def column(metric: str, p: int) -> np.ndarray:

@@ -1,0 +1,64 @@
+"""Every flag of `serve` shapes the run it is given with, or is refused: --sweep and --capacity
+took --requests, --burstiness, --prompt-max and --no-chunked-prefill and dropped them in silence,
+as a steady-state `serve` dropped --seed and a closed loop --burstiness (kept from a hostile run)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+BASE = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "1024", "--output-len", "128"]
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--sweep", "--replicas", "2"], "--replicas: it shapes a run of --rate, --concurrency, --trace; with --sweep"),
+        (["--capacity", "--router", "random", "--replicas", "2"], "--replicas: it shapes a run of"),
+        (["--concurrency", "8", "--burstiness", "0.5"], "--burstiness: it shapes a run of --rate, --sweep, --capacity"),
+        (
+            ["--seed", "3"],
+            "--seed: it shapes a run of --rate, --concurrency, --trace, --measured, --sweep, --capacity; "
+            "without a simulated load (the steady-state frontier) it would be ignored",
+        ),
+        (["--sweep", "--router", "least-loaded"], "--router: it shapes a run of --rate, --concurrency, --trace"),
+        (["--rate", "2", "--percentile", "99"], "--percentile: it shapes a run of --capacity; with --rate"),
+        (["--prompt-max", "2000"], "--prompt-max: it shapes a run of"),
+    ],
+)
+def test_a_flag_the_run_would_ignore_is_refused(extra, said, capsys):
+    from roofline.cli import main
+
+    assert main([*BASE, *extra]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+def _json(argv, capsys) -> dict:
+    from roofline.cli import main
+
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_sweep_runs_the_requests_arrivals_and_lengths_asked(capsys):
+    plain = _json([*BASE, "--sweep"], capsys)
+    assert "Poisson rates" in plain["method"] and "300 requests each" in plain["method"]
+    bursty = _json([*BASE, "--sweep", "--burstiness", "0.3", "--requests", "400", "--prompt-max", "3000"], capsys)
+    assert "gamma (burstiness 0.3) rates" in bursty["method"] and "400 requests each" in bursty["method"]
+    # Longer prompts on average (uniform to 3,000 tokens) and burstier arrivals: a lower saturation
+    # rate, and a slower p99 first token at the sweep's lowest rate.
+    assert bursty["saturation_rate_per_s"] < plain["saturation_rate_per_s"]
+    assert bursty["points"][0]["p99_ttft_s"] > plain["points"][0]["p99_ttft_s"]
+
+
+def test_capacity_runs_without_chunked_prefill_when_asked(capsys):
+    argv = [*BASE, "--capacity", "--requests", "200", "--ttft-ms", "300", "--tpot-ms", "30"]
+    chunked = _json(argv, capsys)
+    whole = _json([*argv, "--no-chunked-prefill"], capsys)
+    assert "chunked prefill on" in chunked["method"] and "chunked prefill off" in whole["method"]
+    # Whole prompts as their own steps stall every running decode for a 1,024-token prefill: the
+    # TPOT the server holds at a given rate is no better than with the prompts chunked in.
+    one, two = chunked["ranking"][0], whole["ranking"][0]
+    assert (one["max_rate_per_s"], one["p90_tpot_s"]) != (two["max_rate_per_s"], two["p90_tpot_s"])
