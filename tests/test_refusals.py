@@ -30,6 +30,14 @@ def test_a_setting_out_of_range_is_named_as_its_flag_in_its_units(flag, value, s
     assert said in err and "_bytes" not in err and "_s must" not in err
 
 
+def test_matmuls_kernel_floor_out_of_range_is_named_as_its_flag(capsys):
+    """It read "graph_launch_overhead_s must be a number in [0, 1], got 1000.0"."""
+    from roofline.cli import main
+
+    assert main(["matmul", "--m", "1", "--n", "1", "--k", "1", "--kernel-floor-us", "1e9"]) == 2
+    assert capsys.readouterr().err == "error: --kernel-floor-us: expected a number in [0, 1e+06], got 1000000000.0\n"
+
+
 @pytest.mark.parametrize("tp", ["3", "1000"])
 def test_load_refuses_a_tp_that_does_not_split_the_heads(tp, capsys):
     from roofline.cli import main

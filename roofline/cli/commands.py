@@ -12,7 +12,7 @@ from pathlib import Path
 import roofline.cli.render as render
 from roofline.api import hardware_summary, matmul_result, model_summary
 from roofline.cli.args import CliError, calibration_from_args, precision_from_args
-from roofline.cli.setting_flags import settings_from_args
+from roofline.cli.setting_flags import flag_error, settings_from_args
 from roofline.datafiles import shown_path
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware
@@ -45,12 +45,16 @@ def cmd_hardware_show(args: argparse.Namespace) -> None:
 def cmd_matmul(args: argparse.Namespace) -> None:
     hw = get_hardware(args.hardware, args.hardware_dir)
     # One kernel on the roofline: its device time (host dispatch is a fact of a step, not a kernel).
-    ceilings = Settings(
-        launch_overhead_s=0.0,
-        graph_launch_overhead_s=args.kernel_floor_us * 1e-6,
-        engine=args.engine,
-        engine_version=args.engine_version,
-    ).ceilings(hw, serving=False)
+    try:
+        settings = Settings(
+            launch_overhead_s=0.0,
+            graph_launch_overhead_s=args.kernel_floor_us * 1e-6,
+            engine=args.engine,
+            engine_version=args.engine_version,
+        )
+    except ValueError as exc:  # named as the flag that set it
+        raise flag_error(exc, args, {"graph_launch_overhead_s": ("--kernel-floor-us", 1e6)}) from None
+    ceilings = settings.ceilings(hw, serving=False)
     data = matmul_result(ceilings, args.m, args.n, args.k, args.dtype, args.out_dtype)
     emit(args, data, lambda: render.matmul(data))
 

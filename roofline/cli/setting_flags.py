@@ -26,12 +26,14 @@ _SETTING_FLAGS = {
 }
 
 
-def flag_error(settings_error: ValueError, args: argparse.Namespace) -> ValueError:
-    """A Settings field's error as the flag that set it says it, in the flag's units."""
+def flag_error(settings_error: ValueError, args: argparse.Namespace, flags: dict | None = None) -> ValueError:
+    """A Settings field's error as the flag that set it says it, in the flag's units (``flags``:
+    a command's own flags for fields, ``_SETTING_FLAGS``'s shape, over the common ones)."""
     field = getattr(settings_error, "field", None)  # roofline.settings.SettingError's
-    if field not in _SETTING_FLAGS:
+    named = _SETTING_FLAGS | (flags or {})
+    if field not in named:
         return settings_error
-    flag, scale = _SETTING_FLAGS[field]
+    flag, scale = named[field]
     given = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
     if field in _RANGES:
         lo, hi, lo_ok = _RANGES[field]
