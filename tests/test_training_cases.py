@@ -155,3 +155,11 @@ def test_train_cli_zero_2_peak_against_zero_1(precision):
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         peaks.append(json.loads(proc.stdout)["memory"]["peak_bytes"])
     assert peaks[1] <= peaks[0]
+
+
+def test_train_says_no_micro_batch_fits_rather_than_zero(capsys):
+    """70B on a 24 GB L4 read "the largest micro-batch that fits: 0"."""
+    from roofline.cli import main
+
+    assert main(["train", "--model", "llama-3.1-70b", "--hardware", "l4"]) == 0
+    assert "does NOT fit; the largest micro-batch that fits: none (not even 1)" in capsys.readouterr().out

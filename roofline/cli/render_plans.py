@@ -86,7 +86,7 @@ def train(d: dict, model_name: str, hardware_name: str) -> str:
         f"  micro-batch {d['micro_batch']} x {d['seq_len']} tokens, {d['accumulation_steps']} accumulation step(s), "
         f"global batch {d['global_batch']}",
         f"  peak {fmt_bytes(mem['peak_bytes'])} per device at the {mem['peak_at']} of {fmt_bytes(d['capacity_bytes'])} "
-        f"usable: {fits}; the largest micro-batch that fits: {d['largest_micro_batch']}",
+        f"usable: {fits}; the largest micro-batch that fits: {d['largest_micro_batch'] or 'none (not even 1)'}",
         "  at the peak: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in mem["at_peak"].items() if v > 0),
     ]
     if mem["host_bytes"]:
