@@ -20,8 +20,10 @@ from pathlib import Path
 
 import torch
 
+from roofline.dtypes import bytes_per_element
 from roofline.loading import load_peaks
 from roofline.measure.child import run_child
+from roofline.measure.room import check_disk, check_ram
 from roofline.measure.training import TrainModel, _rss_bytes
 from roofline.models import ModelConfig
 from roofline.training import TrainSetup
@@ -114,9 +116,20 @@ def _load(method: str, m: ModelConfig, dtype: torch.dtype, files: dict[str, list
     return model
 
 
+def check_room(m: ModelConfig, checkpoint_dtype: str, predicted: dict) -> None:
+    """Refuse a model this host cannot load each way, or whose three copies of the checkpoint
+    (.pt, .safetensors, two shards) its temporary folder cannot hold, before building it."""
+    checkpoint = m.param_counts()["total"] * bytes_per_element(checkpoint_dtype)
+    # Writing holds the model once (its state dict shares the tensors); the worst load holds more.
+    worst = max(p.host_bytes for name, p in predicted.items() if name in MEASURED)
+    check_ram(max(worst, checkpoint), f"load --measure of {m.id}")
+    check_disk(3 * checkpoint, tempfile.gettempdir(), f"load --measure of {m.id}")
+
+
 def measure(m: ModelConfig, checkpoint_dtype: str = "bf16", timeout_s: float = 600) -> list[dict]:
     """Each measured method's peak beside its prediction (the model loaded on this host)."""
     predicted = {p.method: p for p in load_peaks(m, checkpoint_dtype, checkpoint_dtype, 2, device_is_host=True)}
+    check_room(m, checkpoint_dtype, predicted)
     out = []
     with tempfile.TemporaryDirectory(prefix="roofline-load-") as tmp:
         files = write_checkpoints(m, checkpoint_dtype, Path(tmp))

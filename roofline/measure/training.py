@@ -33,6 +33,7 @@ from torch.utils.checkpoint import checkpoint
 
 from roofline.measure.child import run_child
 from roofline.measure.model import Norm
+from roofline.measure.room import check_ram
 from roofline.models import ModelConfig
 from roofline.training import TrainSetup, training_memory
 
@@ -298,6 +299,8 @@ def measure(s: TrainSetup, device: str = "cpu", timeout_s: float = 600) -> dict:
     with the prediction for the same setup as this device runs it (fused or decomposed norms)."""
     check_measurable(s)
     s = replace(s, fused_norms=norms_are_fused(device))
+    if device == "cpu":  # a GPU's own allocator refuses what does not fit; a host would swap
+        check_ram(float(training_memory(s).peak_bytes), f"train --measure cpu of {s.model.id}")
     stdout = run_child(
         "roofline.measure.training",
         ["--device", device, "--json", json.dumps(setup_to_json(s))],
