@@ -122,9 +122,11 @@ def engine_note(
         return f"{hardware_name}: ideal roofs (datasheet)"
     source = kernel_tables(named, hardware_id, version)
     if source is None:
+        words = ENGINE_NAMES[named]
         return (
-            f"{hardware_name}: ideal roofs (datasheet); no {ENGINE_NAMES[named]} kernel tables for it "
-            "(`python -m roofline tables import` brings more)"
+            f"{hardware_name}: datasheet roofs, no {words} kernel tables for it "
+            f"(`python -m roofline tables import` brings more); {words}'s host work per step applies, so the times "
+            "are not the ideal bound"
         )
     moe = (
         f"; MoE kernels set to {MOE_KERNEL_WORDS[moe_kernel]} (each MoE op says where its time is read)"
