@@ -17,6 +17,27 @@ from roofline.serving.simulation.metrics import PERCENTILES
 from roofline.serving.simulation.sweep import SWEEP_REQUESTS
 
 
+def capacity_command(
+    model, devices, prompt, output, targets, precision, tp: int, settings, pct: int, seed: int, chunked: bool
+) -> str:
+    """The `serve --capacity` command that ranks these setups as the page does."""
+    from roofline.cli.setting_flags import command_flags
+    from roofline.models import load_models
+
+    argv = ["python -m roofline serve", "--model", model.id if model.id in load_models() else "config.json"]
+    for hw in devices:
+        argv += ["--hardware", hw.id]
+    argv += ["--prompt-len", str(prompt.low)] + (["--prompt-max", str(prompt.high)] if prompt.high else [])
+    argv += ["--output-len", str(output.low)] + (["--output-max", str(output.high)] if output.high else [])
+    for flag, value_s in (("--ttft-ms", targets.ttft_s), ("--tpot-ms", targets.tpot_s)):
+        if value_s is not None:
+            argv += [flag, f"{value_s * 1e3:g}"]
+    flags, left = command_flags(settings, precision)
+    argv += ["--tp", str(tp), *flags, "--capacity", "--requests", str(SWEEP_REQUESTS), "--percentile", str(pct)]
+    argv += (["--seed", str(seed)] if seed else []) + ([] if chunked else ["--no-chunked-prefill"])
+    return " ".join(argv) + (f" (and {', '.join(left)})" if left else "")
+
+
 def render_capacity(
     report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int, chunked: bool = True
 ) -> None:
@@ -102,13 +123,15 @@ def render_capacity(
     )
     for key, why in why_not.items():
         st.caption(f"{key}: {why}")
+    command = capacity_command(
+        model, devices, prompt, output, targets, precision, tp, settings, int(pct), seed, chunked
+    )
     report.caption(
         f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
         f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill {'on' if chunked else 'off'}; "
         "'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
-        f"where priced. Same as `roofline serve --capacity --requests {SWEEP_REQUESTS} --percentile {pct}"
-        f"{'' if chunked else ' --no-chunked-prefill'}`. "
+        f"where priced. The command line runs the same search: `{command}`. "
         "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
         "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work; "
         "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "

@@ -288,3 +288,23 @@ def test_the_capacity_table_runs_the_pages_chunked_prefill_choice():
     assert not at.exception and at.checkbox(key="chunked").value is False
     said = " ".join(c.value for c in at.caption)
     assert "chunked prefill off" in said and "--no-chunked-prefill`" in said
+
+
+def test_the_capacity_tables_command_reproduces_the_table(capsys):
+    """The caption's command was "roofline serve --capacity --requests 300 --percentile 90": no
+    model, devices, lengths, targets or precision, so it ranked something else."""
+    import re
+    import shlex
+
+    from roofline.cli import main
+
+    at = serving(hw=["h100-sxm", "b200"], wdtype="fp8", kvdtype="fp8", load_pct="50")
+    assert not at.exception
+    said = " ".join(c.value for c in at.caption)
+    command = re.search(r"The command line runs the same search: `([^`]+)`", said)[1]
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "roofline"] and "--weight-dtype" in argv and "--percentile" in argv
+    assert main([*argv[3:], "--json"]) == 0
+    ranked = {r["hardware"]: r["max_rate_per_s"] for r in json.loads(capsys.readouterr().out)["ranking"]}
+    table = next(d.value for d in at.dataframe if "max requests/s" in d.value.columns)
+    assert ranked == pytest.approx(dict(zip(table["device"], table["max requests/s"])))

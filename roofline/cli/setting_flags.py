@@ -72,3 +72,36 @@ def _settings(args: argparse.Namespace, measured: dict) -> Settings:
         attention_dp=getattr(args, "attention_dp", 1),
         **measured,
     )
+
+
+def command_flags(settings: Settings, precision=None) -> tuple[list[str], list[str]]:
+    """The flags that give a command ``settings`` and ``precision`` (the inverse of
+    ``settings_from_args``; defaults left out, ``--engine`` always given), and what no flag can
+    carry (a calibration or a measured link is a file the user picks; what-if scales)."""
+    from roofline.workload import Precision
+
+    flags = ["--engine", settings.engine]
+    default = Settings()
+    for field, (flag, scale) in _SETTING_FLAGS.items():
+        value = getattr(settings, field)
+        if value != getattr(default, field):
+            flags += [flag, f"{value * scale:g}"]
+    for field in ("engine_version", "moe_kernel", "moe_routing", "prompt_graph_tokens"):
+        value = getattr(settings, field)
+        if value != getattr(default, field):
+            flags += ["--" + field.replace("_", "-"), str(value)]
+    if precision is not None:
+        base = Precision()
+        for field in ("weight_dtype", "act_dtype", "kv_dtype", "expert_weight_dtype", "fp8_scaling", "group_size"):
+            value = getattr(precision, field)
+            if value != getattr(base, field):
+                flags += ["--" + field.replace("_", "-"), str(value)]
+    left = []
+    if settings.calibration is not None:
+        left.append("your calibration (--calibration FILE)")
+    if settings.link_bandwidth_bytes_per_s is not None:
+        left.append("your measured all-reduce (--collectives FILE)")
+    scales = ("compute_scale", "memory_scale", "link_scale", "capacity_scale")
+    if any(getattr(settings, s) != 1.0 for s in scales):
+        left.append("the what-if scales of compute, memory, link or capacity")
+    return flags, left
