@@ -4,6 +4,7 @@ as a steady-state `serve` dropped --seed and a closed loop --burstiness (kept fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -62,3 +63,32 @@ def test_capacity_runs_without_chunked_prefill_when_asked(capsys):
     # TPOT the server holds at a given rate is no better than with the prompts chunked in.
     one, two = chunked["ranking"][0], whole["ranking"][0]
     assert (one["max_rate_per_s"], one["p90_tpot_s"]) != (two["max_rate_per_s"], two["p90_tpot_s"])
+
+
+def test_command_flags_are_read_back_as_the_same_settings_and_precision():
+    from roofline.cli.args import precision_from_args
+    from roofline.cli.parser import build_parser
+    from roofline.cli.setting_flags import command_flags, settings_from_args
+    from roofline.settings import Settings
+    from roofline.workload import Precision
+
+    settings = Settings(
+        engine="sglang",
+        memory_utilization=0.8,
+        block_size=32,
+        max_num_seqs=64,
+        recv_interval=10,
+        non_torch_bytes=0.5e9,
+        prompt_graph_tokens=256,
+        moe_routing="balanced",
+    )
+    precision = Precision(weight_dtype="fp8", kv_dtype="fp8", fp8_scaling="block")
+    flags, left = command_flags(settings, precision)
+    assert left == [] and flags[:2] == ["--engine", "sglang"]
+    args = build_parser().parse_args([*BASE, *flags])
+    read = settings_from_args(args)
+    for field in dataclasses.fields(Settings):  # the microsecond flags' defaults round-trip to 1e-20 s
+        assert getattr(read, field.name) == pytest.approx(getattr(settings, field.name), abs=1e-15), field.name
+    assert precision_from_args(args) == precision
+    _, left = command_flags(Settings(memory_scale=2.0))
+    assert left == ["the what-if scales of compute, memory, link or capacity"]
