@@ -8,6 +8,7 @@ import argparse
 
 from roofline.cli.args import (
     CliError,
+    _finite,
     attention_dp,
     fraction_or_zero,
     non_negative_float,
@@ -42,6 +43,13 @@ def ramp_seconds(text: str) -> float:
     value = non_negative_float(text)
     if value > 1e7:  # Load.ramp_s
         raise argparse.ArgumentTypeError(f"expected seconds in [0, 10000000], got {text[:40]!r}")
+    return value
+
+
+def burstiness(text: str) -> float:
+    value = _finite(text, "a number in (0, 1000]")
+    if not 0 < value <= 1000:  # Load.burstiness: a gamma shape
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1000], got {text[:40]!r}")
     return value
 
 
@@ -83,7 +91,7 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths")
     group.add_argument(
-        "--burstiness", type=non_negative_float, default=1.0, help="gamma arrivals' shape: 1 Poisson, < 1 burstier"
+        "--burstiness", type=burstiness, default=1.0, help="gamma arrivals' shape: 1 Poisson, < 1 burstier"
     )
     group.add_argument(
         "--capacity",

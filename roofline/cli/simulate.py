@@ -80,6 +80,8 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         )
     trace_first, args.requests = args.requests, args.requests or DEFAULT_REQUESTS
     ramp = rate_ramp(args)
+    if not 0 <= args.seed < 2**62:
+        raise CliError(f"--seed: expected an integer in [0, 2^62), got {args.seed}")
     if args.capacity:
         from roofline.hardware import load_hardware
         from roofline.serving import load_prices
@@ -88,8 +90,6 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
         prices = {k: v.usd_per_hour for k, v in load_prices().items()}
         return cmd_capacity(args, emit, devices, prices)
-    if not 0 <= args.seed < 2**62:
-        raise CliError(f"--seed: expected an integer in [0, 2^62), got {args.seed}")
     if args.sweep:
         return cmd_sweep(args, emit, trace_first)
     if not args.hardware or len(args.hardware) != 1:
