@@ -19,19 +19,18 @@ def no_fit_from(r: KVResult) -> int | None:
 
 
 def memory_rows(results: dict[str, KVResult]) -> dict[str, dict[str, float]]:
-    """Each device's memory at the operating point, by term; what does not fit is its own term."""
+    """Each device's memory at the operating point, every term at its true size, and its usable
+    capacity (``capacity``, drawn as a mark: what stacks past it does not fit)."""
     rows = {}
     for r in results.values():
         f = r.footprint
-        kv = float(f.kv_cache_bytes)
-        over = max(0.0, float(f.total_bytes) - f.capacity_bytes)
         rows[r.hardware.name] = {
             "weights": f.weights_bytes,
-            "KV cache": kv - over if over else kv,
+            "KV cache": float(f.kv_cache_bytes),
             "activations": float(f.activation_bytes),
             "reserved": f.reserved_bytes,
             "free": float(f.free_bytes),
-            "over capacity": over,
+            "capacity": float(f.capacity_bytes),
         }
     return rows
 

@@ -142,14 +142,24 @@ def test_a_narrow_region_takes_its_label_on_two_lines():
     assert labels(roofline_figure([(sheet, "bf16")], [far])) == ["compute-bound", "memory-bound"]
 
 
-def test_the_kv_memory_caption_speaks_of_red_only_when_something_is_over_capacity():
+def test_the_kv_memory_bars_keep_true_sizes_and_mark_the_usable_memory():
+    """70B on one H100: the weights' bar stopped at the 75 GB usable and the rest was one red block,
+    since the excess was taken out of the KV term and drove it negative."""
+    import json
+
     def caption(at) -> str:
         return next(c.value for c in at.caption if c.value.startswith("Per sequence"))
 
     fits = page("views/kv_page.py", view="Memory")
-    assert "Red" not in caption(fits)
-    over = page("views/kv_page.py", view="Memory", batch="4096", hw=["l40s"])
-    assert "Red (over capacity) is what does not fit" in caption(over)
+    assert "black mark" not in caption(fits)
+    over = page("views/kv_page.py", view="Memory", model="llama-3.1-70b", hw=["h100-sxm"])
+    assert not over.exception
+    assert "The black mark is each device's usable memory: what stacks past it does not fit" in caption(over)
+    spec = json.loads(next(c for c in over.get("plotly_chart") if c.key == "memory_bar").proto.spec)
+    traces = {t["name"]: t for t in spec["data"]}
+    assert traces["weights"]["x"][0] == pytest.approx(141.1, abs=0.1)  # 70.55 B parameters x 2 bytes
+    assert all(x >= 0 for t in spec["data"] if t["type"] == "bar" for x in t["x"])
+    assert traces["usable memory"]["x"][0] < traces["weights"]["x"][0]
 
 
 def test_the_what_if_tiles_name_the_regime_before_and_after_in_the_chart_regions_words():

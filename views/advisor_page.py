@@ -296,7 +296,7 @@ if is_open(what_if_tab):
                 Metric(
                     "Time",
                     fmt_seconds(new_time.time_s),
-                    f"{base_time.time_s / new_time.time_s:.2f}× vs the datasheet",
+                    f"{base_time.time_s / new_time.time_s:.2f}× vs the device unchanged",
                     delta_color="off",
                 ),
                 Metric(

@@ -223,7 +223,11 @@ if is_open(memory_tab):
             f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the "
             f"partly filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library "
             "workspaces, communication buffers)."
-            + (" Red (over capacity) is what does not fit." if any_over_capacity(results) else "")
+            + (
+                " The black mark is each device's usable memory: what stacks past it does not fit."
+                if any_over_capacity(results)
+                else ""
+            )
         )
 
 if is_open(crossover_tab):

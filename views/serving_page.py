@@ -365,9 +365,11 @@ if is_open(techniques_tab):
             report.chart(sfig, width="stretch", theme=None, key="spec_chart")
             report.caption(
                 f"Each verify step runs k + 1 = {spec_k + 1} positions per sequence through the target model and "
-                f"yields (1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays while the step stays memory-bound "
-                "(blue markers); once the verify step is compute-bound (red) it costs nearly k + 1 steps and "
-                "speculation stops paying. Drafting here is n-gram (free); a draft model adds its own k steps (`serve "
+                f"yields (1 − a^(k+1)) / (1 − a) = {tokens:.2f} tokens. It pays most while the step stays "
+                "memory-bound (blue markers): one read of the weights serves k + 1 positions. Once the verify step "
+                "is compute-bound (red) its time grows with those k + 1 positions, and the speed-up shrinks as the "
+                "batch grows, below 1× where a verify step costs more than the tokens it yields. "
+                "Drafting here is n-gram (free); a draft model adds its own k steps (`serve "
                 f"--draft-model`). Both TPOTs rest on the {basis_label(roofs[pick_device])}."
             )
             try:

@@ -108,6 +108,23 @@ def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> g
                 hovertemplate=f"%{{y}}<br>{part}: %{{x:,.1f}} GB<extra></extra>",
             )
         )
+    capacity = [rows[n].get("capacity") for n in names]
+    if any(c is not None for c in capacity):  # each device's usable memory: what stacks past it does not fit
+        fig.add_trace(
+            go.Scatter(
+                y=names,
+                x=[None if c is None else c / 1e9 for c in capacity],
+                mode="markers",
+                name="usable memory",
+                marker=dict(symbol="line-ns", size=14, color="#111111", line=dict(width=3, color="#111111")),
+                hovertemplate="%{y}<br>usable memory: %{x:,.1f} GB<extra></extra>",
+            )
+        )
+        for i, c in enumerate(capacity):  # across the whole bar, where the legend's mark is too short to see
+            if c is not None:
+                fig.add_shape(
+                    type="line", x0=c / 1e9, x1=c / 1e9, y0=i - 0.45, y1=i + 0.45, line=dict(color="#111111", width=3)
+                )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="GB per device (10⁹ B)", gridcolor="#E5E5E5")
     fig.update_yaxes(autorange="reversed")
