@@ -189,3 +189,12 @@ def test_the_frontier_says_so_where_no_batch_fits_instead_of_an_empty_chart():
         "higher TP, or smaller weights (fp8, int4), would make room."
     ]
     assert [c.key for c in at.get("plotly_chart")] == ["frontier_chart"]
+
+
+def test_the_llm_pages_tiles_name_their_device_when_several_are_chosen():
+    """The TTFT/TPOT tiles were the B200's beside a warning that the H100 does not fit, unnamed."""
+    both = page("views/llm_page.py", model="llama-3.1-70b", hw=["b200", "h100-sxm"])
+    assert not both.exception
+    assert any(c.value.startswith("The figures below are NVIDIA B200") for c in both.caption)
+    one = page("views/llm_page.py", model="llama-3.1-70b", hw=["b200"])
+    assert not any("figures below" in c.value for c in one.caption)

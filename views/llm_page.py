@@ -210,6 +210,10 @@ for hid, why in why_not.items():
     )
 if hw_id != selected[0]:
     st.info(f"Analysed in detail: {md_escape(hw.name)}, the first chosen device that can run this workload.")
+elif len(selected) > 1:
+    st.caption(
+        f"The figures below are {md_escape(hw.name)}'s, the first device chosen; the Devices table compares them all."
+    )
 run = request.workload
 if ranks > 1:
     st.info(ranks_note(ranks, int(tp), int(batch)))
