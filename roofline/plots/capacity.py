@@ -29,9 +29,11 @@ def capacity_figure(
     """
     fig = go.Figure()
     x = np.asarray(contexts, float)
+    holds = False  # whether any curve holds a sequence at some context
     for i, (name, batches) in enumerate(curves.items()):
         color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
         y = np.where(np.asarray(batches) >= 1, batches, np.nan).astype(float)
+        holds = holds or bool(np.isfinite(y).any())
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -76,11 +78,17 @@ def capacity_figure(
             # Near the end, three short lines: one long line ran left over the curves (and, on a
             # phone, off the plot).
             text=(
-                f" past {start:,.0f} tokens<br>not one sequence fits"
-                if near_end
-                else f" past {start:,.0f} tokens not one sequence fits"
-            )
-            + ((" <br>on any device" if near_end else " on any device") if len(starts) > 1 else ""),
+                " not one sequence fits at any context"
+                + (" on any device" if len(starts) > 1 else "")
+                + " (the weights leave no room)"
+                if not holds
+                else (
+                    f" past {start:,.0f} tokens<br>not one sequence fits"
+                    if near_end
+                    else f" past {start:,.0f} tokens not one sequence fits"
+                )
+                + ((" <br>on any device" if near_end else " on any device") if len(starts) > 1 else "")
+            ),
             align="right" if near_end else "left",
             font=dict(color=REGIME_COLORS["compute"], size=11),
         )
