@@ -78,10 +78,10 @@ def render_capacity(
         [
             {
                 "device": c.hardware,
-                "rests on": basis_short(c.roofs.split(" roofs")[0]),
-                "published bias": known[c.hardware].short(),
                 "TP": c.tp,
                 "max requests/s": c.rate_per_s,
+                "rests on": basis_short(c.roofs.split(" roofs")[0]),
+                "published bias": known[c.hardware].short(),
                 "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
                 f"p{c.percentile} TTFT": fmt_seconds(c.ttft_s) if c.ttft_s is not None else "",
                 f"p{c.percentile} TPOT": fmt_seconds(c.tpot_s) if c.tpot_s is not None else "",
