@@ -163,6 +163,7 @@ class Settings:
         device either way. A serving engine (``engine``) adds its host work per step to a
         ``serving`` step (``roofline.engines``); a training step has none."""
         measured_here = self.link_hardware_id in (None, hw.id)  # the measured link is this device's
+        measured_link = bool(self.link_bandwidth_bytes_per_s) and measured_here
         ceilings = Ceilings.from_hardware(
             hw,
             0.0 if cuda_graphs else self.launch_overhead_s,
@@ -187,7 +188,7 @@ class Settings:
                 tables = replace(tables, moe_kernel=self.moe_kernel)
             if self.moe_routing != "auto":
                 tables = replace(tables, moe_routing=self.moe_routing)
-            if self.link_bandwidth_bytes_per_s and measured_here:  # the user's own all-reduce, not the table's
+            if measured_link:  # the user's own all-reduce, not the table's
                 tables = replace(tables, link_measured=True)
             ceilings = replace(ceilings, roof_source=tables, source="engine-measured")
         from roofline.engines import engine_profile  # pydantic models built on first use, not at --help
@@ -202,7 +203,7 @@ class Settings:
                 engine_step_note=profile.host_note(self.engine_version),
                 engine_step_short=profile.host_short(self.engine_version),
             )
-        if self.link_bandwidth_bytes_per_s and measured_here:
+        if measured_link:
             ceilings = replace(
                 ceilings, link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s, link_note="measured all-reduce"
             )

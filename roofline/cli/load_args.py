@@ -8,11 +8,11 @@ import argparse
 
 from roofline.cli.args import (
     CliError,
-    _finite,
     attention_dp,
     fraction_or_zero,
     non_negative_float,
     non_negative_int,
+    positive_float,
     positive_int,
 )
 from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S, RATE_RAMPS, RECV_OTHER_WEIGHT, ROUTERS
@@ -47,8 +47,12 @@ def ramp_seconds(text: str) -> float:
 
 
 def burstiness(text: str) -> float:
-    value = _finite(text, "a number in (0, 1000]")
-    if not 0 < value <= 1000:  # Load.burstiness: a gamma shape
+    """A gamma shape (``Load.burstiness``): a number in (0, 1000]."""
+    try:
+        value = positive_float(text)
+    except argparse.ArgumentTypeError:
+        value = 0.0
+    if not 0 < value <= 1000:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1000], got {text[:40]!r}")
     return value
 
@@ -216,26 +220,17 @@ def rate_ramp(args: argparse.Namespace) -> tuple[str, float, float] | None:
     return args.ramp_up_strategy, start, end
 
 
-# Which runs each simulation flag shapes; given anywhere else it would be dropped in silence.
+# Each simulation flag's default and the runs it shapes; given anywhere else it would be dropped
+# in silence.
 _FLAG_RUNS = {
-    "--requests": ("--rate", "--concurrency", "--trace", "--measured", "--sweep", "--capacity"),
-    "--seed": ("--rate", "--concurrency", "--trace", "--measured", "--sweep", "--capacity"),
-    "--burstiness": ("--rate", "--sweep", "--capacity"),
-    "--percentile": ("--capacity",),
-    "--replicas": ("--rate", "--concurrency", "--trace"),
-    "--router": ("--rate", "--concurrency", "--trace"),
-    "--prompt-max": ("--rate", "--concurrency", "--sweep", "--capacity"),
-    "--output-max": ("--rate", "--concurrency", "--sweep", "--capacity"),
-}
-_FLAG_DEFAULTS = {
-    "--requests": None,
-    "--seed": 0,
-    "--burstiness": 1.0,
-    "--percentile": 90,
-    "--replicas": 1,
-    "--router": "round-robin",
-    "--prompt-max": None,
-    "--output-max": None,
+    "--requests": (None, ("--rate", "--concurrency", "--trace", "--measured", "--sweep", "--capacity")),
+    "--seed": (0, ("--rate", "--concurrency", "--trace", "--measured", "--sweep", "--capacity")),
+    "--burstiness": (1.0, ("--rate", "--sweep", "--capacity")),
+    "--percentile": (90, ("--capacity",)),
+    "--replicas": (1, ("--rate", "--concurrency", "--trace")),
+    "--router": ("round-robin", ("--rate", "--concurrency", "--trace")),
+    "--prompt-max": (None, ("--rate", "--concurrency", "--sweep", "--capacity")),
+    "--output-max": (None, ("--rate", "--concurrency", "--sweep", "--capacity")),
 }
 
 
@@ -252,9 +247,8 @@ def check_flags_used(args: argparse.Namespace) -> None:
     run = "--capacity" if args.capacity else "--sweep" if args.sweep else (given or [None])[0]
     if run is None and args.ramp_up_strategy is not None:
         run = "--rate"
-    for flag, runs in _FLAG_RUNS.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value == _FLAG_DEFAULTS[flag] or run in runs:
+    for flag, (default, runs) in _FLAG_RUNS.items():
+        if getattr(args, flag[2:].replace("-", "_")) == default or run in runs:
             continue
         where = f"with {run}" if run else "without a simulated load (the steady-state frontier)"
         raise CliError(f"{flag}: it shapes a run of {', '.join(runs)}; {where} it would be ignored")

@@ -19,6 +19,7 @@ from roofline.hardware import get_hardware
 from roofline.models import get_model
 
 MAX_SIMULATED_REQUESTS = 200_000
+MAX_PROBE_REQUESTS = 20_000  # per probe of --capacity and per rate of --sweep: each runs many of them
 DEFAULT_REQUESTS = 1000
 
 
@@ -28,8 +29,8 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
     from roofline.serving.simulation.load import Lengths
     from roofline.serving.simulation.metrics import Targets
 
-    if args.requests > 20_000:
-        raise CliError(f"--requests: at most 20,000 per probe with --capacity, got {args.requests:,}")
+    if args.requests > MAX_PROBE_REQUESTS:
+        raise CliError(f"--requests: at most {MAX_PROBE_REQUESTS:,} per probe with --capacity, got {args.requests:,}")
     model = get_model(args.model, args.model_dir)
     targets = Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3)
     settings = settings_from_args(args)
@@ -215,8 +216,8 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
     if not args.hardware or len(args.hardware) != 1:
         raise CliError("--sweep simulates one device setup: give exactly one --hardware")
     requests = requests or SWEEP_REQUESTS
-    if requests > 20_000:
-        raise CliError(f"--requests: at most 20,000 per rate with --sweep, got {requests:,}")
+    if requests > MAX_PROBE_REQUESTS:
+        raise CliError(f"--requests: at most {MAX_PROBE_REQUESTS:,} per rate with --sweep, got {requests:,}")
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware[0], args.hardware_dir)
     tp = args.tp[0] if args.tp else 1

@@ -4,7 +4,6 @@ records it."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ import subprocess
 import torch
 
 from roofline.measure.devices import match_hardware_id
+from roofline.measure.room import available_ram_bytes
 from roofline.measure.schema import DeviceInfo
 
 
@@ -90,6 +90,6 @@ def free_memory_bytes(device: torch.device) -> float:
     if device.type == "cuda":
         return float(torch.cuda.mem_get_info(device)[0])
     try:
-        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        return available_ram_bytes()
     except (ValueError, OSError):
         return 8e9
