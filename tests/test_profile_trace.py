@@ -67,7 +67,9 @@ def test_a_gpu_trace_worked_by_hand():
     report = summarize(prof, h100)
     split = report["regime_split_s"]
     assert split["communication"] == pytest.approx(20e-6)
-    assert split["overhead"] == pytest.approx(35e-6)
+    # The idle 35 µs, and the add: 393 kB is 0.12 µs at 3.35 TB/s, less than the 1.2 µs least time
+    # of its one kernel, so its 5 µs are overhead too.
+    assert split["overhead"] == pytest.approx(35e-6 + 5e-6)
     assert sum(split.values()) == pytest.approx(100e-6)
 
 

@@ -19,16 +19,28 @@ def _peak(ceilings: Ceilings, dtype: str) -> float:
     return min(ceilings.peak_flops_per_s.values())
 
 
+def op_terms(op: ProfiledOp, ceilings: Ceilings) -> dict[str, float]:
+    """The op's time on each roof, as the engine prices an op (``roofline.engine``): its FLOPs at
+    the peak, its bytes at the memory bandwidth, and its dispatches (kernels on a GPU, innermost
+    host ops on a CPU) at the least time one takes (the device's kernel floor; on a CPU profile
+    the dispatch of one aten op, measured)."""
+    return {
+        "compute": op.flops / _peak(ceilings, op.dtype),
+        "memory": op.bytes / ceilings.memory_bandwidth_bytes_per_s,
+        "overhead": op.launches * ceilings.kernel_floor_s,
+    }
+
+
 def op_regime(op: ProfiledOp, ceilings: Ceilings) -> str:
     """Communication for collectives; overhead for an op that computes and moves nothing (its
-    time is all dispatch); else the roof its FLOPs and bytes meet first."""
+    time is all dispatch) or too little to outlast the floor of its occurrences (an add on a
+    hundred numbers takes a dispatch, not bandwidth); else the roof its FLOPs and bytes meet first."""
     if op.op_class == "communication":
         return "communication"
     if op.flops <= 0 and op.bytes <= 0:
         return "overhead"
-    compute_s = op.flops / _peak(ceilings, op.dtype)
-    memory_s = op.bytes / ceilings.memory_bandwidth_bytes_per_s
-    return "compute" if compute_s >= memory_s else "memory"
+    terms = op_terms(op, ceilings)
+    return max(terms, key=terms.get)
 
 
 def calibrated_s(op: ProfiledOp, ceilings: Ceilings) -> float | None:
@@ -53,7 +65,7 @@ def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int
     for op in profile.level(level, rank):
         peak = _peak(ceilings, op.dtype)
         bw = ceilings.memory_bandwidth_bytes_per_s
-        bound_s = max(op.flops / peak, op.bytes / bw)
+        bound_s = max(op_terms(op, ceilings).values())
         link = ceilings.link_bandwidth_bytes_per_s
         if op.op_class == "communication" and link:  # a collective rests on the link, not on memory
             bound_s = op.comm_bytes / link + op.count * ceilings.collective_latency_s

@@ -39,6 +39,13 @@ class ProfiledOp(DataRecord):
     bytes: float = Field(ge=0)
     comm_bytes: float = Field(default=0.0, ge=0)
     rank: int = Field(default=0, ge=0, le=1_000_000)
+    # Its kernels on a GPU, or the innermost host ops under it on a CPU, per step; None: one per occurrence.
+    dispatches: float | None = Field(default=None, ge=0)
+
+    @property
+    def launches(self) -> float:
+        """The dispatches its occurrences made: each costs at least the device's kernel floor."""
+        return self.count if self.dispatches is None else self.dispatches
 
     @property
     def intensity(self) -> float | None:

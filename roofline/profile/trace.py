@@ -108,6 +108,14 @@ class _Agg:
     flops: float = 0.0
     bytes: float = 0.0
     comm_bytes: float = 0.0
+    dispatches: int = 0
+
+
+def _leaves(e: _Event) -> int:
+    """The host ops under ``e`` that call no other (``e`` itself if it calls none): each one
+    dispatch of a CPU op's work."""
+    inner = [c for c in e.children if c.cat in HOST_CATS]
+    return sum(_leaves(c) for c in inner) if inner else 1
 
 
 def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSummary, list[float], dict]:
@@ -186,12 +194,15 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
         agg.time_us += time_us
         agg.flops += flops
         agg.bytes += moved
+        dispatches = len(own_kernels) if on_device else _leaves(op)
+        agg.dispatches += dispatches
         if cls == "communication":
             agg.comm_bytes += comm_bytes(op.args.get("Input Dims") or [], op.args.get("Input type") or [])
         for k in own_kernels:  # a kernel's share of its op's FLOPs and bytes: its share of the op's time
             share = k.dur / time_us if time_us > 0 else 1.0 / len(own_kernels)
             ka = kernel_aggs.setdefault(k.name, _Agg(k.name, cls, "", dtype))
             ka.count += 1
+            ka.dispatches += 1
             ka.time_us += k.dur
             ka.flops += flops * share
             ka.bytes += moved * share
@@ -203,6 +214,7 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
             seen.add(module)
             ma = modules.setdefault(module, _Agg(module, "module", "", dtype))
             ma.count += 1
+            ma.dispatches += dispatches
             ma.time_us += time_us
             ma.flops += flops
             ma.bytes += moved
@@ -227,6 +239,7 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
             flops=agg.flops * per_step,
             bytes=agg.bytes * per_step,
             comm_bytes=agg.comm_bytes * per_step,
+            dispatches=agg.dispatches * per_step,
             rank=rank,
         )
 

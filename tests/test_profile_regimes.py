@@ -1,0 +1,107 @@
+"""A profiled op's regime follows the engine's rule: the largest of its FLOPs at the peak, its
+bytes at the bandwidth, and its dispatches at the device's least time per dispatch. An op whose
+work is shorter than its dispatches is overhead-bound, whatever its intensity. Worked by hand;
+no torch needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline.engine import Ceilings
+from roofline.profile import import_traces, op_rows, regime_split
+from roofline.profile.analysis import op_regime, op_terms
+from roofline.profile.record import ProfiledOp
+
+# 100 GFLOP/s, 20 GB/s, and 2 µs the least time of one dispatch.
+CPU = Ceilings("test CPU", {"fp32": 1e11}, 2e10, launch_overhead_s=0.0, kernel_floor_s=2e-6, source="measured")
+
+
+def _op(name, flops, bytes_, count=1.0, dispatches=None, time_s=1e-3):
+    return ProfiledOp(
+        level="aten", name=name, op_class="other", count=count, time_s=time_s, flops=flops, bytes=bytes_,
+        dispatches=dispatches,
+    )  # fmt: skip
+
+
+def test_the_longest_term_names_the_regime():
+    gemm = _op("aten::mm", flops=2e8, bytes_=4e6)  # 2 ms of math, 0.2 ms of bytes, 2 µs of dispatch
+    assert op_terms(gemm, CPU) == pytest.approx({"compute": 2e-3, "memory": 2e-4, "overhead": 2e-6})
+    assert op_regime(gemm, CPU) == "compute"
+    copy = _op("aten::copy_", flops=0, bytes_=4e6)  # 200 µs of bytes
+    assert op_regime(copy, CPU) == "memory"
+    # An add of 1,000 fp32 numbers: 12 kB is 0.6 µs at 20 GB/s, less than its one 2 µs dispatch.
+    small = _op("aten::add", flops=1e3, bytes_=12e3)
+    assert op_terms(small, CPU)["memory"] == pytest.approx(0.6e-6)
+    assert op_regime(small, CPU) == "overhead"
+
+
+def test_a_composite_op_pays_a_dispatch_for_each_op_it_calls():
+    # An RMS norm of 76 kB (3.8 µs of bytes) that calls six ops: 12 µs of dispatch.
+    norm = _op("aten::rms_norm", flops=46e3, bytes_=76e3, dispatches=6, time_s=100e-6)
+    assert op_terms(norm, CPU)["overhead"] == pytest.approx(12e-6)
+    assert op_regime(norm, CPU) == "overhead"
+    # Without the count of the ops it calls, one dispatch per call: 2 µs, and its bytes win.
+    assert op_regime(_op("aten::rms_norm", flops=46e3, bytes_=76e3), CPU) == "memory"
+    # Its roof is the longest term, so "of roof" is 12 µs of the 100 µs it took.
+    (row,) = op_rows(_profile([norm]), CPU)
+    assert row["bound"] == "overhead" and row["roof_time_s"] == pytest.approx(12e-6)
+    assert row["fraction_of_roof"] == pytest.approx(0.12)
+
+
+def test_collectives_and_empty_ops_keep_their_regimes():
+    comm = ProfiledOp(level="aten", name="c10d::allreduce_", op_class="communication", count=1, time_s=1e-4,
+                      flops=0, bytes=1e3, comm_bytes=1e3)  # fmt: skip
+    assert op_regime(comm, CPU) == "communication"
+    assert op_regime(_op("aten::view", flops=0, bytes_=0), CPU) == "overhead"
+
+
+def _profile(ops):
+    from roofline.measure.schema import DeviceInfo
+    from roofline.profile.record import Profile, RankSummary
+
+    busy = sum(o.time_s for o in ops)
+    device = DeviceInfo(kind="cpu", name="test", torch_version="2.13.0", date="not recorded")
+    return Profile(
+        source="trace", activity="cpu", device=device, steps=1,
+        ranks=[RankSummary(rank=0, steps=1, wall_s=busy, busy_s=busy, idle_s=0.0)], ops=ops,
+    )  # fmt: skip
+
+
+def _host(name, ts, dur, dims=None, types=None):
+    args = {"Input Dims": dims or [], "Input type": types or []}
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def test_a_cpu_trace_counts_the_innermost_ops_under_each_top_level_op():
+    """A layer norm calling mean and (var calling sub and pow): three innermost ops; an add alone: one."""
+    dims, types = [[16, 576], [576]], ["float", "float"]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 200},
+        _host("aten::rms_norm", 1, 100, dims, types),
+        _host("aten::mean", 2, 10),
+        _host("aten::var", 20, 60),
+        _host("aten::sub", 21, 10),
+        _host("aten::pow", 40, 10),
+        _host("aten::add", 120, 20, [[16, 576], [16, 576]], types),
+    ]
+    prof = import_traces([(json.dumps({"traceEvents": events}), "cpu.json")])
+    ops = {o.name: o for o in prof.level("aten")}
+    assert prof.activity == "cpu"
+    assert ops["aten::rms_norm"].launches == 3 and ops["aten::add"].launches == 1
+    # 16 x 576 fp32 in and out of the add: 73.7 kB, 3.7 µs at 20 GB/s, past its 2 µs dispatch.
+    assert op_regime(ops["aten::add"], CPU) == "memory"
+    split = regime_split(prof, CPU)
+    assert sum(split.values()) == pytest.approx(prof.wall_s)
+
+
+def test_a_gpu_aten_op_pays_a_floor_for_each_kernel_it_launched():
+    from tests.test_profile_trace import gpu_trace
+
+    prof = import_traces([(json.dumps(gpu_trace()), "rank0.json")])
+    ops = {o.name: o for o in prof.level("aten")}
+    assert ops["aten::linear"].launches == 1 and ops["aten::add"].launches == 1
+    # A record written before dispatches were counted reads as one per occurrence.
+    legacy = ProfiledOp.model_validate({k: v for k, v in ops["aten::add"].model_dump().items() if k != "dispatches"})
+    assert legacy.dispatches is None and legacy.launches == legacy.count
