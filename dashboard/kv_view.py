@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dashboard.share import md_escape
+from roofline.format import count_of
 from roofline.kvcache import KVResult, analyze_kv
+from roofline.report import Metric
 
 
 def headline_result(results: dict[str, KVResult]) -> KVResult:
@@ -38,3 +41,20 @@ def memory_rows(results: dict[str, KVResult]) -> dict[str, dict[str, float]]:
 def any_over_capacity(results: dict[str, KVResult]) -> bool:
     """Whether any device's memory at the operating point runs over its capacity (a red bar)."""
     return any(r.footprint.total_bytes > r.footprint.capacity_bytes for r in results.values())
+
+
+def crossover_metric(r: KVResult) -> Metric:
+    """The "KV overtakes weights" tile: the context where a decode step at ``r``'s batch reads more
+    KV cache than weights, said against what ``r``'s device holds."""
+    what = f"the context at which a decode step at batch {r.batch:,} reads more KV cache than weights"
+    device = md_escape(r.hardware.name)
+    if not r.weights_fit:
+        why = f"none here: the weights alone do not fit on {device}, so no decode step runs"
+        return Metric("KV overtakes weights", "—", help=f"{what}; {why}")
+    if r.crossover_context is None:
+        return Metric("KV overtakes weights", "never", help=f"{what}: never below the model's maximum context")
+    value = count_of(r.crossover_context, "token")
+    if r.crossover_context > r.max_context:
+        past = f"past the {r.max_context:,} tokens a batch of {r.batch:,} can hold on {device}"
+        return Metric("KV overtakes weights", value, help=f"{what}; {past}")
+    return Metric("KV overtakes weights", value, help=what)

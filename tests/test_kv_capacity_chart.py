@@ -1,5 +1,6 @@
 """The KV page's capacity chart where the weights leave no room: it shaded the whole axis and
-said "past 512 tokens not one sequence fits", as if a shorter context would fit."""
+said "past 512 tokens not one sequence fits", as if a shorter context would fit; and its "KV
+overtakes weights" tile, which named a crossover where no decode step runs."""
 
 from __future__ import annotations
 
@@ -24,3 +25,30 @@ def test_where_a_sequence_fits_somewhere_the_shade_starts_where_the_last_one_sto
     assert _labels({"H100": [5, 2, 0], "L4": [0, 0, 0]}, {"H100": 3000, "L4": 1}) == [
         " past 3,000 tokens not one sequence fits on any device"
     ]
+
+
+def _tile(model: str, device: str, batch: int, context: int):
+    from dashboard.kv_view import crossover_metric
+    from roofline.hardware import get_hardware
+    from roofline.kvcache import analyze_kv
+    from roofline.models import get_model
+    from roofline.settings import Settings
+    from roofline.workload import Workload
+
+    r = analyze_kv(Workload(get_model(model), "decode"), get_hardware(device), batch, context, Settings())
+    return r, crossover_metric(r)
+
+
+def test_the_crossover_tile_says_when_no_decode_step_runs_or_the_crossover_is_past_what_fits():
+    # Llama 3.1 70B's 141 GB of bf16 weights on a 24 GB L4: no decode step, so no crossover to name.
+    _, tile = _tile("llama-3.1-70b", "l4", 16, 8192)
+    assert tile.value == "—" and "the weights alone do not fit on NVIDIA L4" in tile.help
+    # Llama 3.1 8B at batch 16: 16 x 131 kB a token of context against 16.1 GB of weights crosses
+    # near 7,700 tokens; an L4 holds about 1,900 at that batch.
+    r, tile = _tile("llama-3.1-8b", "l4", 16, 8192)
+    assert 7000 < r.crossover_context < 8000 and r.max_context < r.crossover_context
+    assert tile.value == f"{r.crossover_context:,} tokens"
+    assert f"past the {r.max_context:,} tokens a batch of 16 can hold" in tile.help
+    # Reachable on an H100 at batch 256 (446 tokens, under the 1,760 that fit): the plain figure.
+    r, tile = _tile("llama-3.1-8b", "h100-sxm", 256, 8192)
+    assert r.crossover_context == 446 and "past" not in tile.help

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import per_device
-from dashboard.kv_view import any_over_capacity, headline_result, memory_rows, no_fit_from
+from dashboard.kv_view import any_over_capacity, crossover_metric, headline_result, memory_rows, no_fit_from
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.precision_pickers import precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
@@ -173,11 +173,7 @@ metrics = [
     Metric(
         f"Max context at batch {batch:,}", count_of(result.max_context, "token"), help=f"on {md_escape(primary.name)}"
     ),
-    Metric(
-        "KV overtakes weights",
-        count_of(result.crossover_context, "token") if result.crossover_context else "never",
-        help=f"the context at which a decode step at batch {batch:,} reads more KV cache than weights",
-    ),
+    crossover_metric(result),
 ]
 report.metrics(*metrics[:3])
 report.metrics(*metrics[3:])
