@@ -66,10 +66,11 @@ def test_a_cpu_run_keeps_the_modelled_launches_and_no_kernel_count(cpu_results):
 def test_every_op_of_a_step_is_measured_and_attributed(cpu_results):
     assert {(s.phase, s.batch, s.seq_len) for s in cpu_results.steps} == {("decode", 2, 256), ("prefill", 1, 128)}
     for step in cpu_results.steps:
-        # Profiler ranges named like the engine's ops hold the step's kernels. How much of the step's
-        # time they hold is a measurement (90%+ on an idle machine; on a CPU a range's clock also
-        # holds the host work around its ops, so the share can pass 1): benchmarks/ print it.
-        assert np.isfinite(step.attribution) and step.attribution > 0, (step.phase, step.attribution)
+        # Ranges named like the engine's ops hold the step's work. How much of the step's time they
+        # hold is a measurement (90%+ on an idle machine): benchmarks/ print it. On a CPU it is the
+        # median of each run's own sum of its ranges, which lie inside that run's step, so it cannot
+        # pass the median step (the per-op medians' sum could: medians do not add up).
+        assert np.isfinite(step.attribution) and 0 < step.attribution <= 1.0, (step.phase, step.attribution)
         names = {op.name for op in step.ops}
         assert {"QKV projection", "MLP gate+up projection", "MLP down projection", "logits (LM head)"} <= names
         assert any(n.startswith("attention (") for n in names)

@@ -131,7 +131,7 @@ def measure_step(
         else:  # on a CPU the work is the host's: a clock around each op's range, against the wall time
             # A noisy host (a shared 2-core machine) has outlier runs: medians over 5+ runs, per op
             # and for the whole step, so one slow run moves neither.
-            samples, per_op = [], defaultdict(list)
+            samples, per_op, in_ops = [], defaultdict(list), []
             for _ in range(max(5, runs)):
                 TIMER.seconds, TIMER.enabled = {}, True
                 t0 = time.perf_counter()
@@ -140,8 +140,12 @@ def measure_step(
                 TIMER.enabled = False
                 for name, seconds in TIMER.seconds.items():
                     per_op[name].append(seconds)
+                in_ops.append(sum(TIMER.seconds.values()))
             op_time.update({name: float(np.median(values)) for name, values in per_op.items()})
             kernel_total, count = float(np.median(samples)), len(op_time)
-    attributed = sum(op_time.values())
+            # Medians do not add up: the ops' share is the median of each run's own sum, at most
+            # that run's wall time, so it stays at most the median step (the per-op medians' sum can pass it).
+            attributed_cpu = float(np.median(in_ops))
+    attributed = sum(op_time.values()) if device.type == "cuda" else attributed_cpu
     kernels_per_op = None if op_kernels is None else dict(op_kernels)
     return StepRun(eager, graph, note, kernel_total, count, dict(op_time), attributed, kernels_per_op)
