@@ -18,7 +18,7 @@ from roofline.dtypes import peak_unit
 from roofline.engine import Ceilings
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
-from roofline.measure.readings import fastest_point_s, latency_label
+from roofline.measure.readings import fastest_point_s, fitted_above_roof, latency_label
 from roofline.measure.schema import MeasuredCeilings, Results, StepMeasurement, StepOp
 from roofline.plots import DEVICE_COLORS, PointSeries, point_hover, style_figure
 
@@ -168,14 +168,20 @@ def calibration_rows(results: Results, datasheet: Ceilings | None) -> list[dict[
     sheet_bw = datasheet.memory_bandwidth_bytes_per_s if datasheet else None
     sheet_peak = datasheet.peak_flops_per_s.get("bf16") if datasheet else None
     fastest = fastest_point_s(results)
+    slopes = fitted_above_roof(results)  # a fit's slope past the measured roof: not a rate reached
+
+    def of_sheet(f) -> str:
+        if not (f.bandwidth_bytes_per_s and sheet_bw):
+            return ""
+        share = percent(f.bandwidth_bytes_per_s / sheet_bw)
+        return f"{share} (a slope: see below)" if f.op_class in slopes else share
+
     return [
         {
             "class": f.op_class,
             "latency": latency_label(f.latency_s, fastest.get(f.op_class)),
             "bandwidth GB/s": float(f"{f.bandwidth_bytes_per_s / 1e9:.4g}") if f.bandwidth_bytes_per_s else None,
-            "% of datasheet bandwidth": percent(f.bandwidth_bytes_per_s / sheet_bw)
-            if f.bandwidth_bytes_per_s and sheet_bw
-            else "",
+            "% of datasheet bandwidth": of_sheet(f),
             "TFLOP/s": float(f"{f.flops_per_s / 1e12:.4g}") if f.flops_per_s else None,
             "% of datasheet bf16": percent(f.flops_per_s / sheet_peak) if f.flops_per_s and sheet_peak else "",
             "occupancy half (parallelism)": round(f.parallel_half, 2) if f.parallel_half else None,

@@ -59,3 +59,16 @@ def test_the_page_names_a_stored_fit_above_the_measured_roof_and_not_a_refitted_
     roof = max(results.ceilings.memory_bandwidth_tbps, results.ceilings.read_bandwidth_tbps) * 1e12
     refit = fit_calibration(results.sweeps, "x", "y", memory_roof_bytes_per_s=roof)
     assert fitted_above_roof_note(results.model_copy(update={"calibration": refit})) == ""
+
+
+def test_the_calibration_table_marks_a_fitted_slope_beside_its_share_of_the_datasheet():
+    """The H100 example's norm fit reads 3,675 GB/s, 110% of the datasheet's 3.35 TB/s: the table
+    says it is a slope (the note under it says why) rather than show a rate past the datasheet."""
+    from dashboard.measure_view import calibration_rows
+    from roofline.hardware import get_hardware
+    from roofline.settings import Settings
+
+    results = load_results(EXAMPLE)
+    rows = {r["class"]: r for r in calibration_rows(results, Settings().ceilings(get_hardware("h100-sxm")))}
+    assert rows["norm"]["% of datasheet bandwidth"] == "110% (a slope: see below)"
+    assert rows["linear_m1"]["% of datasheet bandwidth"] == "87%"  # 2,907 GB/s: under the measured roof

@@ -70,29 +70,40 @@ def above_roof_line(results: Results) -> str:
     )
 
 
+def fitted_above_roof(results: Results) -> dict[str, float]:
+    """The op classes whose fitted bandwidth is above every memory roof the file measured and
+    above the class's own fastest point, with that bandwidth (bytes/s): a slope, not a rate."""
+    c, cal = results.ceilings, results.calibration
+    if c is None or cal is None:
+        return {}
+    roof = max(c.memory_bandwidth_tbps, c.read_bandwidth_tbps or 0.0) * 1e12
+    fastest: dict[str, float] = {}  # each class's fastest point's own rate: a fit held there is fine
+    for p in results.sweeps:
+        if p.time_s > 0:
+            cls = sweep_class(p)
+            fastest[cls] = max(fastest.get(cls, 0.0), p.bytes / p.time_s)
+    return {
+        f.op_class: f.bandwidth_bytes_per_s
+        for f in cal.fits.values()
+        if f.bandwidth_bytes_per_s and f.bandwidth_bytes_per_s > max(roof, fastest.get(f.op_class, 0.0)) * (1 + 1e-9)
+    }
+
+
 def fitted_above_roof_note(results: Results) -> str:
     """'' unless a class's fitted bandwidth is above every memory roof the file measured: then
     which, and what such a rate is (a fit's marginal rate over sizes too short for their transfer
     to outweigh the kernel's fixed cost, not a bandwidth the kernel reaches)."""
+    slopes = fitted_above_roof(results)
     c, cal = results.ceilings, results.calibration
-    if c is None or cal is None:
+    above = [f for f in cal.fits.values() if f.op_class in slopes] if slopes else []
+    if not above:
         return ""
     roof = max(c.memory_bandwidth_tbps, c.read_bandwidth_tbps or 0.0) * 1e12
-    fastest: dict[str, float] = {}  # each class's fastest point's own rate: a fit held there is fine
     largest: dict[str, tuple[float, float]] = {}
     for p in results.sweeps:
         cls = sweep_class(p)
-        if p.time_s > 0:
-            fastest[cls] = max(fastest.get(cls, 0.0), p.bytes / p.time_s)
         if p.bytes > largest.get(cls, (0.0, 0.0))[0]:
             largest[cls] = (p.bytes, p.time_s)
-    above = [
-        f
-        for f in cal.fits.values()
-        if f.bandwidth_bytes_per_s and f.bandwidth_bytes_per_s > max(roof, fastest.get(f.op_class, 0.0)) * (1 + 1e-9)
-    ]
-    if not above:
-        return ""
     parts = []
     for f in above:
         if f.op_class in largest:
