@@ -75,19 +75,14 @@ def capacity_figure(
             xanchor="right" if near_end else "left",
             showarrow=False,
             # Says where the shade starts: near the model's maximum the words run left of the shade.
-            # Near the end, three short lines: one long line ran left over the curves (and, on a
-            # phone, off the plot).
+            # Short lines, broken: one long line ran left over the curves or, on a phone, off the plot.
             text=(
                 " not one sequence fits at any context"
-                + (" on any device" if len(starts) > 1 else "")
-                + " (the weights leave no room)"
+                + ("<br>on any device" if len(starts) > 1 else "")
+                + "<br>(the weights leave no room)"
                 if not holds
-                else (
-                    f" past {start:,.0f} tokens<br>not one sequence fits"
-                    if near_end
-                    else f" past {start:,.0f} tokens not one sequence fits"
-                )
-                + ((" <br>on any device" if near_end else " on any device") if len(starts) > 1 else "")
+                else f" past {start:,.0f} tokens<br>not one sequence fits"
+                + ("<br>on any device" if len(starts) > 1 else "")
             ),
             align="right" if near_end else "left",
             font=dict(color=REGIME_COLORS["compute"], size=11),
