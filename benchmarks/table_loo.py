@@ -1,12 +1,12 @@
 """Leave-one-out error of the kernel-table prediction on the database's own points.
 
-Every measured point with measured neighbours on both sides along an interpolated axis (m, n, k
-for GEMM; batch, length, heads, KV heads for attention; batch, length for MLA decode and prefill; tokens
-for a fused MoE layer) is predicted from those two neighbours alone, in log space, as the
-predictor reads the table; its error is |predicted / measured - 1|. The neighbours are twice as
-far apart as in the full table, so this is an upper bound for a query between two measured
-points. Pooled over axes and categories (dtype, head dim, KV dtype, window, expert shape) per
-device, engine and table.
+Every measured point with measured neighbours on both sides along an interpolated axis (m, n, k for
+GEMM; batch, length, heads, KV heads for attention; batch, length for MLA decode and prefill;
+tokens and heads for MLA decode's absorbed products; tokens for a fused MoE layer) is predicted
+from those two neighbours alone, in log space, as the predictor reads the table; its error is
+|predicted / measured - 1|. The neighbours are twice as far apart as in the full table, so this is
+an upper bound for a query between two measured points. Pooled over axes and categories (dtype,
+head dim, KV dtype, window, expert shape) per device, engine and table.
 
 Beside it, the floor under interpolation at tile boundaries: where the table measured two sizes
 less than 2% apart (the GEMM tables measure m = 63 and 64, 127, 128 and 129, ...), how much their
@@ -27,7 +27,7 @@ from roofline.tables import TablePredictor, store
 from roofline.tables.grid import leave_one_out_log_errors, near_pair_log_differences
 from roofline.tables.predict import LAYOUT
 
-TABLES = ("gemm", "context_attention", "generation_attention", "generation_mla", "context_mla", "moe")
+TABLES = ("gemm", "context_attention", "generation_attention", "generation_mla", "context_mla", "mla_bmm", "moe")
 
 
 def loo_rows(devices: list[str] | None = None) -> list[dict[str, object]]:

@@ -3,6 +3,8 @@ and MLA layers, fused (FlashAttention-style) or naive."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from roofline.engine import Op
@@ -71,6 +73,12 @@ def is_local_layer(m: ModelConfig, index: int) -> bool:
     return m.global_layer_interval is None or (index + 1) % m.global_layer_interval != 0
 
 
+def _absorb(op: Op, table_op: str) -> Op:
+    """An MLA absorbed per-head product, named as the kernel tables time it (``mla_gen_pre``: the
+    query through W_UK; ``mla_gen_post``: the output through W_UV)."""
+    return replace(op, meta={**op.meta, "mla_bmm": table_op})
+
+
 def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]:
     """Attention proper (the kernel on Q, K, V and the cache) for ``count`` layers."""
     m, p, tp = w.model, w.kernel_precision, w.tp
@@ -101,15 +109,18 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
         latent = r + rope  # cached per token, shared by every head (and every TP rank)
         return [
             # Every head has its own W_UK slice (qk_nope x r): all nh of them are read.
-            linear(
-                "MLA query absorb (W_UK)" + suffix,
-                b * nh,
-                m.mla.qk_nope_head_dim,
-                r,
-                p,
-                count,
-                PROJECTIONS,
-                matrices=nh,
+            _absorb(
+                linear(
+                    "MLA query absorb (W_UK)" + suffix,
+                    b * nh,
+                    m.mla.qk_nope_head_dim,
+                    r,
+                    p,
+                    count,
+                    PROJECTIONS,
+                    matrices=nh,
+                ),
+                "mla_gen_pre",
             ),
             Op(
                 name="attention (MLA latent, decode)" + suffix,
@@ -122,8 +133,11 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
                 group=group,
                 meta={**shape, "mla": (r, rope)},
             ),
-            linear(
-                "MLA output absorb (W_UV)" + suffix, b * nh, r, m.mla.v_head_dim, p, count, PROJECTIONS, matrices=nh
+            _absorb(
+                linear(
+                    "MLA output absorb (W_UV)" + suffix, b * nh, r, m.mla.v_head_dim, p, count, PROJECTIONS, matrices=nh
+                ),
+                "mla_gen_post",
             ),
         ]
 

@@ -21,6 +21,17 @@ from roofline.ops.mlp import mlp_ops, moe_ops
 from roofline.workload import Workload
 
 
+def mla_parts(m, heads: float) -> tuple[tuple[float, float], ...]:
+    """The (n, k) GEMMs of MLA's down and up projections on one rank of ``heads`` heads: q_a and
+    kv_a fused over the hidden size (replicated on every rank), then q_b to the heads; without a
+    query latent, the query projection and kv_a apart."""
+    ml, h = m.mla, m.hidden_size
+    kv_a = ml.kv_lora_rank + ml.qk_rope_head_dim
+    if ml.q_lora_rank:
+        return ((ml.q_lora_rank + kv_a, h), (heads * m.qk_head_dim, ml.q_lora_rank))
+    return ((heads * m.qk_head_dim, h), (kv_a, h))
+
+
 def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
     """Every op of one forward step, per device; FLOPs and bytes per occurrence (see ``count``).
 
@@ -78,7 +89,9 @@ def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
                 count=L,
                 launches=5,
                 group=PROJECTIONS,
-                meta={"kind": "matmul", "m": t},
+                # As the engines run it: q_a and kv_a fused into one GEMM over the hidden size, then
+                # q_b from the query's latent to the heads (roofline.tables.mla reads both).
+                meta={"kind": "matmul", "m": t, "fp8_scaling": p.fp8_scaling, "parts": mla_parts(m, nh)},
             )
         )
         rope_elements = t * (nh + 1) * ml.qk_rope_head_dim

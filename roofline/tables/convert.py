@@ -3,7 +3,8 @@
 aiconfigurator-core (NVIDIA, Apache-2.0, https://github.com/ai-dynamo/aiconfigurator) ships per-op
 latencies measured inside vLLM, SGLang and TensorRT-LLM as parquet files under
 ``aiconfigurator_core/systems/data/<system>/<family>/<framework>/<version>/``. This module reads the
-GEMM, FP8 scale computation, context and generation attention, MLA decode, MoE, custom all-reduce
+GEMM, FP8 scale computation, context and generation attention, MLA decode and its absorbed
+projections, MoE, custom all-reduce
 and NCCL tables and writes one ``<device>/<engine>-<version>.npz`` per (device, engine, version)
 plus ``manifest.json`` with the source, its version and licence. Reading the parquet files needs
 pyarrow (a dependency of streamlit); reading the converted files needs only numpy.
@@ -78,6 +79,10 @@ TABLES = {
         "generation_mla_perf.parquet",
         ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"],
     ),
+    # MLA decode's absorbed projections: each head's query through its W_UK slice before the latent
+    # attention (op_name mla_gen_pre) and the output through W_UV after it (mla_gen_post), one
+    # batched GEMM over num_heads per GPU, by tokens and the BMM's dtype.
+    "mla_bmm": ("mla_bmm", "mla_bmm_perf.parquet", ["bmm_dtype", "op_name", "num_heads", "num_tokens"]),
     # MLA's prefill attention (DeepSeek-V3 layout: 128 + 64 query/key and 128 value dims per head,
     # num_heads per GPU), after the latent is expanded to per-head keys and values.
     "context_mla": (

@@ -42,6 +42,7 @@ LAYOUT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "compute_scale": (("quant_dtype",), ("m", "k")),
     "generation_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
     "context_mla": (("mla_dtype", "kv_cache_dtype", "num_heads"), ("batch_size", "seq")),
+    "mla_bmm": (("bmm_dtype", "op_name"), ("num_tokens", "num_heads")),
     "moe": (
         ("moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution"),
         ("num_tokens",),
@@ -58,6 +59,7 @@ WORK_POWERS: dict[str, tuple[float, ...]] = {
     "compute_scale": (1.0, 1.0),
     "generation_mla": (1.0, 1.0),
     "context_mla": (1.0, 2.0),
+    "mla_bmm": (1.0, 1.0),
     "moe": (1.0,),
 }
 # Per-tensor FP8 GEMMs were timed with a dynamic activation scale: each timed call also reduced its

@@ -4,7 +4,8 @@ tables one serving engine measured on one device (``roofline.roofs``).
 An op is asked of the table its kind names, at the shape its ``meta`` records:
 - a linear layer: a GEMM at (m, n, k) in the table of its math (bf16, fp8, fp8 block, nvfp4); a
   bf16-weight layer (the LM head) in the bf16 table; weight-only formats (int4 weights, bf16
-  math) and MLA's absorbed per-head products have no table; a table timed with a dynamic FP8
+  math) have no table; MLA's fused down/up projections and absorbed per-head products as
+  ``roofline.tables.mla`` reads them; a table timed with a dynamic FP8
   activation scale less that scale's measured computation (``predict.STATIC_SCALE_NOTE``), and a
   table timed without CUDA graphs only where the kernel, not the host, set its time
   (``predict.EAGER_TIMED_GEMM``);
@@ -36,6 +37,7 @@ from roofline.routing import (
     routing_note,
     skewed_bounds,
 )
+from roofline.tables import mla
 from roofline.tables.predict import (
     EAGER_TIMED_GEMM,
     ENGINE_NAMES,
@@ -195,6 +197,10 @@ class KernelTables:
             return self._moe(op)
         if kind == "matmul" and op.meta.get("moe") == "inside":
             return OpAnswer(None, "MoE experts: timed with the gate+up op")
+        if kind == "matmul" and op.meta.get("mla_bmm"):
+            return mla.absorb_answer(self, op)
+        if kind == "matmul" and op.meta.get("parts"):
+            return mla.parts_answer(self, op)
         if kind == "matmul":
             return self._gemm(op)
         if kind == "attention":
