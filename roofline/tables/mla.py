@@ -24,8 +24,8 @@ BMM_DTYPES = {2.0: "bfloat16", 1.0: "fp8"}  # weight bytes per parameter -> the 
 NVFP4_BYTES = 0.5625  # 4-bit values and an 8-bit scale per 16 (roofline.dtypes)
 NVFP4_KV_B = (
     "NVFP4 checkpoints keep MLA's q and kv projections in bf16 (nvidia/DeepSeek-V3.1-NVFP4's "
-    "hf_quant_config.json excludes every layer's q/kv projections; the R1 and Kimi-K2.5 NVFP4 ones "
-    "the whole self_attn, as aiconfigurator-core 0.12.0 records, Apache-2.0)"
+    "hf_quant_config.json excludes every layer's; nvidia/DeepSeek-R1-0528-FP4-v2's model card says it "
+    "quantizes, beyond the first version, only the attention's wo)"
 )
 
 
