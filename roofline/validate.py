@@ -177,6 +177,21 @@ def predict_tpot(
     return StepPrediction(ideal_s, tables_s, share_of_tables, tuple(sorted(labels)), tuple(by_op.values()))
 
 
+def no_kv_room(model, device: str, precision, tp: int, dp: int, settings: Settings, cache: dict) -> str:
+    """Why a run cannot be scored where its weights leave no KV cache at its recorded parallelism
+    (it cannot have run as its row records it; ``validate --load`` cannot simulate it), else ''."""
+    from roofline.serving.simulation.api import kv_blocks
+
+    hw = get_hardware(device)
+    run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp).on(hw)
+    key = (model.id, device, run.precision, tp, settings)
+    if key not in cache:
+        cache[key] = kv_blocks(model, hw, run.precision, tp, settings)
+    return (
+        "" if cache[key] >= 1 else f"{model.name} leaves no KV cache on {tp} x {hw.name}: not the run its row records"
+    )
+
+
 def documented_budget(row: dict[str, str], hw) -> int:
     """A run's tokens per step as its server had them: its script's where its source documents one,
     else its engine's default on its device."""
@@ -222,6 +237,7 @@ def score_rows(
     (None: each model's own, ``roofline.routing``)."""
     out, skipped = [], {}
     predictors: dict[tuple[str, str, str], TablePredictor | None] = {}
+    kv_room: dict[tuple, int] = {}
     for row in rows:
         reason = why_not_scored(row)
         if reason:
@@ -235,6 +251,9 @@ def score_rows(
             precision = precision_for(row, model)
             tp, dp = run_parallelism(row)  # one of D ranks of tp_size GPUs (roofline.sample_ranks)
             concurrency = int(_number(row, "batch_size"))
+            if no_room := no_kv_room(model, device, precision, tp, dp, run_settings(row, dp, concurrency), kv_room):
+                skipped[no_room] = skipped.get(no_room, 0) + 1
+                continue
             pred = predict_tpot(
                 model,
                 device,

@@ -80,6 +80,21 @@ def test_rows_left_out_say_why():
     assert "scale-up domain of 8" in why_not_scored(_row(attention_dp_size="16"))
 
 
+def test_a_run_whose_weights_leave_no_kv_cache_is_not_scored_in_either_score():
+    """Qwen3-235B-A22B in fp8 is 235 GB of weights, more than one H200's 141 GB: a row recording it
+    at TP 1 did not run so. validate --load cannot simulate it; the steady score leaves it out too,
+    so both score the same runs."""
+    from roofline.validate import score_rows
+
+    fp8 = {"gemm_quant_mode": "fp8", "moe_quant_mode": "fp8", "model_path": "Qwen/Qwen3-235B-A22B-FP8"}
+    one = _row(system="h200_sxm", tp_size="1", **fp8)
+    scored, skipped = score_rows([one, _row(id="s", system="h200_sxm", tp_size="4", **fp8)], tables=False)
+    assert [r["id"] for r in scored] == ["s"]
+    assert skipped == {
+        "Qwen3 235B-A22B leaves no KV cache on 1 x NVIDIA H200 SXM 141GB: not the run its row records": 1
+    }
+
+
 def test_datasheet_column_is_the_serving_plans_tpot():
     model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
     plan = serving_sweep(model, [hw], Traffic(prompt_len=1024, output_len=128), batches=np.array([8]))
