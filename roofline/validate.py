@@ -22,11 +22,10 @@ prompt tokens past the engine's CUDA-graph limit has the host dispatch every ker
 Two columns:
 - ``datasheet``: every op on the datasheet roofs (what roofline prints today);
 - ``tables``: the GEMMs, attention and all-reduces read from the engine-measured kernel tables
-  (``roofline.tables``) of the run's engine on the run's device, and the routed experts from its
-  fused-MoE tables and MLA decode from its MLA tables; every op the tables cannot
-  answer (vLLM's MLA, MLA prefill and absorbed projections, weight-only int4 GEMMs, elementwise)
-  keeps its datasheet time, and
-  ``table_share`` says which part of the step the tables set.
+  (``roofline.tables``) of the run's engine on the run's device, the routed experts from its
+  fused-MoE tables and MLA from its MLA tables; every op the tables cannot answer (vLLM's MLA
+  attention, weight-only int4 GEMMs, elementwise) keeps its datasheet time, and ``table_share``
+  says which part of the step the tables set.
 
 The sample's rows, and how each maps to a model, a device, a precision and the kernel tables
 it reads, are ``roofline.silicon_sample``'s.
@@ -177,18 +176,21 @@ def predict_tpot(
     return StepPrediction(ideal_s, tables_s, share_of_tables, tuple(sorted(labels)), tuple(by_op.values()))
 
 
-def no_kv_room(model, device: str, precision, tp: int, dp: int, settings: Settings, cache: dict) -> str:
-    """Why a run cannot be scored where its weights leave no KV cache at its recorded parallelism
-    (it cannot have run as its row records it; ``validate --load`` cannot simulate it), else ''."""
-    from roofline.serving.simulation.api import kv_blocks
+def weights_past_memory(model, device: str, precision, tp: int, dp: int) -> str:
+    """Why a run is not scored where its weights alone are more than its GPU's memory at its recorded
+    parallelism (it cannot have run so), else ''. One that fits but leaves no KV cache at the memory
+    model's default fraction is scored: its engine's own fraction is not recorded."""
+    from roofline.memory import weight_bytes_per_device
 
     hw = get_hardware(device)
-    run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, cuda_graphs=True, attention_dp=dp).on(hw)
-    key = (model.id, device, run.precision, tp, settings)
-    if key not in cache:
-        cache[key] = kv_blocks(model, hw, run.precision, tp, settings)
+    run, _ = Workload(model, "decode", 1, 1, precision=precision, tp=tp, attention_dp=dp).on(hw, need_peak=False)
+    weights = weight_bytes_per_device(model, run.precision, tp, dp)
+    if weights <= hw.memory_bytes:
+        return ""
+    gib = 2**30
     return (
-        "" if cache[key] >= 1 else f"{model.name} leaves no KV cache on {tp} x {hw.name}: not the run its row records"
+        f"{model.name}'s weights at TP {tp} ({weights / gib:,.0f} GiB a GPU) are more than the "
+        f"{hw.memory_bytes / gib:,.0f} GiB of one {hw.name}: not the run its row records"
     )
 
 
@@ -237,7 +239,6 @@ def score_rows(
     (None: each model's own, ``roofline.routing``)."""
     out, skipped = [], {}
     predictors: dict[tuple[str, str, str], TablePredictor | None] = {}
-    kv_room: dict[tuple, int] = {}
     for row in rows:
         reason = why_not_scored(row)
         if reason:
@@ -251,8 +252,8 @@ def score_rows(
             precision = precision_for(row, model)
             tp, dp = run_parallelism(row)  # one of D ranks of tp_size GPUs (roofline.sample_ranks)
             concurrency = int(_number(row, "batch_size"))
-            if no_room := no_kv_room(model, device, precision, tp, dp, run_settings(row, dp, concurrency), kv_room):
-                skipped[no_room] = skipped.get(no_room, 0) + 1
+            if too_big := weights_past_memory(model, device, precision, tp, dp):
+                skipped[too_big] = skipped.get(too_big, 0) + 1
                 continue
             pred = predict_tpot(
                 model,

@@ -121,7 +121,10 @@ def simulate_row(
         cache[kv_key] = kv_blocks(model, hw, precision, tp, settings)
     blocks = cache[kv_key]
     if blocks < 1:
-        raise ValueError(f"{model.name} leaves no KV cache on {tp} x {hw.name}")
+        raise ValueError(
+            f"{model.name} leaves no KV cache on {tp} x {hw.name} at {settings.memory_utilization:g} of its memory "
+            "(the run's is not recorded)"
+        )
     client = benchmark_client(row)
     if range_ratio is None:
         range_ratio = client.range_ratio

@@ -86,3 +86,23 @@ def test_an_nvfp4_checkpoint_runs_mlas_q_and_kv_projections_in_bf16_and_says_why
 def test_int4_weights_have_no_bmm_table_and_keep_the_datasheet():
     answer = kernel_tables("vllm", "b200").op_seconds(_op("int4", "MLA query absorb"))
     assert answer.seconds is None and "no table" in answer.label
+
+
+@pytest.mark.parametrize("weights, group", [("int8", 128), ("int4", 64), ("int4", 32)])
+def test_formats_with_no_bmm_kernel_keep_the_datasheet_whatever_their_bytes(weights, group):
+    # int4 at groups of 64 stores 0.54 bytes a weight, close to NVFP4's 0.5625; int8 stores one byte, as fp8
+    # does: the format, not its bytes, picks the table.
+    precision = Precision(weight_dtype=weights, kv_dtype="fp8", group_size=group)
+    run, _ = Workload(DSV3, "decode", 128, 1024, precision=precision, tp=8).on(get_hardware("h200-sxm"))
+    op = next(o for o in step_ops(run) if o.name.startswith("MLA query absorb"))
+    answer = kernel_tables("sglang", "h200-sxm").op_seconds(op)
+    assert answer.seconds is None and f"{weights} weights: no table" in answer.label
+
+
+def test_an_nvfp4_checkpoints_mla_projections_are_bf16_ops_ideal_bound_and_all():
+    for name in ("QKV projection (MLA down/up)", "MLA query absorb", "MLA output absorb"):
+        nvfp4, bf16 = _op("nvfp4", name), _op("bf16", name)
+        assert nvfp4.dtype == bf16.dtype == "bf16" and nvfp4.meta["nvfp4_kept"] and not bf16.meta["nvfp4_kept"]
+        assert np.asarray(nvfp4.weight_bytes) == pytest.approx(np.asarray(bf16.weight_bytes))
+    # The rest of the step keeps the checkpoint's NVFP4: the output projection's weights are 4-bit.
+    assert _op("nvfp4", "output projection").meta["weight_dtype"] == "nvfp4"

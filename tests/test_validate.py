@@ -80,19 +80,22 @@ def test_rows_left_out_say_why():
     assert "scale-up domain of 8" in why_not_scored(_row(attention_dp_size="16"))
 
 
-def test_a_run_whose_weights_leave_no_kv_cache_is_not_scored_in_either_score():
-    """Qwen3-235B-A22B in fp8 is 235 GB of weights, more than one H200's 141 GB: a row recording it
-    at TP 1 did not run so. validate --load cannot simulate it; the steady score leaves it out too,
-    so both score the same runs."""
+def test_a_run_whose_weights_are_more_than_its_gpus_memory_is_not_scored():
+    """Qwen3-235B-A22B in fp8 is 220 GiB of weights, more than one H200's 140 GiB: a row recording
+    it at TP 1 did not run so (validate --load cannot simulate it either). DeepSeek-R1 in fp8 at TP 4
+    on B200s fits their memory but leaves no KV cache at the memory model's default 0.9: its
+    engine's own fraction is not recorded, so it is scored."""
     from roofline.validate import score_rows
 
     fp8 = {"gemm_quant_mode": "fp8", "moe_quant_mode": "fp8", "model_path": "Qwen/Qwen3-235B-A22B-FP8"}
     one = _row(system="h200_sxm", tp_size="1", **fp8)
-    scored, skipped = score_rows([one, _row(id="s", system="h200_sxm", tp_size="4", **fp8)], tables=False)
-    assert [r["id"] for r in scored] == ["s"]
-    assert skipped == {
-        "Qwen3 235B-A22B leaves no KV cache on 1 x NVIDIA H200 SXM 141GB: not the run its row records": 1
-    }
+    four = _row(id="s", system="h200_sxm", tp_size="4", **fp8)
+    dsr1 = _row(id="d", system="b200_sxm", tp_size="4", model_path="deepseek-ai/DeepSeek-R1", backend="sglang",
+                gemm_quant_mode="fp8", moe_quant_mode="fp8_block", backend_version="0.5.9")  # fmt: skip
+    scored, skipped = score_rows([one, four, dsr1], tables=False)
+    assert [r["id"] for r in scored] == ["s", "d"]
+    why = "Qwen3 235B-A22B's weights at TP 1 (220 GiB a GPU) are more than the 140 GiB of one NVIDIA H200 SXM 141GB"
+    assert skipped == {f"{why}: not the run its row records": 1}
 
 
 def test_datasheet_column_is_the_serving_plans_tpot():

@@ -9,7 +9,7 @@ import numpy as np
 
 from roofline.engine import Op
 from roofline.models import ModelConfig
-from roofline.ops.kernels import PROJECTIONS, SOFTMAX_FLOPS_PER_ELEMENT, elementwise, linear
+from roofline.ops.kernels import PROJECTIONS, SOFTMAX_FLOPS_PER_ELEMENT, elementwise, linear, mla_qkv_precision
 from roofline.workload import Workload
 
 
@@ -73,10 +73,10 @@ def is_local_layer(m: ModelConfig, index: int) -> bool:
     return m.global_layer_interval is None or (index + 1) % m.global_layer_interval != 0
 
 
-def _absorb(op: Op, table_op: str) -> Op:
+def _absorb(op: Op, table_op: str, nvfp4_kept: bool) -> Op:
     """An MLA absorbed per-head product, named as the kernel tables time it (``mla_gen_pre``: the
     query through W_UK; ``mla_gen_post``: the output through W_UV)."""
-    return replace(op, meta={**op.meta, "mla_bmm": table_op})
+    return replace(op, meta={**op.meta, "mla_bmm": table_op, "nvfp4_kept": nvfp4_kept})
 
 
 def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]:
@@ -107,6 +107,7 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
         r, rope = m.mla.kv_lora_rank, m.mla.qk_rope_head_dim
         keys = _decode_keys(s, local)
         latent = r + rope  # cached per token, shared by every head (and every TP rank)
+        qp = mla_qkv_precision(p)  # W_UK and W_UV are kv_b_proj's: bf16 for an NVFP4 checkpoint
         return [
             # Every head has its own W_UK slice (qk_nope x r): all nh of them are read.
             _absorb(
@@ -115,12 +116,13 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
                     b * nh,
                     m.mla.qk_nope_head_dim,
                     r,
-                    p,
+                    qp,
                     count,
                     PROJECTIONS,
                     matrices=nh,
                 ),
                 "mla_gen_pre",
+                qp is not p,
             ),
             Op(
                 name="attention (MLA latent, decode)" + suffix,
@@ -135,9 +137,17 @@ def attention_ops(w: Workload, count: int, local: Local, label: str) -> list[Op]
             ),
             _absorb(
                 linear(
-                    "MLA output absorb (W_UV)" + suffix, b * nh, r, m.mla.v_head_dim, p, count, PROJECTIONS, matrices=nh
+                    "MLA output absorb (W_UV)" + suffix,
+                    b * nh,
+                    r,
+                    m.mla.v_head_dim,
+                    qp,
+                    count,
+                    PROJECTIONS,
+                    matrices=nh,
                 ),
                 "mla_gen_post",
+                qp is not p,
             ),
         ]
 

@@ -3,6 +3,8 @@ all-reduce, each one Op."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from roofline.engine import Op
@@ -81,8 +83,16 @@ def linear(
             "k": in_features,
             "matrices": matrices,
             "fp8_scaling": p.fp8_scaling,
+            "weight_dtype": p.weight_dtype,
         },
     )
+
+
+def mla_qkv_precision(p: Precision) -> Precision:
+    """The precision MLA's q and kv projections (the down/up projection, the absorbed W_UK and
+    W_UV) run in: bf16 for an NVFP4 checkpoint, whose published checkpoints keep them unquantized
+    (``roofline.tables.mla.NVFP4_KV_B``), else the checkpoint's own."""
+    return replace(p, weight_dtype="bf16", act_dtype="bf16") if p.weight_dtype == "nvfp4" else p
 
 
 def all_reduce(name: str, tokens, hidden: int, p: Precision, tp: int, count: int) -> Op:

@@ -16,6 +16,7 @@ from roofline.ops.kernels import (
     all_reduce,
     elementwise,
     linear,
+    mla_qkv_precision,
 )
 from roofline.ops.mlp import mlp_ops, moe_ops
 from roofline.workload import Workload
@@ -75,6 +76,7 @@ def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
     # Q, K, V projections.
     if m.mla:
         ml = m.mla
+        qp = mla_qkv_precision(p)  # bf16 for an NVFP4 checkpoint
         q_in = ml.q_lora_rank or h
         q_flops_weights = (h * ml.q_lora_rank if ml.q_lora_rank else 0) + q_in * nh * m.qk_head_dim
         kv_down = h * (ml.kv_lora_rank + ml.qk_rope_head_dim)
@@ -83,15 +85,22 @@ def step_ops(w: Workload, rows: np.ndarray | float | None = None) -> list[Op]:
             Op(
                 name="QKV projection (MLA down/up)",
                 flops=2.0 * t * (q_flops_weights + kv_down),
-                dtype=p.math_dtype,
-                weight_bytes=(q_flops_weights + kv_down) * p.weight_bytes * np.ones_like(t),
+                dtype=qp.math_dtype,
+                weight_bytes=(q_flops_weights + kv_down) * qp.weight_bytes * np.ones_like(t),
                 act_bytes=t * (h + out) * ab,
                 count=L,
                 launches=5,
                 group=PROJECTIONS,
                 # As the engines run it: q_a and kv_a fused into one GEMM over the hidden size, then
                 # q_b from the query's latent to the heads (roofline.tables.mla reads both).
-                meta={"kind": "matmul", "m": t, "fp8_scaling": p.fp8_scaling, "parts": mla_parts(m, nh)},
+                meta={
+                    "kind": "matmul",
+                    "m": t,
+                    "fp8_scaling": qp.fp8_scaling,
+                    "weight_dtype": qp.weight_dtype,
+                    "parts": mla_parts(m, nh),
+                    "nvfp4_kept": qp is not p,
+                },
             )
         )
         rope_elements = t * (nh + 1) * ml.qk_rope_head_dim
