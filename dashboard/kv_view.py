@@ -54,6 +54,10 @@ def crossover_metric(r: KVResult) -> Metric:
     if r.crossover_context is None:
         return Metric("KV overtakes weights", "never", help=f"{what}: never below the model's maximum context")
     value = count_of(r.crossover_context, "token")
+    if r.max_context < 1:
+        return Metric(
+            "KV overtakes weights", value, help=f"{what}; a batch of {r.batch:,} fits on {device} at no context"
+        )
     if r.crossover_context > r.max_context:
         past = f"past the {r.max_context:,} tokens a batch of {r.batch:,} can hold on {device}"
         return Metric("KV overtakes weights", value, help=f"{what}; {past}")

@@ -52,3 +52,9 @@ def test_the_crossover_tile_says_when_no_decode_step_runs_or_the_crossover_is_pa
     # Reachable on an H100 at batch 256 (446 tokens, under the 1,760 that fit): the plain figure.
     r, tile = _tile("llama-3.1-8b", "h100-sxm", 256, 8192)
     assert r.crossover_context == 446 and "past" not in tile.help
+
+
+def test_a_batch_that_fits_at_no_context_says_so_rather_than_past_zero_tokens():
+    r, tile = _tile("llama-3.1-8b", "l4", 100_000, 8192)
+    assert r.max_context == 0 and r.crossover_context == 1
+    assert "a batch of 100,000 fits on NVIDIA L4 24GB at no context" in tile.help and "past the 0" not in tile.help

@@ -11,7 +11,7 @@ import pytest
 
 from roofline.engine import Ceilings
 from roofline.profile import import_traces, op_rows, regime_split
-from roofline.profile.analysis import op_regime, op_terms
+from roofline.profile.analysis import advice, dispatch_floor_s, op_regime, op_terms
 from roofline.profile.record import ProfiledOp
 
 # 100 GFLOP/s, 20 GB/s, and 2 µs the least time of one dispatch.
@@ -105,3 +105,58 @@ def test_a_gpu_aten_op_pays_a_floor_for_each_kernel_it_launched():
     # A record written before dispatches were counted reads as one per occurrence.
     legacy = ProfiledOp.model_validate({k: v for k, v in ops["aten::add"].model_dump().items() if k != "dispatches"})
     assert legacy.dispatches is None and legacy.launches == legacy.count
+    assert prof.version == 2
+    old = json.loads(prof.to_json())
+    old["version"] = 1
+    for op in old["ops"]:
+        op.pop("dispatches", None)
+    again = type(prof).model_validate(old)
+    assert again.version == 1 and all(o.launches == o.count for o in again.ops)
+
+
+def _kernel(name, ts, dur, ext):
+    args = {"External id": ext, "device": 0, "stream": 7}
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args}
+
+
+def test_a_gpu_op_pays_a_floor_per_kernel_and_the_floor_stays_under_what_was_measured():
+    """A layer norm of 16 x 4,096 bf16 launching four kernels of 1 µs: four dispatches, each faster
+    than the datasheet floor of 1.2 µs, so the profile's floor is 1 µs and the op sits at 100% of
+    that roof, not 120%."""
+    dims, types = [[16, 4096], [4096]], ["c10::BFloat16", "c10::BFloat16"]
+    op = _host("aten::layer_norm", 1, 20, dims, types)
+    op["args"]["External id"] = 5
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 40},
+        op,
+        *(_kernel(f"norm_part_{i}", 2 + 2 * i, 1, 5) for i in range(4)),
+    ]
+    prof = import_traces([(json.dumps({"traceEvents": events, "deviceProperties": [{"name": "H100"}]}), "g.json")])
+    (norm,) = [o for o in prof.level("aten") if o.name == "aten::layer_norm"]
+    assert norm.launches == 4 and norm.time_s == pytest.approx(4e-6)
+    h100 = Ceilings("H100", {"bf16": 989e12}, 3.35e12, kernel_floor_s=1.2e-6)
+    assert dispatch_floor_s(prof, h100) == pytest.approx(1e-6)
+    (row,) = [r for r in op_rows(prof, h100) if r["name"] == "aten::layer_norm"]
+    assert row["bound"] == "overhead" and row["fraction_of_roof"] == pytest.approx(1.0)
+
+
+def test_inner_ops_under_an_annotation_range_still_count_as_dispatches():
+    dims, types = [[16, 576], [576]], ["float", "float"]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 200},
+        _host("aten::rms_norm", 1, 100, dims, types),
+        {"ph": "X", "cat": "user_annotation", "name": "my_range", "pid": 1, "tid": 1, "ts": 2, "dur": 90},
+        _host("aten::mean", 3, 10),
+        _host("aten::pow", 20, 10),
+        _host("aten::mul", 40, 10),
+    ]
+    prof = import_traces([(json.dumps({"traceEvents": events}), "cpu.json")])
+    (norm,) = [o for o in prof.level("aten") if o.name == "aten::rms_norm"]
+    assert norm.launches == 3
+
+
+def test_a_cpu_profiles_overhead_advice_speaks_of_dispatch_not_cuda_graphs():
+    split = {"compute": 0.0, "memory": 0.0, "communication": 0.0, "overhead": 1.0}
+    (cpu,) = advice(split, [], "cpu")
+    assert "dispatch, not its work" in cpu and "CUDA graphs" not in cpu
+    assert "CUDA graphs" in advice(split, [], "cuda")[0]

@@ -19,27 +19,36 @@ def _peak(ceilings: Ceilings, dtype: str) -> float:
     return min(ceilings.peak_flops_per_s.values())
 
 
-def op_terms(op: ProfiledOp, ceilings: Ceilings) -> dict[str, float]:
+def dispatch_floor_s(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int | None = None) -> float:
+    """The least time one dispatch takes: the device's kernel floor (on a CPU profile, the
+    measured dispatch of the cheapest op), or less where this profile measured a dispatch faster
+    (a kernel shorter than the floor, a view cheaper than an add), so the floor stays a floor."""
+    per = [o.time_s / o.launches for o in profile.level(level, rank) if o.launches > 0 and o.time_s > 0]
+    return min([ceilings.kernel_floor_s, *per])
+
+
+def op_terms(op: ProfiledOp, ceilings: Ceilings, floor_s: float | None = None) -> dict[str, float]:
     """The op's time on each roof, as the engine prices an op (``roofline.engine``): its FLOPs at
     the peak, its bytes at the memory bandwidth, and its dispatches (kernels on a GPU, innermost
-    host ops on a CPU) at the least time one takes (the device's kernel floor; on a CPU profile
-    the dispatch of one aten op, measured)."""
+    host ops on a CPU) at the least time one takes (``floor_s``, default the device's kernel floor;
+    ``dispatch_floor_s`` gives a profile's)."""
+    floor_s = ceilings.kernel_floor_s if floor_s is None else floor_s
     return {
         "compute": op.flops / _peak(ceilings, op.dtype),
         "memory": op.bytes / ceilings.memory_bandwidth_bytes_per_s,
-        "overhead": op.launches * ceilings.kernel_floor_s,
+        "overhead": op.launches * floor_s,
     }
 
 
-def op_regime(op: ProfiledOp, ceilings: Ceilings) -> str:
+def op_regime(op: ProfiledOp, ceilings: Ceilings, floor_s: float | None = None) -> str:
     """Communication for collectives; overhead for an op that computes and moves nothing (its
-    time is all dispatch) or too little to outlast the floor of its occurrences (an add on a
+    time is all dispatch) or too little to outlast the floor of its dispatches (an add on a
     hundred numbers takes a dispatch, not bandwidth); else the roof its FLOPs and bytes meet first."""
     if op.op_class == "communication":
         return "communication"
     if op.flops <= 0 and op.bytes <= 0:
         return "overhead"
-    terms = op_terms(op, ceilings)
+    terms = op_terms(op, ceilings, floor_s)
     return max(terms, key=terms.get)
 
 
@@ -62,10 +71,11 @@ def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int
     """One row per op of ``level``, longest first: measured time beside the roof's bound."""
     rows = []
     wall = profile.wall_s if rank is None else next(r.wall_s for r in profile.ranks if r.rank == rank)
+    floor_s = dispatch_floor_s(profile, ceilings, level, rank)
     for op in profile.level(level, rank):
         peak = _peak(ceilings, op.dtype)
         bw = ceilings.memory_bandwidth_bytes_per_s
-        bound_s = max(op_terms(op, ceilings).values())
+        bound_s = max(op_terms(op, ceilings, floor_s).values())
         link = ceilings.link_bandwidth_bytes_per_s
         if op.op_class == "communication" and link:  # a collective rests on the link, not on memory
             bound_s = op.comm_bytes / link + op.count * ceilings.collective_latency_s
@@ -92,7 +102,7 @@ def op_rows(profile: Profile, ceilings: Ceilings, level: str = "aten", rank: int
                 "roof_time_s": bound_s,  # the calibrated time where the roofs carry a fit for its class
                 "roofs": "calibrated" if calibrated is not None else source,
                 "fraction_of_roof": bound_s / op.time_s if op.time_s > 0 else None,
-                "bound": op_regime(op, ceilings),
+                "bound": op_regime(op, ceilings, floor_s),
             }
         )
     return rows
@@ -103,8 +113,9 @@ def regime_split(profile: Profile, ceilings: Ceilings, rank: int | None = None) 
     scaled to the time the device was busy, and the idle gaps as overhead. Adds up to the wall time."""
     summary = profile.ranks[0] if rank is None else next(r for r in profile.ranks if r.rank == rank)
     split = dict.fromkeys(REGIMES, 0.0)
+    floor_s = dispatch_floor_s(profile, ceilings, "aten", summary.rank)
     for op in profile.level("aten", summary.rank):
-        split[op_regime(op, ceilings)] += op.time_s
+        split[op_regime(op, ceilings, floor_s)] += op.time_s
     measured = sum(split.values())
     scale = summary.busy_s / measured if measured > 0 else 0.0
     split = {r: v * scale for r, v in split.items()}
@@ -112,16 +123,22 @@ def regime_split(profile: Profile, ceilings: Ceilings, rank: int | None = None) 
     return split
 
 
-def advice(split: dict[str, float], top: list[dict]) -> list[str]:
-    """What would move the step, from the regime that holds most of its time."""
+def advice(split: dict[str, float], top: list[dict], activity: str = "cuda") -> list[str]:
+    """What would move the step, from the regime that holds most of its time (``activity``: whose
+    time the ops carry, a GPU's kernels or a CPU's ops)."""
     total = sum(split.values())
     if total <= 0:
         return ["nothing ran in the profiled steps"]
     ranked = sorted(split.items(), key=lambda kv: kv[1], reverse=True)
     out = []
     tips = {
-        "overhead": "the device sits idle between ops: the host's dispatch sets the pace. CUDA graphs or "
-        "torch.compile cut the per-op cost; a larger batch does more work per launch.",
+        "overhead": (
+            "the device sits idle between ops: the host's dispatch sets the pace. CUDA graphs or "
+            "torch.compile cut the per-op cost; a larger batch does more work per launch."
+            if activity == "cuda"
+            else "each op's dispatch, not its work, sets the pace: fewer, larger ops (torch.compile fuses "
+            "them) or a larger batch doing more work per op."
+        ),
         "memory": "more bandwidth (HBM3e parts), fewer bytes (lower-precision weights and KV, "
         "fused kernels), or a larger batch to reuse each weight read.",
         "compute": "a faster peak (a newer part, FP8 or BF16 instead of FP32 math) or fewer FLOPs.",
@@ -165,6 +182,6 @@ def summarize(profile: Profile, ceilings: Ceilings, level: str = "aten", top: in
         "level": level,
         "top_ops": rows[:top],
         "ops": rows,
-        "what_would_move_it": advice(split, rows),
+        "what_would_move_it": advice(split, rows, profile.activity),
         "notes": profile.notes,
     }

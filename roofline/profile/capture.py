@@ -199,9 +199,9 @@ def measure_cpu_roofs(seconds: float = 0.2) -> Ceilings:
     gemm = 2 * n**3 / best(lambda: a @ b)
     copy = 2 * src.numel() * 4 / best(lambda: dst.copy_(src))
     one, out = torch.ones(1), torch.empty(1)
-    # The least time an aten op takes here: an add of one number, all dispatch. A profiled CPU op
-    # whose work is shorter than its calls' dispatch is overhead-bound.
-    dispatch = min(best(lambda: torch.add(one, one, out=out)) for _ in range(3))
+    # The least time an aten op takes here: the cheaper of an add of one number and a view, all
+    # dispatch. A profiled CPU op whose work is shorter than its calls' dispatch is overhead-bound.
+    dispatch = min(min(best(lambda: torch.add(one, one, out=out)), best(lambda: one.view(1))) for _ in range(3))
     return Ceilings(
         name="this CPU",
         peak_flops_per_s={"fp32": gemm, "bf16": gemm, "fp16": gemm},

@@ -20,7 +20,9 @@ from roofline.engine import Ceilings
 from roofline.measure.schema import DeviceInfo, Results
 
 SCHEMA_NAME = "roofline.profile"
-SCHEMA_VERSION = 1
+# 2: ops carry their dispatches (kernels launched, innermost host ops); a version-1 file still reads,
+# each op one dispatch per occurrence.
+SCHEMA_VERSION = 2
 LEVELS = ("kernel", "aten", "module")
 
 
@@ -72,7 +74,7 @@ class RankSummary(DataRecord):
 
 class Profile(DataRecord):
     schema_name: Literal["roofline.profile"] = Field(SCHEMA_NAME, alias="schema")
-    version: Literal[1] = SCHEMA_VERSION
+    version: Literal[1, 2] = SCHEMA_VERSION
     source: Literal["profiler", "trace"]
     activity: Literal["cuda", "cpu"]  # whose time the ops carry: the GPU's kernels or the CPU's ops
     device: DeviceInfo

@@ -112,10 +112,10 @@ class _Agg:
 
 
 def _leaves(e: _Event) -> int:
-    """The host ops under ``e`` that call no other (``e`` itself if it calls none): each one
-    dispatch of a CPU op's work."""
-    inner = [c for c in e.children if c.cat in HOST_CATS]
-    return sum(_leaves(c) for c in inner) if inner else 1
+    """The host ops under ``e`` that call no other (``e`` itself if it calls none), through any
+    annotation range between them: each one dispatch of a CPU op's work."""
+    inner = sum(_leaves(c) for c in e.children if c.cat in HOST_CATS or c.cat in ANNOTATION_CATS)
+    return inner if inner or e.cat not in HOST_CATS else 1
 
 
 def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSummary, list[float], dict]:
