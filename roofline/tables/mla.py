@@ -30,8 +30,8 @@ NVFP4_KV_B = (
 
 def absorb_answer(tables, op):
     """The absorbed W_UK or W_UV product of one MLA decode step, per occurrence, in the table of
-    kv_b_proj's weight dtype (the op's ``meta['weight_dtype']``: ``roofline.ops.mla_qkv_precision``
-    has already made an NVFP4 checkpoint's bf16)."""
+    kv_b_proj's weight dtype (the op's ``meta['weight_dtype']``, which
+    ``roofline.ops.kernels.mla_qkv_precision`` has already made bf16 for an NVFP4 checkpoint)."""
     from roofline.tables.source import OpAnswer
 
     meta = op.meta
