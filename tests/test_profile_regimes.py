@@ -160,3 +160,19 @@ def test_a_cpu_profiles_overhead_advice_speaks_of_dispatch_not_cuda_graphs():
     (cpu,) = advice(split, [], "cpu")
     assert "dispatch, not its work" in cpu and "CUDA graphs" not in cpu
     assert "CUDA graphs" in advice(split, [], "cuda")[0]
+
+
+def test_a_conversion_that_returns_its_input_moves_no_bytes():
+    """aten::to on a tensor already in the asked dtype returns it: no inner copy, no bytes (it read
+    10,000% of its roof counted as a copy). One that converts shows its aten::_to_copy inside."""
+    dims, types = [[16, 49152]], ["float"]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        _host("aten::to", 1, 2, dims, types),
+        _host("aten::to", 10, 50, [[16, 576]], ["c10::BFloat16"]),
+        _host("aten::_to_copy", 11, 45, [[16, 576]], ["c10::BFloat16"]),
+    ]
+    prof = import_traces([(json.dumps({"traceEvents": events}), "cpu.json")])
+    ops = {o.shapes: o for o in prof.level("aten") if o.name == "aten::to"}
+    assert ops["[16, 49152]"].bytes == 0 and op_regime(ops["[16, 49152]"], CPU) == "overhead"
+    assert ops["[16, 576]"].bytes == pytest.approx(2 * 16 * 576 * 2)  # read and written, 2 bytes each

@@ -90,6 +90,11 @@ def _message_bytes(op: _Event) -> float:
     return comm_bytes(top.args.get("Input Dims") or [], top.args.get("Input type") or [])
 
 
+# Conversions that return their input untouched where it already is what was asked (same dtype,
+# device and layout); a call that copies shows its copy (aten::_to_copy, aten::copy_) inside it.
+MAYBE_NO_OP = frozenset({"aten::to", "aten::contiguous", "aten::type_as"})
+
+
 def _count(e: _Event):
     dims, types = e.args.get("Input Dims"), e.args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list):
@@ -190,6 +195,8 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
         agg = aten.setdefault(key, _Agg(op.name, cls, shapes, dtype))
         flops = counted.flops if counted else 0.0
         moved = counted.bytes if counted else 0.0
+        if op.name in MAYBE_NO_OP and not op.children and not own_kernels:  # it returned its input: no copy
+            moved = 0.0
         agg.count += 1
         agg.time_us += time_us
         agg.flops += flops
