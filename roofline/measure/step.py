@@ -128,6 +128,7 @@ def measure_step(
             kernels = [e for e in events if _is_kernel(e)]
             kernel_total = sum(e.device_time for e in kernels) / 1e6 / runs
             count = round(len(kernels) / runs)
+            attributed = sum(op_time.values())
         else:  # on a CPU the work is the host's: a clock around each op's range, against the wall time
             # A noisy host (a shared 2-core machine) has outlier runs: medians over 5+ runs, per op
             # and for the whole step, so one slow run moves neither.
@@ -145,7 +146,6 @@ def measure_step(
             kernel_total, count = float(np.median(samples)), len(op_time)
             # Medians do not add up: the ops' share is the median of each run's own sum, at most
             # that run's wall time, so it stays at most the median step (the per-op medians' sum can pass it).
-            attributed_cpu = float(np.median(in_ops))
-    attributed = sum(op_time.values()) if device.type == "cuda" else attributed_cpu
+            attributed = float(np.median(in_ops))
     kernels_per_op = None if op_kernels is None else dict(op_kernels)
     return StepRun(eager, graph, note, kernel_total, count, dict(op_time), attributed, kernels_per_op)
