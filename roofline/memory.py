@@ -33,6 +33,7 @@ import numpy as np
 from roofline.defaults import TP_DEGREES
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
+from roofline.ops.kernels import mla_qkv_precision
 from roofline.settings import Settings
 from roofline.workload import Precision, Workload, valid_tp
 
@@ -68,6 +69,13 @@ def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 
         replicated = h * 2 * m.head_dim * m.kv_heads_per_device(atp) if m.num_kv_heads < atp else 0.0
         split = attn - (kv_all if replicated else 0.0)
     linear = m.num_layers * (split / atp + replicated) + m.dense_mlp_layers * m.mlp_params() / tp
+    # MLA's q and kv projections (q_a, q_b, kv_a, kv_b, their norms) are held in the format the
+    # step runs them in: bf16 for an NVFP4 checkpoint, which leaves them unquantized.
+    qkv_bytes = mla_qkv_precision(precision).weight_bytes
+    qkv = 0.0
+    if m.mla and qkv_bytes != wb:
+        qkv = m.num_layers * ((split - m.num_heads * m.mla.v_head_dim * h) / atp + replicated)
+        linear -= qkv
     router, experts = 0.0, 0.0
     if m.moe:
         total, _ = m.moe_params()
@@ -83,7 +91,7 @@ def weight_bytes_per_device(model: ModelConfig, precision: Precision, tp: int = 
         # vLLM's vision encoders are), at the activation dtype.
         + (m.vision_params_b or 0.0) * 1e9 / tp
     )
-    return linear * wb + experts * precision.expert_weight_bytes + unquantized * ab
+    return linear * wb + qkv * qkv_bytes + experts * precision.expert_weight_bytes + unquantized * ab
 
 
 # ---- KV cache --------------------------------------------------------------------------------

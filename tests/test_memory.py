@@ -95,6 +95,29 @@ def test_quantized_weights_carry_their_scales(fmt, bits):
     assert weight_bytes_per_device(LLAMA8, Precision(weight_dtype=fmt)) == pytest.approx(expected)
 
 
+def test_nvfp4_mla_keeps_its_q_and_kv_projections_in_bf16(monkeypatch):
+    # DeepSeek-R1's NVFP4 checkpoints leave MLA's q and kv projections unquantized, and the step runs
+    # them in bf16 (roofline.ops.kernels.mla_qkv_precision); memory holds them so too. Per layer:
+    # q_a 7168 x 1536 = 11,010,048, its norm 1,536, q_b 1536 x 128 x (128 + 64) = 37,748,736,
+    # kv_a 7168 x (512 + 64) = 4,128,768, its norm 512, kv_b 512 x 128 x (128 + 128) = 16,777,216:
+    # 69,666,816 parameters, 61 layers: 4,249,675,776 at 2 bytes instead of NVFP4's 0.5625.
+    r1, p = get_model("deepseek-r1"), Precision(weight_dtype="nvfp4", act_dtype="fp8")
+    held = weight_bytes_per_device(r1, p)
+    monkeypatch.setattr("roofline.memory.mla_qkv_precision", lambda q: q)
+    assert held - weight_bytes_per_device(r1, p) == pytest.approx(4_249_675_776 * (2 - 0.5625))
+    # Over TP 8, q_b and kv_b are split and q_a, kv_a and the norms replicated on every device.
+    split, replicated = 37_748_736 + 16_777_216, 11_010_048 + 1_536 + 4_128_768 + 512
+    monkeypatch.undo()
+    at_tp8 = weight_bytes_per_device(r1, p, tp=8)
+    monkeypatch.setattr("roofline.memory.mla_qkv_precision", lambda q: q)
+    assert at_tp8 - weight_bytes_per_device(r1, p, tp=8) == pytest.approx(61 * (split / 8 + replicated) * 1.4375)
+    # An FP8 checkpoint keeps its projections in FP8: nothing moves.
+    fp8 = Precision(weight_dtype="fp8", act_dtype="fp8")
+    as_is = weight_bytes_per_device(r1, fp8)
+    monkeypatch.undo()
+    assert weight_bytes_per_device(r1, fp8) == as_is
+
+
 def test_int4_group_size_is_a_setting():
     assert Precision(weight_dtype="int4", group_size=64).weight_bytes == (4 + 20 / 64) / 8
     assert weight_bytes_per_element("int4", 32) == (4 + 20 / 32) / 8
