@@ -49,7 +49,7 @@ def absorb_answer(tables, op):
         note = f"{engine} runs it in bf16 (its table times no fp8 one)"
     tokens = np.maximum(np.asarray(meta["m"], float), 1.0)
     heads = float(meta["matrices"])
-    answer = tables._read("mla_bmm", keys, (tokens, heads), f"{keys['bmm_dtype']} MLA absorbed product")
+    answer = tables.read("mla_bmm", keys, (tokens, heads), f"{keys['bmm_dtype']} MLA absorbed product")
     return replace(answer, label=f"{answer.label}; {note}") if note and answer.seconds is not None else answer
 
 
@@ -64,7 +64,7 @@ def parts_answer(tables, op):
     total, labels, extrapolated = 0.0, [], False
     for n, k in parts:
         meta = {key: v for key, v in op.meta.items() if key != "parts"} | {"n": n, "k": k, "matrices": 1}
-        answer = tables._gemm(replace(op, meta=meta, weight_bytes=per_param * n * k))
+        answer = tables.gemm(replace(op, meta=meta, weight_bytes=per_param * n * k))
         if answer.seconds is None:
             return OpAnswer(None, f"its {int(n)}x{int(k)} GEMM: {answer.label}")
         total = total + np.asarray(answer.seconds, float)

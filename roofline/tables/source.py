@@ -202,7 +202,7 @@ class KernelTables:
         if kind == "matmul" and op.meta.get("parts"):
             return mla.parts_answer(self, op)
         if kind == "matmul":
-            return self._gemm(op)
+            return self.gemm(op)
         if kind == "attention":
             return self._attention(op)
         if kind == "communication":
@@ -216,10 +216,11 @@ class KernelTables:
                 return OpAnswer(None, f"{op.name}: only all-reduce tables converted")
             elements = np.maximum(np.asarray(op.meta["message_bytes"], float) / ALLREDUCE_ELEMENT_BYTES, 1.0)
             keys = {"allreduce_dtype": "bfloat16", "num_gpus": int(op.meta["tp"])}
-            return self._read("custom_allreduce", keys, (elements,), f"{op.meta['tp']}-GPU all-reduce")
+            return self.read("custom_allreduce", keys, (elements,), f"{op.meta['tp']}-GPU all-reduce")
         return OpAnswer(None, "elementwise kernels: no table")
 
-    def _read(self, table: str, keys: dict, point: tuple, what: str, share=1.0) -> OpAnswer:
+    def read(self, table: str, keys: dict, point: tuple, what: str, share=1.0) -> OpAnswer:
+        """``table``'s time at ``point`` on the grid ``keys`` name (times ``share``), or why none."""
         grid = self.predictor.grid(table, keys)
         if grid is None:
             return OpAnswer(None, f"no {what} in {self.label}")
@@ -230,7 +231,8 @@ class KernelTables:
         out = bool(np.any(extrapolated & np.isfinite(log_t)))
         return OpAnswer(seconds, self.label + (" (extrapolated)" if out else ""), out)
 
-    def _gemm(self, op) -> OpAnswer:
+    def gemm(self, op) -> OpAnswer:
+        """A projection's time from the GEMM table, at its (m, n, k) and weight format."""
         meta = op.meta
         if "n" not in meta or "k" not in meta or float(meta.get("matrices", 1)) != 1:
             return OpAnswer(None, "fused or per-head projections (MLA): no table")
@@ -245,7 +247,7 @@ class KernelTables:
         if not math.isclose(weight_bytes, TABLE_WEIGHT_BYTES.get(dtype, -1.0), rel_tol=0.15):
             return OpAnswer(None, f"{weight_bytes:g}-byte weights with {op.dtype} math: no table")
         keys = {"gemm_dtype": GEMM_DTYPES.get(dtype, dtype)}
-        answer = self._read("gemm", keys, (m, n, k), f"{dtype} GEMM")
+        answer = self.read("gemm", keys, (m, n, k), f"{dtype} GEMM")
         if answer.seconds is None:
             if (self.predictor.engine, keys["gemm_dtype"]) in EAGER_TIMED_GEMM:  # host-bound points left out
                 timed = self.predictor.grid("gemm", keys, as_timed=True)
@@ -293,7 +295,7 @@ class KernelTables:
                 }
                 outliers = {} if moe_ep > 1 else tables._one_token_outliers(points, what)
                 for read_at in (r for r in READ_ORDER[routing] if r not in outliers):
-                    answer = tables._read("moe", points[read_at], (tokens,), what)
+                    answer = tables.read("moe", points[read_at], (tokens,), what)
                     if answer.seconds is not None:
                         break
                 if answer.seconds is not None:
@@ -322,7 +324,7 @@ class KernelTables:
 
     def _one_token_outliers(self, points: dict[str, dict], what: str) -> dict[str, float]:
         """``roofline.routing.one_token_outliers`` of this file's one-token times of a MoE shape."""
-        one = {r: self._read("moe", point, (np.ones(1),), what).seconds for r, point in points.items()}
+        one = {r: self.read("moe", point, (np.ones(1),), what).seconds for r, point in points.items()}
         return one_token_outliers({r: float(t[0]) for r, t in one.items() if t is not None and np.isfinite(t[0])})
 
     def _moe_sources(self) -> list[tuple[object, dict, object]]:
@@ -364,7 +366,7 @@ class KernelTables:
             if tuple(meta["mla"]) != (512, 64):
                 return OpAnswer(None, "MLA decode tables are measured for a 512 + 64 latent only")
             keys = {"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": int(round(float(meta["heads"])))}
-            return self._read("generation_mla", keys, (meta["batch"], meta["seq"]), "MLA decode attention", share)
+            return self.read("generation_mla", keys, (meta["batch"], meta["seq"]), "MLA decode attention", share)
         if meta.get("mla_prefill"):
             # SGLang's and TensorRT-LLM's files time MLA's prefill kernel on its own (DeepSeek-V3's heads:
             # 128 + 64 query/key and 128 value dims); vLLM's have no such table (their 192-dim prefill rows
@@ -378,7 +380,7 @@ class KernelTables:
             if int(meta["head_dim"]) != MLA_PREFILL_HEAD_DIM:
                 return OpAnswer(None, "MLA prefill tables are measured for 192-dim query/key heads (DeepSeek-V3) only")
             keys = {"mla_dtype": "bfloat16", "kv_cache_dtype": kv, "num_heads": int(round(float(meta["heads"])))}
-            return self._read("context_mla", keys, (meta["batch"], meta["seq"]), "MLA prefill attention", share)
+            return self.read("context_mla", keys, (meta["batch"], meta["seq"]), "MLA prefill attention", share)
         if meta.get("local") == "chunk":
             return OpAnswer(None, "chunked attention: no table")
         table = "context_attention" if meta["phase"] == "prefill" else "generation_attention"
@@ -390,4 +392,4 @@ class KernelTables:
         }
         point = (meta["batch"], meta["seq"], meta["heads"], meta["kv_heads"])
         what = f"{meta['phase']} attention (head dim {meta['head_dim']})"
-        return self._read(table, keys, point, what, share)
+        return self.read(table, keys, point, what, share)
