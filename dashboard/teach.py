@@ -14,6 +14,7 @@ from roofline.dtypes import bytes_per_element
 from roofline.engine import REGIME_LABELS, Ceilings
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 from roofline.plots import PointSeries, point_hover, roofline_figure
+from roofline.plots.style import flops_unit
 from roofline.report import plain_number
 
 
@@ -63,10 +64,11 @@ def teaching_figure(c: Ceilings, r: dict, small: dict) -> go.Figure:
         height=460,
     )
     x_lo, x_hi = (10**v for v in fig.layout.xaxis.range)
+    scale, _ = flops_unit([(c, dtype)])
     x_slope = (x_lo * ridge) ** 0.5  # halfway up the slanted roof, on log axes
-    _mark(fig, x_slope, bw * x_slope / 1e12, "A", 18)
-    _mark(fig, ridge, peak / 1e12, "B", -20)
-    _mark(fig, (ridge * x_hi) ** 0.5, peak / 1e12, "C", 18)
+    _mark(fig, x_slope, bw * x_slope / scale, "A", 18)
+    _mark(fig, ridge, peak / scale, "B", -20)
+    _mark(fig, (ridge * x_hi) ** 0.5, peak / scale, "C", 18)
     return fig
 
 

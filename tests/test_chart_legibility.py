@@ -183,3 +183,25 @@ def test_the_levers_table_says_its_ratio_is_a_multiple_of_now(capsys):
 
     main(["train", "--model", "llama-3.2-1b", "--hardware", "h100-sxm"])
     assert "time per token (× now)" in capsys.readouterr().out
+
+
+def test_a_roofline_under_one_tflops_reads_in_gflops_and_its_points_on_the_same_scale():
+    from roofline.plots import PointSeries
+    from roofline.plots.roofline import roofline_figure
+    from roofline.plots.style import flops_unit
+
+    # A CPU: 0.8 TFLOP/s of fp32, 0.1 TB/s; its ridge sits at 8 FLOP/B. On a TFLOP/s axis its roof
+    # would read 0.8 and an op at 2 GFLOP/s 0.002; in GFLOP/s they read 800 and 2.
+    cpu = Ceilings(name="CPU", peak_flops_per_s={"fp32": 0.8e12}, memory_bandwidth_bytes_per_s=0.1e12)
+    op = PointSeries("op", np.array([1.0]), np.array([2e9]), ["memory"], ["op"])
+    fig = roofline_figure([(cpu, "fp32")], [op])
+    assert fig.layout.yaxis.title.text == "performance (GFLOP/s)"
+    roof = next(t for t in fig.data if t.name and t.name.startswith("CPU · fp32"))
+    assert "800 GFLOP/s, 100 GB/s" in roof.name and max(roof.y) == pytest.approx(800)
+    point = next(t for t in fig.data if t.name == "op")
+    assert list(point.y) == pytest.approx([2.0])
+    # An H100's bf16 roof (989.4 TFLOP/s) keeps TFLOP/s, and a figure with no peak too.
+    h100 = Ceilings(name="H100", peak_flops_per_s={"bf16": 989.4e12}, memory_bandwidth_bytes_per_s=3.35e12)
+    assert flops_unit([(h100, "bf16")]) == (1e12, "TFLOP/s")
+    assert flops_unit([(cpu, "fp32"), (h100, "bf16")]) == (1e12, "TFLOP/s")
+    assert flops_unit([]) == (1e12, "TFLOP/s")

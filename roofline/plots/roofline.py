@@ -23,6 +23,8 @@ from roofline.plots.style import (
     REGIME_COLORS,
     SHADE_COMPUTE,
     SHADE_MEMORY,
+    bandwidth_text,
+    flops_unit,
     legend_key,
     log_axes,
     sig,
@@ -140,6 +142,7 @@ def roofline_figure(
     # A device with none of the asked dtypes' peaks keeps its memory slope: the bound its ops are timed on.
     slopes = list({c.name: c for c, _ in asked if not any(c is has for has, _ in ceilings)}.values())
     fig = go.Figure()
+    scale, unit = flops_unit(ceilings)
     x_lo, x_hi = _x_range(ceilings, series)
     device_color: dict[str, str] = {}
     y_values: list[float] = []
@@ -147,16 +150,16 @@ def roofline_figure(
         color = device_color.setdefault(c.name, DEVICE_COLORS[len(device_color) % len(DEVICE_COLORS)])
         bw = c.memory_bandwidth_bytes_per_s
         xs = np.array([x_lo, x_hi])
-        y_values.extend((bw * xs / 1e12).tolist())
+        y_values.extend((bw * xs / scale).tolist())
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=bw * xs / 1e12,
+                y=bw * xs / scale,
                 mode="lines",
-                name=f"{c.name}<br>{sig(bw / 1e12)} TB/s; no published compute peak",
+                name=f"{c.name}<br>{bandwidth_text(bw)}; no published compute peak",
                 line=dict(color=color, width=2.5, dash="dot"),
                 hovertemplate=f"<b>{c.name}</b> memory slope (no published compute peak)<br>"
-                "intensity %{x:,.2f} FLOP/B<br>at most %{y:,.2f} TFLOP/s<extra></extra>",
+                "intensity %{x:,.2f} FLOP/B<br>at most %{y:,.2f} " + unit + "<extra></extra>",
             )
         )
 
@@ -167,10 +170,10 @@ def roofline_figure(
         ridge = c.ridge_intensity(dtype)
         bw = c.memory_bandwidth_bytes_per_s
         xs = np.array([x_lo, ridge, x_hi])
-        ys = np.minimum(peak, bw * xs) / 1e12
+        ys = np.minimum(peak, bw * xs) / scale
         y_values.extend(ys.tolist())
         # Two lines, so a long device name and its figures fit a phone-wide legend.
-        label = f"{c.name} · {dtype}<br>{sig(peak / 1e12)} TFLOP/s, {sig(bw / 1e12)} TB/s"
+        label = f"{c.name} · {dtype}<br>{sig(peak / scale)} {unit}, {bandwidth_text(bw)}"
         # Engine-measured tables time the ops; the lines they sit under stay the datasheet's.
         line_source = "datasheet" if c.source == "engine-measured" else c.source
         if line_source != "datasheet":
@@ -184,7 +187,7 @@ def roofline_figure(
                 line=dict(color=color, width=widths[i], dash=DTYPE_DASHES.get(dtype, "solid")),
                 hovertemplate=(
                     f"<b>{c.name}</b> {dtype} ({line_source} roof)<br>"
-                    "intensity %{x:,.2f} FLOP/B<br>attainable %{y:,.1f} TFLOP/s<extra></extra>"
+                    "intensity %{x:,.2f} FLOP/B<br>attainable %{y:,.1f} " + unit + "<extra></extra>"
                 ),
                 legendgroup=f"roof{i}",
             )
@@ -192,7 +195,7 @@ def roofline_figure(
         fig.add_trace(
             go.Scatter(
                 x=[ridge],
-                y=[peak / 1e12],
+                y=[peak / scale],
                 mode="markers",
                 marker=dict(symbol="diamond", size=10, color=color, line=dict(color="white", width=1)),
                 name=f"ridge {ridge:,.0f} FLOP/B",
@@ -200,7 +203,7 @@ def roofline_figure(
                 legendgroup=f"roof{i}",
                 hovertemplate=(
                     f"<b>ridge point</b> {c.name} {dtype}<br>"
-                    f"intensity {ridge:,.1f} FLOP/B<br>peak {peak / 1e12:,.1f} TFLOP/s<extra></extra>"
+                    f"intensity {ridge:,.1f} FLOP/B<br>peak {peak / scale:,.1f} {unit}<extra></extra>"
                 ),
             )
         )
@@ -249,7 +252,7 @@ def roofline_figure(
 
     for s in series:
         x = np.asarray(s.intensity, float)
-        y = np.asarray(s.flops_per_s, float) / 1e12
+        y = np.asarray(s.flops_per_s, float) / scale
         keep = np.isfinite(x) & (x >= MIN_DRAWN_INTENSITY) & (y > 0)
         y_values.extend(y[keep].tolist())
         colors = s.color or [REGIME_COLORS[r] for r, k in zip(s.regimes, keep) if k]
@@ -304,7 +307,7 @@ def roofline_figure(
         title,
         title_font_size=17,
     )
-    log_axes(fig, "arithmetic intensity (FLOP/byte)", "performance (TFLOP/s)")
+    log_axes(fig, "arithmetic intensity (FLOP/byte)", f"performance ({unit})")
     fig.update_xaxes(range=[math.log10(x_lo), math.log10(x_hi)])
     fig.update_yaxes(range=[math.log10(y_lo), math.log10(y_hi)])
     return fig

@@ -201,3 +201,15 @@ def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **
 def sig(value: float) -> str:
     """Four significant figures, without scientific notation for the usual range."""
     return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
+
+
+def flops_unit(ceilings) -> tuple[float, str]:
+    """The y axis's unit: TFLOP/s, or GFLOP/s where no roof drawn reaches 1 TFLOP/s (a CPU's),
+    whose figures would read 0.00x TFLOP/s."""
+    peaks = [c.peak(d) for c, d in ceilings if c.has_peak(d)]
+    return (1e12, "TFLOP/s") if not peaks or max(peaks) >= 1e12 else (1e9, "GFLOP/s")
+
+
+def bandwidth_text(bw: float) -> str:
+    """A roof's bandwidth in the unit that reads: a CPU's 73 GB/s, not 0.073 TB/s."""
+    return f"{sig(bw / 1e12)} TB/s" if bw >= 1e12 else f"{sig(bw / 1e9)} GB/s"
