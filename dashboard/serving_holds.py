@@ -18,6 +18,7 @@ from dashboard.state import (
     warn_bad_params,
 )
 from roofline.engines import engine_profile
+from roofline.hardware import Hardware
 from roofline.settings import Settings
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -29,9 +30,9 @@ RANKS_HELP = (
 )
 
 
-def held_back(settings: Settings) -> Settings:
+def held_back(settings: Settings, hw: Hardware) -> Settings:
     """SGLang's intake interval or TensorRT-LLM's batch waiting, for the page's engine (off by default),
-    and the engine's CUDA-graph limit for steps with prompt tokens."""
+    and the engine's CUDA-graph limit for steps with prompt tokens (its default on ``hw``)."""
     warn_bad_params(
         {"load_recv": int_in(1, 1000), "load_wait": int_in(0, 1000), "load_wait_ratio": float_in(0, 1)}
         | {f"load_graph_{e}": int_in(0, 1 << 20) for e in ENGINES}
@@ -42,7 +43,7 @@ def held_back(settings: Settings) -> Settings:
         ranks = attention_dp_picker(c1, "load_adp", ATTENTION_DP_HELP + RANKS_HELP)
         return replace(settings, attention_dp=int(ranks))
     graphs = {"vllm": c1, "sglang": c2, "trtllm": c3}[settings.engine]
-    default = engine_profile(settings.engine).prompt_graph_limit(settings.max_num_seqs)
+    default = engine_profile(settings.engine).prompt_graph_limit(settings.for_device(hw).max_num_seqs)
     limit = graphs.number_input(
         "CUDA graphs up to (tokens)",
         0,

@@ -157,7 +157,7 @@ def render_load_section(
         )
     else:
         load = trace_upload(int(n))
-    settings = held_back(settings)
+    settings = held_back(settings, hw)
     measured = measured_upload()
     if load is not None:
         _one_device(report, model, hw, traffic, precision, tp, settings, chunked, load, int(seed), targets, measured)
@@ -257,7 +257,7 @@ def _one_device(
         f"Each rate of the sweep is its own run of {SWEEP_REQUESTS} Poisson arrivals (seed {seed}; the Requests "
         "input sizes the one run below); lines are p50, bands p90 to p99. "
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
-        f"with {most_in_flight(settings, hw.id)} requests always in flight. Below it the batch grows with the rate "
+        f"with {most_in_flight(settings, hw)} requests always in flight. Below it the batch grows with the rate "
         "and TPOT with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of "
         "that). "
         "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing "
@@ -333,7 +333,7 @@ def _one_device(
     pick = min(int(at_pct), len(moment["time_s"]) - 1)  # one moment for each % of the run
     at_s = float(moment["time_s"][pick])
     running = np.asarray(series["running"], float)
-    cap = rank_settings(settings, hw.id).max_num_seqs  # the series is one rank's under attention DP
+    cap = rank_settings(settings, hw).max_num_seqs  # the series is one rank's under attention DP
     busy = time_s.size and running.max() > cap / 2
     report.chart(
         series_figure(

@@ -102,9 +102,8 @@ def point_step(run, batch: int, traffic, chunked: bool, settings, hw, tp: int):
     if not chunked:
         table = evaluate(mixed_step_ops(run, batch, 0.0, traffic.prompt_len), roofs)
         return table, f"A decode step: {batch} sequences (the prompts run in prefill steps of their own)"
-    chunk, share = (
-        float(x) for x in prompt_chunks(batch, traffic.prompt_len, traffic.output_len, settings.max_batched_tokens)
-    )
+    budget = settings.for_device(hw).max_batched_tokens
+    chunk, share = (float(x) for x in prompt_chunks(batch, traffic.prompt_len, traffic.output_len, budget))
     dispatched = batch + chunk > graph_limit(settings, hw)
     table = evaluate(
         mixed_step_ops(run, batch, chunk, traffic.prompt_len), eager_ceilings(roofs, settings) if dispatched else roofs

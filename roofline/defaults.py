@@ -63,8 +63,13 @@ DEFAULT_COLLECTIVE_LATENCY_S = 10e-6
 # ---- memory (a serving engine's settings, named as vLLM names them) --------------------------
 DEFAULT_MEMORY_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block, tokens
-DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM's max_num_batched_tokens with chunked prefill
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's max_num_seqs: rows of the profile run's logits
+# vLLM's OpenAI server, told neither, sets max_num_batched_tokens and max_num_seqs by the GPU
+# (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults): 8192 and 1024 on one exposing 70 GiB or
+# more that is not an A100 (its name excluded: a larger budget had cost it throughput, vLLM PR #17885),
+# else 2048 and 256. roofline.settings.engine_batch_defaults applies the rule to a device.
+VLLM_LARGE_GPU_BYTES = 70 * 2**30
+VLLM_LARGE_GPU_DEFAULTS = (8192, 1024)  # (max_num_batched_tokens, max_num_seqs)
+VLLM_OTHER_GPU_DEFAULTS = (2048, 256)
 DEFAULT_INT4_GROUP_SIZE = 128  # GPTQ / AWQ group size
 
 # ---- request evaluation ----------------------------------------------------------------------

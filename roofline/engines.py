@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from roofline.datafiles import DataRecord
+from roofline.defaults import VLLM_LARGE_GPU_BYTES, VLLM_LARGE_GPU_DEFAULTS, VLLM_OTHER_GPU_DEFAULTS
 from roofline.hardware import Hardware
 
 ENGINE_DB = Path(__file__).resolve().parents[1] / "engine_db" / "engines.toml"
@@ -35,6 +36,15 @@ def in_host_fit_split(row: dict[str, str]) -> bool:
 
 
 GIB = 2**30
+
+
+def vllm_batch_defaults(hw: Hardware) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) as vLLM's OpenAI server sets them on ``hw`` when told
+    neither (``roofline.defaults``): 8192 and 1024 on a device exposing 70 GiB or more that is not an
+    A100, else 2048 and 256. vLLM's TPU and CPU backends set their own; the GPU rule is read for every
+    device."""
+    large = hw.memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in hw.id
+    return VLLM_LARGE_GPU_DEFAULTS if large else VLLM_OTHER_GPU_DEFAULTS
 
 
 class HostFit(DataRecord):
@@ -108,8 +118,7 @@ class EngineProfile(DataRecord):
         """The engine's default tokens per step on ``hw`` (its ``budget_source``)."""
         memory_gib = hw.memory_bytes / GIB
         if self.id == "vllm":
-            # vLLM's arg_utils: 8192 for the OpenAI server on GPUs of 70 GiB or more (not A100), else 2048.
-            return 8192 if memory_gib >= 70 and "a100" not in hw.id else 2048
+            return vllm_batch_defaults(hw)[0]
         if self.id == "sglang":
             # SGLang's server_args: chunked_prefill_size 2048 under 35 GiB, 8192 under 160 GiB, else 16384.
             return 2048 if memory_gib < 35 else 8192 if memory_gib < 160 else 16384

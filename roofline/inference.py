@@ -181,7 +181,7 @@ def _graph_notes(prefill: Workload, graphed: OpTable, settings: Settings, hw: Ha
     profile = engine_profile(resolved_engine(settings.engine, hw.id))
     if profile is None or not prefill.cuda_graphs:
         return ()
-    limit = profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens)
+    limit = profile.prompt_graph_limit(settings.for_device(hw).max_num_seqs, settings.prompt_graph_tokens)
     tokens = int(np.max(np.asarray(prefill.batch) * np.asarray(prefill.seq_len)))
     if tokens <= limit:
         return ()

@@ -212,7 +212,10 @@ def workspace_bytes(
 ) -> float:
     """What a serving engine keeps free for its largest pass, as vLLM's profile run measures it: a
     forward pass of ``max_batched_tokens`` tokens (fused attention) with ``max_num_seqs`` rows of
-    logits, or the sampler's dummy run over ``max_num_seqs`` rows, the larger."""
+    logits, or the sampler's dummy run over ``max_num_seqs`` rows, the larger. ``settings`` as on
+    the device (``Settings.for_device``)."""
+    if settings.max_batched_tokens is None or settings.max_num_seqs is None:
+        raise ValueError("workspace_bytes needs the settings on a device: Settings.for_device(hw)")
     tokens = min(settings.max_batched_tokens, model.max_context * settings.max_num_seqs)
     rows = min(settings.max_num_seqs, tokens)
     forward = float(
@@ -312,6 +315,7 @@ def footprint(w: Workload, hw: Hardware, settings: Settings, with_smallest_tp: b
     """Every term of the workload's memory on one device of ``hw`` (its largest moment: the
     cache at the final context, the activations of its largest step)."""
     m, p = w.model, w.precision
+    settings = settings.for_device(hw)  # vLLM's token budget and sequence cap there, where unset
     result = Footprint(
         hardware_id=hw.id,
         tp=w.tp,

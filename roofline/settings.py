@@ -14,13 +14,12 @@ from roofline.defaults import (
     DEFAULT_GRAPH_LAUNCH_OVERHEAD_S,
     DEFAULT_GRAPH_REPLAY_S,
     DEFAULT_LAUNCH_OVERHEAD_S,
-    DEFAULT_MAX_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
     DEFAULT_MEMORY_UTILIZATION,
     DEFAULT_NON_TORCH_BYTES,
     RECV_OTHER_WEIGHT,
 )
 from roofline.engine import Ceilings
+from roofline.engines import engine_profile, vllm_batch_defaults
 from roofline.hardware import Hardware
 from roofline.roofs import check_engine, check_moe_kernel, engine_note, kernel_tables, resolved_engine
 from roofline.routing import check_moe_routing
@@ -60,6 +59,10 @@ _INTEGERS = {
 }
 
 
+# Settings that may be left unset (None) for the engine's default on each device.
+_PER_DEVICE = ("max_batched_tokens", "max_num_seqs")
+
+
 @dataclass(frozen=True)
 class Settings:
     launch_overhead_s: float = DEFAULT_LAUNCH_OVERHEAD_S
@@ -72,8 +75,9 @@ class Settings:
     # A serving engine's memory settings (vLLM's names): see roofline.memory.
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     block_size: int = DEFAULT_BLOCK_SIZE
-    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    # None: the engine's own default on each device (Settings.for_device).
+    max_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
     # Settings that hold new requests back in a simulated engine (off by default, as in the engines):
     # SGLang's --scheduler-recv-interval, TensorRT-LLM's batch_wait_timeout_iters and
     # batch_wait_max_tokens_ratio (roofline.serving.simulation.scheduler).
@@ -121,7 +125,7 @@ class Settings:
                 if not ok:
                     low = f"[{lo:g}" if lo_ok else f"({lo:g}"
                     raise SettingError(f.name, f"{f.name} must be a number in {low}, {hi:g}], got {value!r}")
-            elif f.name in _INTEGERS:
+            elif f.name in _INTEGERS and not (value is None and f.name in _PER_DEVICE):
                 lo, hi = _INTEGERS[f.name]
                 if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                     raise SettingError(f.name, f"{f.name} must be an integer in [{lo}, {hi}], got {value!r}")
@@ -138,6 +142,22 @@ class Settings:
         link = self.link_bandwidth_bytes_per_s
         if link is not None and not (isinstance(link, int | float) and math.isfinite(link) and 0 < link <= 1e15):
             raise ValueError(f"link_bandwidth_bytes_per_s must be a positive number, got {link!r}")
+
+    def for_device(self, hw: Hardware) -> Settings:
+        """These settings on ``hw``: a token budget left unset (None) is the engine's default there
+        (``EngineProfile.token_budget``; vLLM's for the ideal bound), a sequence cap left unset
+        vLLM's (``roofline.engines.vllm_batch_defaults``), as the memory model counts vLLM's
+        profile run."""
+        if self.max_batched_tokens is not None and self.max_num_seqs is not None:
+            return self
+        tokens, seqs = vllm_batch_defaults(hw)
+        profile = engine_profile(resolved_engine(self.engine, hw.id))
+        tokens = profile.token_budget(hw) if profile is not None else tokens
+        return replace(
+            self,
+            max_batched_tokens=tokens if self.max_batched_tokens is None else self.max_batched_tokens,
+            max_num_seqs=seqs if self.max_num_seqs is None else self.max_num_seqs,
+        )
 
     def calibrated_on(self, hardware_id: str) -> bool:
         """Whether the user's calibration was measured on this device (its roofs then stand in for

@@ -117,8 +117,9 @@ def predict_tpot(
     per step (default ``settings.max_batched_tokens``); ``mixed`` False runs the prompts waiting in
     prefill steps of their own, as many a step as the budget holds, as SGLang does unless told to
     mix them (``--enable-mixed-chunk``)."""
-    settings = replace(settings or Settings(), engine="ideal")  # the datasheet; the tables come as ``tables``
     hw = get_hardware(hardware_id)
+    # The datasheet; the tables come as ``tables``. Its engine's budget and cap there, where unset.
+    settings = replace((settings or Settings()).for_device(hw), engine="ideal")
     context = int(round(isl + osl / 2))
     w = Workload(
         model, "decode", concurrency, context, precision=precision, tp=tp, cuda_graphs=True, attention_dp=attention_dp
@@ -217,15 +218,15 @@ def run_settings(
 
     hw = get_hardware(DEVICE_IDS[row["system"]])
     setup = setup or documented_setup(row) or ScriptSetup()  # ``setup``: the run's, read already
+    settings = replace((settings or Settings()).for_device(hw), engine=row["backend"])
     settings = replace(
-        settings or Settings(),
-        engine=row["backend"],
-        max_num_seqs=setup.max_num_seqs or (settings or Settings()).max_num_seqs,
+        settings,
+        max_num_seqs=setup.max_num_seqs or settings.max_num_seqs,
         max_batched_tokens=documented_budget(row, hw),
         prompt_graph_tokens=setup.prompt_graph_tokens,
         attention_dp=attention_dp,
     )
-    settings = rank_settings(settings, hw.id)
+    settings = rank_settings(settings, hw)
     if not setup.max_num_seqs:  # the script's cap holds its other requests back; else at least the clients
         settings = replace(settings, max_num_seqs=max(settings.max_num_seqs, concurrency))
     return settings

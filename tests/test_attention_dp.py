@@ -216,16 +216,20 @@ def test_explain_names_the_ranks(capsys):
 def test_sglang_splits_its_budgets_over_the_ranks_and_the_others_do_not():
     from roofline.serving.simulation.api import most_in_flight, rank_settings
 
+    h200 = get_hardware("h200-sxm")
     s = Settings(engine="sglang", attention_dp=8, max_batched_tokens=8192, max_num_seqs=256)
-    rank = rank_settings(s, "h200-sxm")
+    rank = rank_settings(s, h200)
     # SGLang: chunked_prefill_size // dp_size, and max_running_requests // dp_size a worker.
     assert (rank.max_batched_tokens, rank.max_num_seqs) == (1024, 32)
-    assert most_in_flight(s, "h200-sxm") == 256
+    assert most_in_flight(s, h200) == 256
     for engine in ("trtllm", "vllm"):
         other = Settings(engine=engine, attention_dp=8, max_batched_tokens=8192, max_num_seqs=256)
-        assert rank_settings(other, "h200-sxm") == other
-        assert most_in_flight(other, "h200-sxm") == 8 * 256
-    assert rank_settings(Settings(engine="sglang"), "h200-sxm") == Settings(engine="sglang")
+        assert rank_settings(other, h200) == other
+        assert most_in_flight(other, h200) == 8 * 256
+    # Left unset, one rank's are the engine's defaults on the device: SGLang's chunked prefill of
+    # 8,192 tokens under 160 GiB, and vLLM's cap of 1,024 sequences on a GPU of 70 GiB or more.
+    one = rank_settings(Settings(engine="sglang"), h200)
+    assert (one.max_batched_tokens, one.max_num_seqs) == (8192, 1024)
 
 
 def test_halving_tp_keeps_the_ranks_that_still_divide_it():

@@ -250,16 +250,23 @@ def test_kv_json():
     data = json.loads(out.stdout)
     assert data["kv_bytes_per_token"] == 131_072
     assert data["weights_bytes"] == 16_060_522_496
-    # KV budget 59,347,925,401.6 B (tests/test_kvcache.py works it out): / 1,073,741,824 B per
-    # 8192-token sequence = 55.27 -> 55; / 32 sequences = 1,854,622,668.8 B each = 14,149.7 tokens,
-    # held in whole 16-token blocks -> 14,144.
-    assert data["max_batch"] == 55
-    assert data["max_context"] == 14144
+    # KV budget 58,085,439,897.6 B (tests/test_kvcache.py works it out): / 1,073,741,824 B per
+    # 8192-token sequence = 54.10 -> 54; / 32 sequences = 1,815,169,996.8 B each = 13,848.6 tokens,
+    # held in whole 16-token blocks -> 13,840.
+    assert data["max_batch"] == 54
+    assert data["max_context"] == 13840
     assert {"kv_budget_bytes", "curve", "memory"} <= set(data)
-    # At 512 tokens so many sequences fit that their decode step's logits (b rows x 128,256 x 10 B,
-    # plus the 2 x b x 4096 x 2 B stream) outgrow the workspace: b x (512 x 131,072 + 1,298,944)
-    # <= 76,515,744,153.6 - 16,060,522,496 - 268,435,456 -> b <= 879.85 -> 879.
-    assert data["curve"][0] == {"context": 512, "max_batch": 879}
+    # At 512 tokens: 58,085,439,897.6 / (512 x 131,072) = 865.5 -> 865 sequences, whose decode step's
+    # logits (b rows x 128,256 x 10 B, plus the 2 x b x 4096 x 2 B stream: 865 x 1,298,944 = 1.12 GB)
+    # stay under the workspace (the sampler's 2.10 GB over vLLM's 1,024 sequences on an H100).
+    assert data["curve"][0] == {"context": 512, "max_batch": 865}
+    # Under vLLM's cap of 256 sequences (its default on a smaller GPU) the logits outgrow the workspace:
+    # b x (512 x 131,072 + 1,298,944) <= 76,515,744,153.6 - 16,060,522,496 - 268,435,456 -> 879.
+    capped = run(
+        "kv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "8192", "--batch", "32",
+        "--max-num-seqs", "256", "--json",
+    )  # fmt: skip
+    assert json.loads(capped.stdout)["curve"][0] == {"context": 512, "max_batch": 879}
 
 
 def test_kv_model_that_does_not_fit_is_an_answer():

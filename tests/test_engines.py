@@ -131,6 +131,26 @@ def test_each_engines_default_token_budget():
     assert trt.token_budget(get_hardware("b200")) == 8192
 
 
+def test_settings_left_unset_take_the_engines_defaults_on_each_device():
+    from roofline.engines import vllm_batch_defaults
+    from roofline.settings import Settings
+
+    # vLLM's get_batch_defaults: 70 GiB or more and not an A100 -> 8192 tokens and 1024 sequences.
+    # The H100 SXM exposes 79.18 GiB; the A100 80GB 79.14 GiB, excluded by name; the L40S 44.53 GiB.
+    assert vllm_batch_defaults(H100) == (8192, 1024)
+    assert vllm_batch_defaults(get_hardware("a100-sxm-80gb")) == (2048, 256)
+    assert vllm_batch_defaults(get_hardware("l40s")) == (2048, 256)
+    assert vllm_batch_defaults(get_hardware("b200")) == (8192, 1024)
+    # Unset, the token budget is the engine's own there (the ideal bound reads vLLM's) and the cap vLLM's.
+    b200 = get_hardware("b200")
+    assert (Settings().for_device(b200).max_batched_tokens, Settings().for_device(b200).max_num_seqs) == (8192, 1024)
+    assert Settings(engine="sglang").for_device(b200).max_batched_tokens == 16384
+    assert Settings().for_device(get_hardware("l4")).max_num_seqs == 256
+    # Set, they stand on every device.
+    mine = Settings(max_batched_tokens=512, max_num_seqs=8)
+    assert mine.for_device(b200) is mine
+
+
 def test_a_bad_scheduler_policy_names_the_allowed_ones():
     with pytest.raises(ValueError, match="policy must be one of vllm, sglang, trtllm"):
         EngineKnobs(policy="tgi")

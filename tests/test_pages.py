@@ -205,7 +205,7 @@ def test_llm_page_device_without_a_published_peak_shows_lower_bounds():
         assert not at.exception and not at.error and len(at.get("plotly_chart")) == 1
     # No compute roof to draw: its memory slope, the bound its ops are timed on, is drawn alone.
     slope = figure(page("views/llm_page.py", hw=["m4-max"]))["data"][0]
-    assert slope["name"].endswith("0.546 TB/s; no published compute peak") and slope["line"]["dash"] == "dot"
+    assert slope["name"].endswith("546 GB/s; no published compute peak") and slope["line"]["dash"] == "dot"
     assert decode(slope["y"])[1] / decode(slope["x"])[1] == pytest.approx(0.546, rel=1e-3)  # TFLOP/s per FLOP/B
 
 
@@ -240,7 +240,8 @@ def test_kv_page_defaults():
     assert not at.exception and not at.warning and not at.error
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["KV per token"] == "131 KB"
-    assert metrics["Max batch at 8,192 tokens"] == "55 sequences"
+    # tests/test_kvcache.py works it: vLLM's defaults on an H100 (8,192 tokens, 1,024 sequences).
+    assert metrics["Max batch at 8,192 tokens"] == "54 sequences"
     assert [c.key for c in at.get("plotly_chart")] == ["capacity_chart"]
     names = trace_names(at, 0)
     assert names == ["NVIDIA H100 SXM5 80GB", "NVIDIA H200 SXM 141GB", "AMD Instinct MI300X"]
@@ -249,7 +250,7 @@ def test_kv_page_defaults():
 def test_kv_page_fp8_doubles_capacity_and_shows_variants():
     at = page("views/kv_page.py", view="KV dtype and GQA")
     at.selectbox(key="kvdtype").set_value("fp8").run()
-    assert {m.label: m.value for m in at.metric}["Max batch at 8,192 tokens"] == "110 sequences"
+    assert {m.label: m.value for m in at.metric}["Max batch at 8,192 tokens"] == "108 sequences"
     variants = trace_names(at, 0)
     assert "KV fp8" in variants and "KV bf16" in variants
     assert any(n.startswith("same model as MHA") for n in variants)

@@ -25,7 +25,7 @@ from dashboard.state import (
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
-from roofline.defaults import DEFAULT_MAX_BATCHED_TOKENS, TP_CHOICES
+from roofline.defaults import TP_CHOICES
 from roofline.format import count_of, fmt_bytes, ranks_of
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.lazy import pandas as pd
@@ -89,10 +89,12 @@ with st.sidebar:
         "Max batched tokens",
         1,
         1 << 20,
-        DEFAULT_MAX_BATCHED_TOKENS,
+        None,
         key="mbt",
         bind="query-params",
-        help="Tokens in one forward pass; sizes the activation workspace.",
+        placeholder="the engine's default",
+        help="Tokens in one forward pass; sizes the activation workspace. Empty: the engine's default on each "
+        "device (vLLM's: 8192 on a GPU of 70 GiB or more other than an A100, else 2048).",
     )
     st.header("Operating point")
     c1, c2 = st.columns(2)
@@ -116,7 +118,7 @@ measured = measured_panel()
 settings = Settings(
     memory_utilization=mem_util,
     block_size=int(block),
-    max_batched_tokens=int(mbt),
+    max_batched_tokens=None if mbt is None else int(mbt),
     calibration=measured.calibration,
 )
 roofs_note = roofs_caption(measured, list(selected))

@@ -15,8 +15,6 @@ from roofline.defaults import (
     DEFAULT_GRAPH_LAUNCH_OVERHEAD_S,
     DEFAULT_INT4_GROUP_SIZE,
     DEFAULT_LAUNCH_OVERHEAD_S,
-    DEFAULT_MAX_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
     DEFAULT_MEMORY_UTILIZATION,
     DEFAULT_NON_TORCH_BYTES,
     FP8_SCALINGS,
@@ -232,14 +230,17 @@ def add_memory(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-batched-tokens",
         type=positive_int,
-        default=DEFAULT_MAX_BATCHED_TOKENS,
-        help="tokens of a serving engine's largest forward pass, sizing its activation workspace (default %(default)s)",
+        default=None,
+        help="tokens of a serving engine's largest forward pass (its token budget a step), sizing its activation "
+        "workspace (default: the engine's own on each device; vLLM's, for the ideal bound, 8192 on a GPU of 70 GiB "
+        "or more other than an A100, else 2048)",
     )
     parser.add_argument(
         "--max-num-seqs",
         type=positive_int,
-        default=DEFAULT_MAX_NUM_SEQS,
-        help="rows of logits in that pass (default %(default)s)",
+        default=None,
+        help="the most sequences a step runs, and the rows of logits of that pass (default: vLLM's on each device, "
+        "1024 on a GPU of 70 GiB or more other than an A100, else 256)",
     )
     parser.add_argument(
         "--non-torch-gb",

@@ -144,7 +144,7 @@ def graph_limit(settings: Settings, hw: Hardware) -> float:
     profile = engine_profile(resolved_engine(settings.engine, hw.id))
     if profile is None:
         return np.inf
-    return float(profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens))
+    return float(profile.prompt_graph_limit(settings.for_device(hw).max_num_seqs, settings.prompt_graph_tokens))
 
 
 def eager_ceilings(ceilings: Ceilings, settings: Settings) -> Ceilings:
@@ -224,12 +224,12 @@ def serving_sweep(
     bound = np.full(shape, "", dtype=object)
     capacity = np.full(len(devices), np.nan)
     index = {hw.id: i for i, hw in enumerate(devices)}
-    # Devices of one precision share their ops: one evaluation for the group.
-    groups: dict[Precision, list[tuple[Hardware, Workload]]] = {}
+    # Devices of one precision and token budget (the engine's default differs by device) share their
+    # ops: one evaluation for the group.
+    groups: dict[tuple[Precision, int], list[tuple[Hardware, Workload]]] = {}
     for hw, run in runnable:
-        groups.setdefault(run.precision, []).append((hw, run))
-    budget = settings.max_batched_tokens
-    for members in groups.values():
+        groups.setdefault((run.precision, settings.for_device(hw).max_batched_tokens), []).append((hw, run))
+    for (_, budget), members in groups.items():
         run = members[0][1]
         ceilings = [settings.ceilings(hw, tp, cuda_graphs=True) for hw, _ in members]
         limits = _graph_limits(settings, [hw for hw, _ in members])

@@ -9,7 +9,7 @@ import numpy as np
 
 from roofline.defaults import MAX_REPLICAS
 from roofline.engines import engine_profile
-from roofline.hardware import Hardware
+from roofline.hardware import Hardware, get_hardware
 from roofline.models import ModelConfig
 from roofline.roofs import resolved_engine
 from roofline.serving.simulation.fleet import check, least_loaded, merge, share, split
@@ -42,14 +42,16 @@ class Simulated:
     attention_dp: int = 1  # attention ranks per replica, each with its own scheduler and cache
 
 
-def rank_settings(settings: Settings, hardware_id: str = "") -> Settings:
-    """The settings one attention data parallel rank runs with. SGLang reads its token budget
+def rank_settings(settings: Settings, hw: Hardware | None = None) -> Settings:
+    """The settings one attention data parallel rank runs with on ``hw`` (a token budget or
+    sequence cap left unset: the engine's default there, ``Settings.for_device``). SGLang reads its token budget
     (``--chunked-prefill-size``) and sequence cap (``--max-running-requests``) as the whole
     server's and gives each of its D ranks a D-th (``server_args._handle_data_parallelism``:
     ``chunked_prefill_size // dp_size``; its pool configurator: ``max_running_requests // dp_size``
     a worker); TensorRT-LLM's and vLLM's settings are each rank's already."""
+    settings = settings.for_device(hw) if hw is not None else settings
     d = settings.attention_dp
-    engine = resolved_engine(settings.engine, hardware_id) if hardware_id else settings.engine
+    engine = resolved_engine(settings.engine, hw.id) if hw is not None else settings.engine
     if d <= 1 or engine != "sglang":
         return settings
     return replace(
@@ -59,9 +61,9 @@ def rank_settings(settings: Settings, hardware_id: str = "") -> Settings:
     )
 
 
-def most_in_flight(settings: Settings, hardware_id: str = "") -> int:
-    """The most requests a server runs at once: its sequence cap, on every attention rank."""
-    return rank_settings(settings, hardware_id).max_num_seqs * settings.attention_dp
+def most_in_flight(settings: Settings, hw: Hardware) -> int:
+    """The most requests a server runs at once on ``hw``: its sequence cap, on every attention rank."""
+    return rank_settings(settings, hw).max_num_seqs * settings.attention_dp
 
 
 def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
@@ -69,6 +71,10 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: st
     with the settings' token budget, sequence cap and block size; it composes each step while the
     one before runs where the engine's version does (``EngineProfile.overlaps``), and replays steps
     with prompt tokens from a CUDA graph up to the settings' or the engine's limit."""
+    if settings.max_batched_tokens is None or settings.max_num_seqs is None:  # the engine's defaults there
+        if not hardware_id:
+            raise ValueError("the engine's default token budget and sequence cap depend on the device: name it")
+        settings = settings.for_device(get_hardware(hardware_id))
     profile = engine_profile(resolved_engine(settings.engine, hardware_id)) if hardware_id else None
     # The ideal engine has no host, so its steps' graphs do not matter: vLLM's default stands.
     graph_tokens = (profile or engine_profile("vllm")).prompt_graph_limit(
@@ -118,7 +124,7 @@ def simulate_serving(
 ) -> Simulated:
     """Run ``requests`` through ``replicas`` replicas of ``model``, each on ``tp`` devices of
     ``hw``, behind ``router`` (``roofline.serving.simulation.fleet``)."""
-    settings = rank_settings(settings or Settings(), hw.id)
+    settings = rank_settings(settings or Settings(), hw)
     precision = precision or Precision()
     knobs = knobs_from(settings, chunked_prefill, hw.id)
     blocks = kv_blocks(model, hw, precision, tp, settings)

@@ -118,7 +118,7 @@ def max_rate(
     the ``percentile`` TTFT and TPOT meet ``targets``, with chunked prefill or without."""
     if percentile not in (50, 90, 99):
         raise ValueError(f"percentile must be 50, 90 or 99, got {percentile!r}")
-    settings = settings or Settings()
+    settings = (settings or Settings()).for_device(hw)
     precision = precision or Precision()
     if times is None:
         times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
@@ -126,7 +126,7 @@ def max_rate(
     def run_at(load: Load):
         return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
 
-    saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw.id), seed)
+    saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw), seed)
 
     def probe(rate: float) -> tuple[bool, float, float, float, str]:
         kind = "poisson" if burstiness == 1 else "gamma"

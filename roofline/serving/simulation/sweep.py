@@ -39,13 +39,14 @@ def latency_sweep(
     arrivals of shape ``burstiness`` where it is not 1) from a trickle to twice the saturation rate
     (a closed loop of ``max_num_seqs`` clients), each a run of ``requests`` requests with the same
     seed. ``lengths``: the prompts' and outputs' (default: the traffic's, fixed)."""
+    settings = settings.for_device(hw)
     times = step_times(model, hw, precision, tp, settings, settings.max_batched_tokens, settings.max_num_seqs)
 
     def run_at(load: Load):
         return simulate_serving(model, hw, make_requests(load), precision, tp, settings, chunked, times=times).run
 
     prompt, output = lengths or (Lengths(traffic.prompt_len), Lengths(traffic.output_len))
-    saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw.id), seed)
+    saturation = saturation_rate(run_at, prompt, output, most_in_flight(settings, hw), seed)
     if saturation <= 0:
         raise ValueError(f"no request completes on {tp} x {hw.name}")
     rates = np.geomspace(saturation * SWEEP_LOWEST, saturation * SWEEP_HIGHEST, SWEEP_RATES)
