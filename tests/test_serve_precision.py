@@ -63,3 +63,18 @@ def test_serve_levers_run_at_the_chosen_setup():
     # The lever's colocated pool is the table's row: same precision, batch and TP.
     assert one_pool["tpot_s"] == pytest.approx(best["tpot_s"], rel=1e-6)
     assert one_pool["tokens_per_s_per_device"] == pytest.approx(best["tokens_per_s_per_device"], rel=1e-6)
+
+
+def test_the_plan_runs_no_batch_past_the_engines_sequence_cap():
+    from roofline.settings import Settings
+
+    # Short requests on a B300: the most tokens/s per device come at batches past vLLM's default cap
+    # there (1,024 sequences, a GPU of 70 GiB or more); the plan keeps to it, and to a cap the user sets.
+    m, b300 = get_model("llama-3.1-8b"), get_hardware("b300")
+    traffic = Traffic(128, 128)
+    plain = best_under_targets(m, [b300], traffic, 2.0, 0.2, tps=(1,))
+    assert plain[0].meets and plain[0].point["batch"] <= 1024
+    wide = best_under_targets(m, [b300], traffic, 2.0, 0.2, Settings(max_num_seqs=4096), tps=(1,))
+    assert wide[0].point["batch"] > 1024
+    capped = best_under_targets(m, [b300], traffic, 2.0, 0.2, Settings(max_num_seqs=100), tps=(1,))
+    assert capped[0].point["batch"] <= 100
