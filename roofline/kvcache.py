@@ -145,7 +145,9 @@ class KVResult:
             "weight_dtype": w.precision.weight_dtype,
             "block_size": self.settings.block_size,
             "memory_utilization": self.settings.memory_utilization,
+            # The engine's token budget and sequence cap on the device, which size its workspace.
             "max_batched_tokens": self.settings.for_device(self.hardware).max_batched_tokens,
+            "max_num_seqs": self.settings.for_device(self.hardware).max_num_seqs,
             "notes": list(self.notes),
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "kv_bytes_per_token_per_layer": self.kv_bytes_per_token_per_layer,

@@ -38,7 +38,7 @@ def test_max_batch_llama_3_1_8b_on_h100_at_8k():
     # (2 * 8192 * 4096 * 2 B = 134,217,728) plus gate/up (8192 * 28672 * 2 B) and the activated
     # product (8192 * 14336 * 2 B) = 134,217,728 + 704,643,072 = 838,860,800 B; the sampler's dummy
     # run over 1,024 rows, 1,024 x 128,256 x 16 B = 2,101,346,304 B, is the larger.
-    assert bf16["max_batched_tokens"] == 8192
+    assert (bf16["max_batched_tokens"], bf16["max_num_seqs"]) == (8192, 1024)
     assert bf16["workspace_bytes"] == 2_101_346_304
     # non-torch memory: vLLM's logged forward growth, 0.25 GiB = 268,435,456 B
     assert bf16["non_torch_bytes"] == 268_435_456
