@@ -62,3 +62,19 @@ def crossover_metric(r: KVResult) -> Metric:
         past = f"past the {r.max_context:,} tokens a batch of {r.batch:,} can hold on {device}"
         return Metric("KV overtakes weights", value, help=f"{what}; {past}")
     return Metric("KV overtakes weights", value, help=what)
+
+
+def engine_caps(results: dict[str, KVResult], settings) -> dict[int, list[str]]:
+    """Each sequence cap the engine runs on the chosen devices (vLLM's default there unless set)
+    and the devices (by name, as the capacity curves are keyed) it applies to."""
+    caps: dict[int, list[str]] = {}
+    for r in results.values():
+        caps.setdefault(settings.for_device(r.hardware).max_num_seqs, []).append(r.hardware.name)
+    return caps
+
+
+def holds_past_cap(results: dict[str, KVResult], settings) -> bool:
+    """Whether the cache of some chosen device holds more sequences than its engine runs at once."""
+    return any(
+        r.curve_max_batch.max(initial=0) > settings.for_device(r.hardware).max_num_seqs for r in results.values()
+    )

@@ -58,3 +58,23 @@ def test_a_batch_that_fits_at_no_context_says_so_rather_than_past_zero_tokens():
     r, tile = _tile("llama-3.1-8b", "l4", 100_000, 8192)
     assert r.max_context == 0 and r.crossover_context == 1
     assert "a batch of 100,000 fits on NVIDIA L4 24GB at no context" in tile.help and "past the 0" not in tile.help
+
+
+def test_the_engines_sequence_cap_is_drawn_where_memory_holds_more():
+    # An H100 holds 2,000 short sequences, more than vLLM's 1,024 there: the cap is drawn. An L4
+    # that holds 100 stays under its 256: no line for it, nor a stretched axis.
+    fig = capacity_figure(
+        [512, 4096], {"H100": [2000, 300], "L4": [100, 10]}, 131072, caps={1024: ["H100"], 256: ["L4"]}
+    )
+    lines = [s.y0 for s in fig.layout.shapes if s.yref == "y"]
+    assert lines == [1024]
+    assert [a.text for a in fig.layout.annotations if "cap" in a.text] == ["engine cap 1,024<br>(H100) "]
+    # One cap for every device: no names.
+    one = capacity_figure([512], {"H100": [2000], "H200": [3000]}, 131072, caps={1024: ["H100", "H200"]})
+    assert [a.text for a in one.layout.annotations if "cap" in a.text] == ["engine cap 1,024 "]
+    # A cap only some of its devices rise past names those.
+    some = capacity_figure([512], {"A": [300], "B": [100], "C": [2000]}, 131072, caps={256: ["A", "B"], 1024: ["C"]})
+    assert [a.text for a in some.layout.annotations if "cap" in a.text] == [
+        "engine cap 256<br>(A) ",
+        "engine cap 1,024<br>(C) ",
+    ]

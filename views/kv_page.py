@@ -9,7 +9,15 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.cache import per_device
-from dashboard.kv_view import any_over_capacity, crossover_metric, headline_result, memory_rows, no_fit_from
+from dashboard.kv_view import (
+    any_over_capacity,
+    crossover_metric,
+    engine_caps,
+    headline_result,
+    holds_past_cap,
+    memory_rows,
+    no_fit_from,
+)
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.precision_pickers import precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
@@ -206,11 +214,18 @@ if is_open(capacity_tab):
                 {r.hardware.name: no_fit_from(r) for r in results.values()},
                 title=f"{model.name}: concurrent sequences that fit (KV {kvdtype}, TP={tp}"
                 + (f", one of {ranks} attention ranks)" if ranks > 1 else ")"),
+                caps=engine_caps(results, settings),
             ),
             width="stretch",
             theme=None,
             key="capacity_chart",
         )
+        if holds_past_cap(results, settings):
+            report.caption(
+                "Memory only: above a dotted line the cache holds more sequences than the engine runs at once "
+                "(vLLM's default max_num_seqs on the device: 1,024 on a GPU of 70 GiB or more other than an A100, "
+                "else 256); the rest wait their turn."
+            )
         report.table(curves_frame(), hide_index=True, width="stretch", height=240)
 
 if is_open(memory_tab):

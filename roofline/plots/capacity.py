@@ -18,8 +18,13 @@ def capacity_figure(
     title: str = "",
     height: int = 500,
     dashes: dict[str, str] | None = None,
+    caps: dict[int, list[str]] | None = None,
 ) -> go.Figure:
     """Max concurrent sequences against context, one curve per device (or variant), log-log.
+
+    ``caps``: the engine's sequence cap (the most sequences it runs at once) and the curves it
+    applies to; a cap some of those curves rise past is drawn as a dotted line, since memory then
+    holds more sequences than the engine runs.
 
     ``no_fit_from[name]`` is the context beyond which not even one sequence fits on that device.
     Only the contexts where no curve holds a sequence are shaded: a shade per device would lie
@@ -47,6 +52,24 @@ def capacity_figure(
                     f"<b>{name}</b><br>context %{{x:,.0f}} tokens<br>max %{{y:,.0f}} sequences<extra></extra>"
                 ),
             )
+        )
+    for cap, names in sorted((caps or {}).items()):
+        past = [n for n in names if n in curves and np.nanmax(np.asarray(curves[n], float), initial=0) > cap]
+        if not past:
+            continue
+        fig.add_hline(y=cap, line=dict(color="#444444", dash="dot", width=1.2), layer="below")
+        # At the right, left of the model's maximum, where the falling curves are far below it.
+        fig.add_annotation(
+            x=math.log10(max_context),
+            y=math.log10(cap),
+            xref="x",
+            yref="y",
+            xanchor="right",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"engine cap {cap:,}" + (f"<br>({', '.join(past)})" if len(caps) > 1 else "") + " ",
+            align="right",
+            font=dict(size=11, color="#444444"),
         )
     starts = list((no_fit_from or {}).values())
     if starts and all(s is not None for s in starts) and max(starts) < max_context:
