@@ -11,8 +11,9 @@ decode steps).
 cannot tell them apart (an overlapped engine whose host work is shorter than the device's step
 fits equally well with any smaller figure), the least host work within ``TIE`` of the best fit
 is taken. The split's runs are then simulated again with the fitted figures, for the error
-printed; a fit that does not improve on no host work at all is not taken. Paste the figures into
-``engine_db/engines.toml``; ``python -m roofline validate --load`` reports the rest apart.
+printed; a fit that does not improve on no host work at all is not taken. Paste the figures, and
+the split's range of concurrencies (``sequences``: beyond it a per-sequence figure is extrapolated),
+into ``engine_db/engines.toml``; ``python -m roofline validate --load`` reports the rest apart.
 
     python -m benchmarks.fit_engine_host
 """
@@ -61,6 +62,7 @@ def fit(engine: str) -> dict[str, float]:
         "split_median_abs_error": float(np.median(np.abs(err))),
         "split_bias": float(np.median(err)),
         "without_host_median_abs_error": without,
+        "sequences": [int(c.min()), int(c.max())],  # the split's concurrencies: beyond them, extrapolated
     }
 
 
@@ -72,7 +74,7 @@ def main() -> None:
             f"host_step_us = {r['host_step_us']:g}, host_per_seq_us = {r['host_per_seq_us']:g}; "
             "TPOT median |error| on the split "
             f"{r['without_host_median_abs_error']:.1%} without host work -> {r['split_median_abs_error']:.1%} "
-            f"(bias {r['split_bias']:+.1%})"
+            f"(bias {r['split_bias']:+.1%}); sequences = {r['sequences']}"
         )
 
 

@@ -54,6 +54,18 @@ class HostFit(DataRecord):
     runs: int = Field(ge=1)
     command: str = Field(min_length=1)
     split_median_abs_error: float = Field(ge=0)  # TPOT on the split, after the fit
+    # The split's concurrencies (fewest, most): past them a per-sequence figure is extrapolated.
+    sequences: tuple[int, int]
+
+    def beyond(self, sequences: int, per_seq_us: float, engine: str) -> str:
+        """A note where a step of ``sequences`` sequences reads ``engine``'s host work per sequence
+        past the concurrencies it was fitted at ("" within them, or with no per-sequence part)."""
+        if per_seq_us <= 0 or sequences <= self.sequences[1]:
+            return ""
+        return (
+            f"{engine}'s host work per sequence ({per_seq_us:g} µs) was fitted at {self.sequences[0]:,} to "
+            f"{self.sequences[1]:,} sequences ({self.split}); at {sequences:,} it is extrapolated"
+        )
 
 
 class EngineProfile(DataRecord):

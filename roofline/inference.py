@@ -119,6 +119,7 @@ def analyze_step(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTING
     run, notes = w.on(hw)
     table = evaluate(step_ops(run), settings.ceilings(hw, run.tp, run.cuda_graphs))
     notes = tuple(notes) + _engine_notes(settings, hw) + _host_notes(table, settings, hw) + _kernel_notes(table)
+    notes += _host_range_notes(run, settings, hw)
     if run.phase == "prefill":
         notes += _graph_notes(run, table, settings, hw)
     return StepResult(run, hw, table, footprint(run, hw, settings), notes)
@@ -151,6 +152,15 @@ def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "
         f"{profile.host_fit.split}), but {found.under:,} of its {found.runs:,} test runs measured a TPOT under that "
         f"(the fastest {found.fastest_ms:.2f} ms): a step this small may take less (accuracy report of {found.report})",
     )
+
+
+def _host_range_notes(w: Workload, settings: Settings, hw: Hardware) -> tuple[str, ...]:
+    """Where the decode steps sample more sequences than the engine's host work was fitted at."""
+    profile = engine_profile(resolved_engine(settings.engine, hw.id))
+    if profile is None or w.phase == "prefill":
+        return ()
+    note = profile.host_fit.beyond(int(np.max(w.batch)), profile.host_per_seq_us, profile.name)
+    return (note,) if note else ()
 
 
 def _kernel_notes(table: OpTable, which: str = "") -> tuple[str, ...]:
@@ -315,6 +325,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     if contexts.size:
         decode_table = evaluate(step_ops(run.step("decode", contexts)), ceilings)
         notes += _host_notes(decode_table, settings, hw, "The decode step") + _kernel_notes(decode_table, "decode")
+        notes += _host_range_notes(run, settings, hw)
         mid_w = run.step("decode", int(contexts[contexts.size // 2]))
         decode = StepResult(
             mid_w, hw, evaluate(step_ops(mid_w), ceilings), footprint(mid_w, hw, settings, False), tuple(notes)

@@ -164,3 +164,26 @@ def test_the_host_fit_never_exceeds_a_step_it_was_fitted_on():
     measured = np.array([25e-3] * 30 + [8e-3])
     step_s, seq_s = fit_host_work(device, measured, np.full(31, 1.0), np.ones(31, bool))
     assert step_s + seq_s <= 8e-3 + 1e-12
+
+
+def test_a_step_past_the_splits_concurrencies_says_its_host_work_is_extrapolated():
+    from roofline.inference import analyze_request
+    from roofline.models import get_model
+    from roofline.settings import Settings
+    from roofline.workload import Workload
+
+    # SGLang's per-sequence host work was fitted on Qwen3-32B on an H100 at 16 to 128 clients (the
+    # split's concurrencies, engine_db/engines.toml); 512 sequences read it four times past them.
+    sglang = engine_profile("sglang")
+    assert sglang.host_fit.sequences == (16, 128)
+    assert sglang.host_fit.beyond(128, 68.0, "SGLang") == ""
+    assert "at 512 it is extrapolated" in sglang.host_fit.beyond(512, 68.0, "SGLang")
+    # TensorRT-LLM's fit has no per-sequence part: nothing is extrapolated.
+    assert engine_profile("trtllm").host_fit.beyond(4096, 0.0, "TensorRT-LLM") == ""
+    w = Workload(get_model("llama-3.1-8b"), "request", 512, 1000, output_len=64, cuda_graphs=True)
+    notes = analyze_request(w, get_hardware("h200-sxm"), Settings(engine="sglang")).notes
+    assert any("fitted at 16 to 128 sequences" in n and "at 512 it is extrapolated" in n for n in notes)
+    small = Workload(get_model("llama-3.1-8b"), "request", 64, 1000, output_len=64, cuda_graphs=True)
+    assert not any(
+        "extrapolated" in n for n in analyze_request(small, get_hardware("h200-sxm"), Settings(engine="sglang")).notes
+    )
