@@ -25,7 +25,8 @@ from roofline.workload import Precision
 
 
 def main() -> None:
-    model, hw, settings = get_model("llama-3.1-8b"), get_hardware("h100-sxm"), Settings()
+    model, hw = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    settings = Settings().for_device(hw)  # vLLM's token budget and sequence cap on an H100
     t = time.perf_counter()
     times = step_times(model, hw, Precision(), 1, settings, settings.max_batched_tokens, settings.max_num_seqs)
     print(f"step-time tables: {time.perf_counter() - t:.2f} s")

@@ -148,7 +148,7 @@ def unfit_warning(points, devices: dict, model_name: str, tp: int) -> str | None
     """The devices on which no decode batch fits in memory at this TP (their frontier lines are
     empty), in words, or None; ``fits_nowhere`` in the words when it is every device that runs."""
     runnable = [hid for hid in points.devices if hid not in points.why_not]
-    empty = [hid for hid in runnable if not points.fits[points.devices.index(hid)].any()]
+    empty = [hid for hid in runnable if not points.runs[points.devices.index(hid)].any()]
     if not empty:
         return None
     names = ", ".join(md_escape(devices[hid].name) for hid in empty)

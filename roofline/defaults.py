@@ -66,7 +66,7 @@ DEFAULT_BLOCK_SIZE = 16  # vLLM's default KV block, tokens
 # vLLM's OpenAI server, told neither, sets max_num_batched_tokens and max_num_seqs by the GPU
 # (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults): 8192 and 1024 on one exposing 70 GiB or
 # more that is not an A100 (its name excluded: a larger budget had cost it throughput, vLLM PR #17885),
-# else 2048 and 256. roofline.settings.engine_batch_defaults applies the rule to a device.
+# else 2048 and 256. roofline.engines.vllm_batch_defaults applies the rule to a device.
 VLLM_LARGE_GPU_BYTES = 70 * 2**30
 VLLM_LARGE_GPU_DEFAULTS = (8192, 1024)  # (max_num_batched_tokens, max_num_seqs)
 VLLM_OTHER_GPU_DEFAULTS = (2048, 256)

@@ -247,7 +247,8 @@ def test_kv_page_defaults():
     assert names == ["NVIDIA H100 SXM5 80GB", "NVIDIA H200 SXM 141GB", "AMD Instinct MI300X"]
     # The H200 and MI300X hold more short sequences than vLLM's 1,024 there: the cap is drawn and named.
     assert any("Memory only: above a dotted line" in c.value for c in at.caption)
-    assert not any("Memory only" in c.value for c in page("views/kv_page.py", hw=["l4"]).caption)
+    l4 = page("views/kv_page.py", hw=["l4"])
+    assert not l4.exception and l4.get("plotly_chart") and not any("Memory only" in c.value for c in l4.caption)
 
 
 def test_kv_page_fp8_doubles_capacity_and_shows_variants():

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from roofline.hardware import get_hardware
@@ -78,3 +79,22 @@ def test_the_plan_runs_no_batch_past_the_engines_sequence_cap():
     assert wide[0].point["batch"] > 1024
     capped = best_under_targets(m, [b300], traffic, 2.0, 0.2, Settings(max_num_seqs=100), tps=(1,))
     assert capped[0].point["batch"] <= 100
+
+
+def test_the_frontier_stops_at_the_engines_sequence_cap():
+    from roofline.serving import serving_sweep
+    from roofline.settings import Settings
+
+    # An A100 80GB and an L4 (vLLM's cap 256 on both: under 70 GiB, or an A100) at 128/128 tokens:
+    # memory holds larger batches, which the frontier and the plan leave out; a cap set higher lets them in.
+    m, devices = get_model("llama-3.1-8b"), [get_hardware("a100-sxm-80gb"), get_hardware("l4")]
+    pts = serving_sweep(m, devices, Traffic(128, 128), Precision("fp8", "bf16", "fp8"))
+    assert list(pts.seq_cap) == [256, 256]
+    assert pts.fits[0, pts.batch > 256].any() and not pts.runs[:, pts.batch > 256].any()
+    assert not (pts.frontier() & (pts.batch[None, :] > 256)).any()
+    row = pts.row(0, int(np.argmax(pts.batch > 256)))
+    assert row["fits"] and not row["within_sequence_cap"]
+    wide = serving_sweep(
+        m, devices, Traffic(128, 128), Precision("fp8", "bf16", "fp8"), settings=Settings(max_num_seqs=4096)
+    )
+    assert (wide.frontier() & (wide.batch[None, :] > 256)).any()

@@ -171,7 +171,7 @@ def pick_point() -> tuple[str, int, list[int]] | None:
         return None
     pick_device = c1.selectbox("Device", runnable, key="pick_hw")
     d = points.devices.index(pick_device)
-    fitting = [int(b) for b, f in zip(points.batch, points.fits[d]) if f]
+    fitting = [int(b) for b, f in zip(points.batch, points.runs[d]) if f]
     if not fitting:
         st.warning(
             f"{md_escape(model.name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
@@ -203,7 +203,7 @@ if is_open(frontier_tab):
             xaxis == "tokens per dollar",
             f"{model.name}: every decode batch, TP={tp}, {precision.resolved(model).label}",
         )
-        if points.fits.any():  # else an empty chart: the warning above says why
+        if points.runs.any():  # else an empty chart: the warning above says why
             report.chart(fig, width="stretch", theme=None, key="frontier_chart")
         report.caption(
             "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "

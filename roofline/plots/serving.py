@@ -86,7 +86,7 @@ def frontier_figure(
     for d, hid in enumerate(points.devices):
         if hid in points.why_not:
             continue
-        fit = points.fits[d]
+        fit = points.runs[d]  # in memory, at a batch the engine forms
         x = np.where(fit, 1e6 / cost[d] if per_dollar else points.per_device[d], np.nan)
         y = np.where(fit, points.per_user[d], np.nan)
         meets_ttft = points.ttft_s[d] <= ttft_target_s

@@ -60,7 +60,8 @@ def searched_sentence(
         f"Searched: TP {', '.join(str(t) for t in tps) or 'none'}; bf16 or fp8 weights with bf16 or fp8 KV, fp8 "
         "weights computing in fp8 (W8A8) where the device has fp8 math and weight-only elsewhere, as the engines "
         f"run them, {scaling}-scaled (FP8 weight scaling){extra}; every batch that fits, up to the engine's sequence "
-        "cap on each device (vLLM's default: 1,024 on a GPU of 70 GiB or more other than an A100, else 256), "
+        "cap on each device (max_num_seqs; unset, vLLM's default: 1,024 on a GPU of 70 GiB or more other than an "
+        "A100, else 256), "
         + ("prompts chunked into the decode steps." if chunked else "prompts in prefill steps of their own.")
     )
 
@@ -121,8 +122,6 @@ def best_under_targets(
     ``also``: one more precision to search beside those, as given (the user's own: int4 or fp4
     weights, say). TP degrees that do not split the model are skipped, with a note on every result
     saying why."""
-    from roofline.serving.simulation.api import rank_settings
-
     for name, value in (("TTFT target", ttft_s), ("TPOT target", tpot_s)):
         if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -153,10 +152,8 @@ def best_under_targets(
                     groups.setdefault(precision, []).append(hw)
             for precision, able in groups.items():
                 pts = serving_sweep(model, able, traffic, precision, tp, settings, prices, chunked=chunked)
-                # No batch past the engine's sequence cap on the device (vLLM's default there, unless
-                # set): one rank's, as the batch is (rank_settings).
-                caps = [rank_settings(settings or Settings(), hw).max_num_seqs for hw in able]
-                pts = replace(pts, fits=pts.fits & (pts.batch[None, :] <= np.array(caps)[:, None]))
+                # No batch past the engine's sequence cap on the device (``ServingPoints.runs``).
+                pts = replace(pts, fits=pts.runs)
                 cost = pts.usd_per_million()["output_all_in"]  # what a request costs, not its decode share
                 meets = pts.fits & (pts.ttft_s <= ttft_s) & (pts.tpot_s <= tpot_s)
                 for d, hw_id in enumerate(pts.devices):

@@ -66,6 +66,15 @@ class ServingPoints:
     usd_per_hour: np.ndarray  # per device (NaN: no price set)
     tdp_w: np.ndarray  # per device (NaN: unknown)
     why_not: dict[str, str] = field(default_factory=dict)  # devices that cannot run it
+    # Per device, the most sequences the engine runs at once (its cap there: vLLM's default unless
+    # set; one rank's under attention data parallelism). A larger batch is never formed.
+    seq_cap: np.ndarray | None = None
+
+    @property
+    def runs(self) -> np.ndarray:
+        """Points that fit in memory at a batch the engine forms (within its sequence cap)."""
+        cap = np.full(len(self.devices), np.inf) if self.seq_cap is None else self.seq_cap
+        return self.fits & (self.batch[None, :] <= cap[:, None])
 
     @property
     def per_device(self) -> np.ndarray:
@@ -99,7 +108,7 @@ class ServingPoints:
         """Points no other fitting point of the same device beats on both tokens/s per device and
         per user (the latency-throughput frontier)."""
         x, y = self.per_device, self.per_user
-        ok = self.fits & np.isfinite(x) & np.isfinite(y)
+        ok = self.runs & np.isfinite(x) & np.isfinite(y)
         better = (x[:, None, :] >= x[:, :, None]) & (y[:, None, :] >= y[:, :, None])
         strictly = (x[:, None, :] > x[:, :, None]) | (y[:, None, :] > y[:, :, None])
         dominated = np.any(better & strictly & ok[:, None, :], axis=2)
@@ -118,6 +127,7 @@ class ServingPoints:
             "tokens_per_s_per_device": float(self.per_device[d, j]),
             "tokens_per_s_per_user": float(self.per_user[d, j]),
             "fits": bool(self.fits[d, j]),
+            "within_sequence_cap": bool(self.seq_cap is None or self.batch[j] <= self.seq_cap[d]),
             "memory_bytes": float(self.memory_bytes[d, j]),
             "bound": str(self.bound[d, j]),
             "mfu": float(self.mfu[d, j]),
@@ -227,8 +237,10 @@ def serving_sweep(
     # Devices of one precision and token budget (the engine's default differs by device) share their
     # ops: one evaluation for the group.
     groups: dict[tuple[Precision, int], list[tuple[Hardware, Workload]]] = {}
+    from roofline.serving.simulation.api import rank_settings  # one rank's budget, as the batch is one rank's
+
     for hw, run in runnable:
-        groups.setdefault((run.precision, settings.for_device(hw).max_batched_tokens), []).append((hw, run))
+        groups.setdefault((run.precision, rank_settings(settings, hw).max_batched_tokens), []).append((hw, run))
     for (_, budget), members in groups.items():
         run = members[0][1]
         ceilings = [settings.ceilings(hw, tp, cuda_graphs=True) for hw, _ in members]
@@ -302,4 +314,12 @@ def serving_sweep(
         usd_per_hour=np.array([prices.get(hw.id, np.nan) for hw in devices], float),
         tdp_w=np.array([hw.tdp_w or np.nan for hw in devices], float),
         why_not=why_not,
+        seq_cap=_sequence_caps(settings, devices),
     )
+
+
+def _sequence_caps(settings: Settings, devices: list[Hardware]) -> np.ndarray:
+    """Each device's sequence cap, one rank's (``roofline.serving.simulation.api.rank_settings``)."""
+    from roofline.serving.simulation.api import rank_settings
+
+    return np.array([rank_settings(settings, hw).max_num_seqs for hw in devices], float)

@@ -50,6 +50,8 @@ def rank_settings(settings: Settings, hw: Hardware | None = None) -> Settings:
     ``chunked_prefill_size // dp_size``; its pool configurator: ``max_running_requests // dp_size``
     a worker); TensorRT-LLM's and vLLM's settings are each rank's already."""
     settings = settings.for_device(hw) if hw is not None else settings
+    if settings.max_batched_tokens is None or settings.max_num_seqs is None:
+        raise ValueError("the engine's default token budget and sequence cap depend on the device: name it")
     d = settings.attention_dp
     engine = resolved_engine(settings.engine, hw.id) if hw is not None else settings.engine
     if d <= 1 or engine != "sglang":
