@@ -208,10 +208,9 @@ if is_open(frontier_tab):
         report.caption(
             "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "
             "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
-            "above "
-            "the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not fit "
-            "in memory, or pass the engine's sequence cap on the device (max_num_seqs; unset, vLLM's default: 1,024 "
-            "on a GPU of 70 GiB or more other than an A100, else 256), are left out. "
+            "above the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not "
+            "fit in memory, or pass the engine's sequence cap on the device (max_num_seqs; unset, vLLM's default: "
+            "1,024 on a GPU of 70 GiB or more other than an A100, else 256), are left out. "
             + rests_on_sentence(roofs.values())
             + (
                 " Lines on engine-measured kernels keep the timings' own steps: where the engine picks another GEMM "
