@@ -219,8 +219,7 @@ if is_open(frontier_tab):
                 if "engine-measured" in roofs.values()
                 else ""
             )
-            + " "
-            + steady_bias_sentence(settings, [devices[h] for h in points.devices])
+            + f" {steady_bias_sentence(settings, [devices[h] for h in points.devices])}"
         )
 
 if is_open(point_tab):
