@@ -109,7 +109,7 @@ def simulate_row(
     setup = documented_setup(row) or ScriptSetup()
     settings = run_settings(row, dp, concurrency, settings, setup)
     knobs = replace(
-        knobs_from(settings, True, hw.id),
+        knobs_from(settings, True, hw),
         recv_interval=setup.recv_interval or 1,
         batch_wait_iters=setup.batch_wait_iters or 0,
         batch_wait_ratio=setup.batch_wait_ratio or 0.0,

@@ -111,7 +111,7 @@ def test_one_least_loaded_replica_is_the_plain_loop_on_a_short_cache(requests, b
     from roofline.workload import Precision
 
     settings = Settings()
-    knobs = replace(knobs_from(settings, True, H100.id), policy=policy)
+    knobs = replace(knobs_from(settings, True, H100), policy=policy)
     times = step_times(LLAMA, H100, Precision(), 1, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
     plain = simulate(requests, times, blocks, knobs)
     (routed,), _ = least_loaded(requests, times, blocks, knobs, 1)

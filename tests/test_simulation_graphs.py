@@ -113,7 +113,7 @@ def test_the_eager_dispatch_is_what_analyze_eager_counts_for_one_sequence():
 def test_each_engine_graphs_prompt_steps_as_its_defaults_do():
     """vLLM replays steps of up to min(2 x max_num_seqs, 512) tokens; SGLang's and TensorRT-LLM's
     prompt steps run eagerly (their piecewise graphs are off by default); a setting overrides."""
-    h100 = get_hardware("h100-sxm").id
+    h100 = get_hardware("h100-sxm")
     assert knobs_from(Settings(engine="vllm"), True, h100).prompt_graph_tokens == 512
     assert knobs_from(Settings(engine="vllm", max_num_seqs=64), True, h100).prompt_graph_tokens == 128
     assert knobs_from(Settings(engine="sglang"), True, h100).prompt_graph_tokens == 0

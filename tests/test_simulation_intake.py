@@ -57,12 +57,12 @@ def test_the_engines_that_overlap_their_host_work_schedule_ahead():
     """The same engine versions whose host work hides under the device's compose each step ahead
     (vLLM's async scheduling since 0.14, SGLang's and TensorRT-LLM's overlap schedulers); the
     ideal engine and vLLM before 0.14 compose a step at the end of the one before."""
-    h100 = get_hardware("h100-sxm").id
+    h100 = get_hardware("h100-sxm")
     for engine in ("vllm", "sglang", "trtllm"):
-        assert knobs_from(Settings(engine=engine), hardware_id=h100).schedules_ahead
+        assert knobs_from(Settings(engine=engine), hw=h100).schedules_ahead
         assert engine_profile(engine).overlaps(None)
-    assert not knobs_from(Settings(engine="ideal"), hardware_id=h100).schedules_ahead
-    assert not knobs_from(Settings(engine="vllm", engine_version="0.12.0"), hardware_id=h100).schedules_ahead
+    assert not knobs_from(Settings(engine="ideal"), hw=h100).schedules_ahead
+    assert not knobs_from(Settings(engine="vllm", engine_version="0.12.0"), hw=h100).schedules_ahead
     with pytest.raises(ValueError, match="schedules_ahead must be true or false"):
         EngineKnobs(schedules_ahead="yes")
 

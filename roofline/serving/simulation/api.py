@@ -9,7 +9,7 @@ import numpy as np
 
 from roofline.defaults import MAX_REPLICAS
 from roofline.engines import engine_profile
-from roofline.hardware import Hardware, get_hardware
+from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.roofs import resolved_engine
 from roofline.serving.simulation.fleet import check, least_loaded, merge, share, split
@@ -68,16 +68,17 @@ def most_in_flight(settings: Settings, hw: Hardware) -> int:
     return rank_settings(settings, hw).max_num_seqs * settings.attention_dp
 
 
-def knobs_from(settings: Settings, chunked_prefill: bool = True, hardware_id: str = "") -> EngineKnobs:
-    """The scheduler of ``settings.engine`` on the device (vLLM's where the prediction is ideal)
-    with the settings' token budget, sequence cap and block size; it composes each step while the
-    one before runs where the engine's version does (``EngineProfile.overlaps``), and replays steps
-    with prompt tokens from a CUDA graph up to the settings' or the engine's limit."""
-    if settings.max_batched_tokens is None or settings.max_num_seqs is None:  # the engine's defaults there
-        if not hardware_id:
-            raise ValueError("the engine's default token budget and sequence cap depend on the device: name it")
-        settings = settings.for_device(get_hardware(hardware_id))
-    profile = engine_profile(resolved_engine(settings.engine, hardware_id)) if hardware_id else None
+def knobs_from(settings: Settings, chunked_prefill: bool = True, hw: Hardware | None = None) -> EngineKnobs:
+    """The scheduler of ``settings.engine`` on ``hw`` (vLLM's where the prediction is ideal) with
+    the settings' token budget, sequence cap and block size there (``Settings.for_device``); it
+    composes each step while the one before runs where the engine's version does
+    (``EngineProfile.overlaps``), and replays steps with prompt tokens from a CUDA graph up to the
+    settings' or the engine's limit."""
+    if hw is not None:
+        settings = settings.for_device(hw)
+    elif settings.max_batched_tokens is None or settings.max_num_seqs is None:
+        raise ValueError("the engine's default token budget and sequence cap depend on the device: name it")
+    profile = engine_profile(resolved_engine(settings.engine, hw.id)) if hw is not None else None
     # The ideal engine has no host, so its steps' graphs do not matter: vLLM's default stands.
     graph_tokens = (profile or engine_profile("vllm")).prompt_graph_limit(
         settings.max_num_seqs, settings.prompt_graph_tokens
@@ -128,7 +129,7 @@ def simulate_serving(
     ``hw``, behind ``router`` (``roofline.serving.simulation.fleet``)."""
     settings = rank_settings(settings or Settings(), hw)
     precision = precision or Precision()
-    knobs = knobs_from(settings, chunked_prefill, hw.id)
+    knobs = knobs_from(settings, chunked_prefill, hw)
     blocks = kv_blocks(model, hw, precision, tp, settings)
     if blocks < 1:
         raise ValueError(f"{model.name} leaves no memory for a KV cache on {tp} x {hw.name}")
