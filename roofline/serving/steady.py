@@ -237,10 +237,12 @@ def serving_sweep(
     # Devices of one precision and token budget (the engine's default differs by device) share their
     # ops: one evaluation for the group.
     groups: dict[tuple[Precision, int], list[tuple[Hardware, Workload]]] = {}
-    from roofline.serving.simulation.api import rank_settings  # one rank's budget, as the batch is one rank's
+    # One rank's budget and sequence cap on each device, as the batch is one rank's.
+    from roofline.serving.simulation.api import rank_settings
 
+    ranked = {hw.id: rank_settings(settings, hw) for hw in devices}
     for hw, run in runnable:
-        groups.setdefault((run.precision, rank_settings(settings, hw).max_batched_tokens), []).append((hw, run))
+        groups.setdefault((run.precision, ranked[hw.id].max_batched_tokens), []).append((hw, run))
     for (_, budget), members in groups.items():
         run = members[0][1]
         ceilings = [settings.ceilings(hw, tp, cuda_graphs=True) for hw, _ in members]
@@ -314,12 +316,5 @@ def serving_sweep(
         usd_per_hour=np.array([prices.get(hw.id, np.nan) for hw in devices], float),
         tdp_w=np.array([hw.tdp_w or np.nan for hw in devices], float),
         why_not=why_not,
-        seq_cap=_sequence_caps(settings, devices),
+        seq_cap=np.array([ranked[hw.id].max_num_seqs for hw in devices], float),
     )
-
-
-def _sequence_caps(settings: Settings, devices: list[Hardware]) -> np.ndarray:
-    """Each device's sequence cap, one rank's (``roofline.serving.simulation.api.rank_settings``)."""
-    from roofline.serving.simulation.api import rank_settings
-
-    return np.array([rank_settings(settings, hw).max_num_seqs for hw in devices], float)
