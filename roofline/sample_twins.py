@@ -8,10 +8,20 @@ exports write the 16th or 17th differently), which two measurements never do; th
 only in what they record beside them (the 2026-03-25 export the time of day, the db-dump a config
 id and the image's full tag, one of them DeepSeek-R1's runs under ``deepseek-ai/DeepSeek-V3``).
 
+Two gap analyses in the sample (``kimi-k2.5-gap-analysis.csv``, 47 rows, and
+``qwen3.5-397b-gap-analysis.csv``, 76 rows) copy InferenceX runs with both figures rounded to
+0.01 ms and without the measured day: every one of their rows equals an InferenceX row of the same
+device, engine, precision, lengths and clients once that row is rounded as the copy writes it.
+A copy reads as a run whose client the source does not name, so it would be scored a second time
+as another benchmark (fixed lengths, no warm-up). Such a rounded copy is a twin of the run it
+rounds; two separate measurements agreeing on TTFT and TPOT to 0.01 ms on one setup is not a
+chance worth allowing for.
+
 A run counts once: every row but one of its twins is marked ``same_as`` the row kept, and the
 accuracy report leaves it out with that reason (``roofline.silicon_sample.why_not_scored``). The
 row kept is the one with a measured time of day (which ties a run to the change that ran it,
-``roofline.inferencex_runs``), then one whose source names the model, then the first in the file.
+``roofline.inferencex_runs``), then one whose source names the model, then the first in the file;
+a rounded copy is never kept over the run it rounds.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from roofline.sample_checks import why_figures_not_a_run
 SAME_RUN_REASON = "the same run as another row (the sample repeats it)"
 SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl")
 MEASURED_FIELDS = ("silicon_ttft_ms", "silicon_tpot_ms")
+ROUNDED_DECIMALS = 3  # a copy writes its figures with at most this many decimals; a run's own export, more
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)(?:T(\d\d:\d\d:\d\d))?")
 _CLIENTS = re.compile(r"silicon_concurrency=([^;]+)")
 
@@ -47,6 +58,17 @@ def _measured(row: dict[str, str]) -> tuple[str, bool]:
     return found[1], bool(found[2]) and found[2] != "00:00:00"
 
 
+def _decimals(text: str) -> int:
+    """How many decimals a figure is written with (0 for an integer or an exponent form)."""
+    text = text.strip()
+    return len(text.split(".", 1)[1]) if "." in text and "e" not in text.lower() else 0
+
+
+def _rounds_to(full: list[float], copy_text: list[str]) -> bool:
+    """Whether figures written in full round, at the decimals the copy writes, to the copy's."""
+    return all(round(x, _decimals(t)) == round(float(t), _decimals(t)) for x, t in zip(full, copy_text))
+
+
 def _records(row: dict[str, str]) -> tuple[bool, bool]:
     """What a row records beside the measurement, in the order that picks the row kept."""
     return _measured(row)[1], "model=" in (row.get("silicon_data_source") or "")
@@ -57,6 +79,7 @@ def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     Rows without both measured figures as finite numbers, or whose figures are not a run's
     (``roofline.sample_checks``), are never twins."""
     groups: dict[tuple[str, ...], list[int]] = {}
+    by_setup: dict[tuple[str, ...], list[tuple[int, list[float]]]] = {}
     for i, row in enumerate(rows):
         try:
             figures = [float(row[f]) for f in MEASURED_FIELDS]
@@ -65,14 +88,28 @@ def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
         if not all(math.isfinite(x) for x in figures) or why_figures_not_a_run(row):
             continue
         measured = tuple(f"{x:.12g}" for x in figures)
-        key = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + (_clients(row),) + measured + (_measured(row)[0],)
-        groups.setdefault(key, []).append(i)
+        setup = tuple(row.get(f) or "" for f in SAME_RUN_FIELDS) + (_clients(row),)
+        groups.setdefault(setup + measured + (_measured(row)[0],), []).append(i)
+        by_setup.setdefault(setup, []).append((i, figures))
     out = list(rows)
+
+    def name(kept: int) -> str:
+        return rows[kept].get("id") or f"row {kept + 1} of the sample"
+
     for members in groups.values():
         if len(members) < 2:
             continue
         kept = max(members, key=lambda i: (_records(rows[i]), -i))
         for i in members:
             if i != kept:
-                out[i] = rows[i] | {"same_as": rows[kept].get("id") or f"row {kept + 1} of the sample"}
+                out[i] = rows[i] | {"same_as": name(kept)}
+    for runs in by_setup.values():  # rounded copies (module notes)
+        for i, _ in runs:
+            texts = [rows[i][f] for f in MEASURED_FIELDS]
+            if "same_as" in out[i] or _measured(rows[i])[0] or max(map(_decimals, texts)) > ROUNDED_DECIMALS:
+                continue
+            full = [j for j, figures in runs if j != i and not out[j].get("same_as") and _rounds_to(figures, texts)]
+            full = [j for j in full if min(_decimals(rows[j][f]) for f in MEASURED_FIELDS) > ROUNDED_DECIMALS]
+            if full:
+                out[i] = rows[i] | {"same_as": name(full[0])}
     return out
