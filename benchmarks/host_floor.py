@@ -1,0 +1,79 @@
+"""The floor of each engine's measured TPOT at small batches, against the kernels a decode step launches.
+
+For every engine version, device, model and TP of the accuracy report's steady-state runs at 16
+clients or fewer, the run with the least measured TPOT is the floor; beside it the kernels the op
+model counts in one decode step of that run (its batch, its mid-run context, its precision, its
+TP) and the floor per kernel. Where host work sets the floor and it is paid per kernel launched
+(eager dispatch), the last column holds still across models; where it is paid per step, the
+floor itself does.
+
+What it showed on the report of 2026-11-29: TensorRT-LLM 1.0.0rc3 on H100 (aiconfigurator's gap
+analysis) floors at 2.73 ms for Llama 3.1 8B, 6.21 ms for Qwen3-32B and 11.43 ms for
+Qwen3-235B-A22B at TP 8: 6.0 to 6.4 us for each of the 452, 964 and 1,884 kernels of their
+steps. The engine's host work is fitted as one figure per step on Qwen3-32B (6.2 ms), so the
+8B model is predicted at twice its floor at TP 4 and 8, and gpt-oss-120b under TensorRT-LLM
+1.2.0rc2 on B200 (688 kernels) floors at 2.48 ms where 6.22 ms is expected. Under TensorRT-LLM at
+TP 8 the floor per kernel spans 3.3 to 8.6 us (by version and device) where the floor itself
+spans 2.3 to 14.6 ms.
+
+    python -m benchmarks.host_floor [--report docs/accuracy.json] [--clients 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.ops import step_ops
+from roofline.silicon_sample import load_silicon_sample, precision_for
+from roofline.workload import Workload
+
+
+def launches(row: dict, result: dict) -> int:
+    """Kernel launches of one decode step of the run, as the op model counts them."""
+    model = get_model(result["model"])
+    context = result["isl"] + result["osl"] // 2
+    w = Workload(
+        model,
+        "decode",
+        result["concurrency"],
+        context,
+        precision=precision_for(row, model),
+        tp=result["tp"],
+        cuda_graphs=False,
+    )
+    run, _ = w.on(get_hardware(result["device"]))
+    return sum(op.count * op.launches for op in step_ops(run))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", default="docs/accuracy.json")
+    parser.add_argument("--clients", type=int, default=16, help="the most clients of a run counted (default 16)")
+    args = parser.parse_args()
+    results = json.loads(Path(args.report).read_text())["steady"]["results"]
+    rows = {r["id"]: r for r in load_silicon_sample()}
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in results:
+        if r["concurrency"] <= args.clients and r.get("tables_tpot_ms"):
+            groups[(r["engine"], r.get("engine_version") or "", r["device"], r["model"], r["tp"])].append(r)
+    print(
+        f"{'engine':8} {'version':14} {'device':9} {'model':18} {'tp':>2} {'runs':>4} {'floor ms':>8} "
+        f"{'ideal ms':>8} {'expected':>8} {'kernels':>7} {'us/kernel':>9}"
+    )
+    for key in sorted(groups):
+        floor = min(groups[key], key=lambda r: r["measured_tpot_ms"])
+        n = launches(rows[floor["id"]], floor)
+        print(
+            f"{key[0]:8} {key[1][:14]:14} {key[2]:9} {key[3][:18]:18} {key[4]:>2} {len(groups[key]):>4} "
+            f"{floor['measured_tpot_ms']:8.2f} {floor['datasheet_tpot_ms']:8.2f} {floor['tables_tpot_ms']:8.2f} "
+            f"{n:7d} {floor['measured_tpot_ms'] * 1e3 / n:9.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
