@@ -50,6 +50,31 @@ def launches(row: dict, result: dict) -> int:
     return sum(op.count * op.launches for op in step_ops(run))
 
 
+def floors(results: list[dict], rows: dict[str, dict], clients: int = 16) -> list[dict]:
+    """One floor per engine version, device, model and TP: the run with the least measured TPOT
+    among the steady-state results at ``clients`` or fewer, with its step's kernels."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in results:
+        if r["concurrency"] <= clients and r.get("tables_tpot_ms"):
+            groups[(r["engine"], r.get("engine_version") or "", r["device"], r["model"], r["tp"])].append(r)
+    out = []
+    for key in sorted(groups):
+        floor = min(groups[key], key=lambda r: r["measured_tpot_ms"])
+        n = launches(rows[floor["id"]], floor)
+        out.append(
+            dict(zip(("engine", "version", "device", "model", "tp"), key))
+            | {
+                "runs": len(groups[key]),
+                "floor_ms": floor["measured_tpot_ms"],
+                "ideal_ms": floor["datasheet_tpot_ms"],
+                "expected_ms": floor["tables_tpot_ms"],
+                "kernels": n,
+                "us_per_kernel": floor["measured_tpot_ms"] * 1e3 / n,
+            }
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report", default="docs/accuracy.json")
@@ -57,21 +82,15 @@ def main() -> None:
     args = parser.parse_args()
     results = json.loads(Path(args.report).read_text())["steady"]["results"]
     rows = {r["id"]: r for r in load_silicon_sample()}
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in results:
-        if r["concurrency"] <= args.clients and r.get("tables_tpot_ms"):
-            groups[(r["engine"], r.get("engine_version") or "", r["device"], r["model"], r["tp"])].append(r)
     print(
         f"{'engine':8} {'version':14} {'device':9} {'model':18} {'tp':>2} {'runs':>4} {'floor ms':>8} "
         f"{'ideal ms':>8} {'expected':>8} {'kernels':>7} {'us/kernel':>9}"
     )
-    for key in sorted(groups):
-        floor = min(groups[key], key=lambda r: r["measured_tpot_ms"])
-        n = launches(rows[floor["id"]], floor)
+    for f in floors(results, rows, args.clients):
         print(
-            f"{key[0]:8} {key[1][:14]:14} {key[2]:9} {key[3][:18]:18} {key[4]:>2} {len(groups[key]):>4} "
-            f"{floor['measured_tpot_ms']:8.2f} {floor['datasheet_tpot_ms']:8.2f} {floor['tables_tpot_ms']:8.2f} "
-            f"{n:7d} {floor['measured_tpot_ms'] * 1e3 / n:9.2f}"
+            f"{f['engine']:8} {f['version'][:14]:14} {f['device']:9} {f['model'][:18]:18} {f['tp']:>2} {f['runs']:>4} "
+            f"{f['floor_ms']:8.2f} {f['ideal_ms']:8.2f} {f['expected_ms']:8.2f} {f['kernels']:7d} "
+            f"{f['us_per_kernel']:9.2f}"
         )
 
 
