@@ -172,8 +172,8 @@ if speculative or maybe:
 if repeats := repeats_left_out(data, METRICS[metric][0]):
     page_report.caption(
         f"Each run counts once: {repeats:,} rows of the sample repeat a run another row holds, scored here or not "
-        "(InferenceX's results come in three exports; the same setup and day, the same TTFT and TPOT to 12 "
-        "significant digits)."
+        "(InferenceX's results come in three exports, the same setup and day with the same TTFT and TPOT to 12 "
+        "significant digits; two gap analyses copy some of its runs with both figures rounded to 0.01 ms)."
     )
 if batch := batch_left_out(data, METRICS[metric][0]):
     page_report.caption(
