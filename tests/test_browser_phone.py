@@ -22,7 +22,8 @@ CHART_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')]
     const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     const all = sel => [...plot.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().width > 0).map(box);
     return {chart: box(plot.querySelector('.main-svg')), legend: all('.legend'), title: all('.gtitle'),
-            axis_titles: all('.xtitle, .ytitle, [class^="xtitle"], [class^="ytitle"]')};
+            axis_titles: all('.xtitle, .ytitle, [class^="xtitle"], [class^="ytitle"]'),
+            entries: all('.legend .traces'), toolbar: all('.modebar')};
 })"""
 
 
@@ -57,7 +58,7 @@ def _wait_until_drawn(page, timeout_ms: int = 60_000) -> None:
 
 def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, browser):
     """On a phone-wide viewport, every chart of every page keeps its legend and titles inside the
-    chart, and no legend sits on an axis title."""
+    chart, no legend sits on an axis title, and Plotly's toolbar does not cover a legend."""
     checked = 0
     for path in PAGES_390:
         page = browser.new_page(viewport={"width": 390, "height": 3000})
@@ -77,6 +78,13 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
                     assert _inside(legend, chart["chart"]), f"{where}: legend {legend} outside {chart['chart']}"
                     for axis in chart["axis_titles"]:
                         assert not _overlap(legend, axis), f"{where}: legend {legend} covers axis title {axis}"
+                # Plotly's toolbar shows on hover (on a phone, on a tap) where it is laid out: clear of every
+                # legend entry (a legend may keep a blank title row under it).
+                for entry in chart["entries"]:
+                    for toolbar in chart["toolbar"]:
+                        assert not _overlap(entry, toolbar), (
+                            f"{where}: the toolbar {toolbar} covers legend entry {entry}"
+                        )
                 for axis in chart["axis_titles"]:
                     assert _inside(axis, chart["chart"]), f"{where}: axis title {axis} outside {chart['chart']}"
                 checked += 1

@@ -67,6 +67,7 @@ GL_THRESHOLD = 2000
 
 # Height added per legend entry past the third: on a 390 px phone a legend row holds one or two.
 LEGEND_ROW_PX = 20
+MODEBAR_PX = 30  # the strip at a chart's top that Plotly's toolbar takes, kept clear of the legend
 
 
 MEMORY_COLORS = {
@@ -178,19 +179,31 @@ def legend_entries(fig: go.Figure) -> int:
 def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **overrides) -> None:
     """The house style of every chart: white background, the user's zoom kept across reruns
     (`revision`), and a horizontal legend above the plot, where it can wrap to as many rows as a
-    narrow screen needs without covering an axis title (Plotly widens the top margin to fit it).
+    narrow screen needs without covering an axis title (Plotly widens the top margin to fit it)
+    or being covered by Plotly's toolbar (``MODEBAR_PX`` above it).
     A legend of many entries adds height, so the plot keeps its area on a phone, where entries
     stack one or two to a row. `overrides` go to `update_layout` last."""
     entries = legend_entries(fig)
+    total_px = height + LEGEND_ROW_PX * max(0, entries - 3)
     fig.update_layout(
         title=dict(text=title, x=0.01, font=dict(size=16)),
-        height=height + LEGEND_ROW_PX * max(0, entries - 3),
+        height=total_px,
         font=FONT,
         paper_bgcolor="white",
         plot_bgcolor="white",
         uirevision=revision,
         hoverlabel=dict(bgcolor="white", font=dict(size=12, color="#222222")),
-        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0, font=dict(size=12)),
+        # The legend hangs from the figure's top, below a strip Plotly's toolbar appears in on hover (or a
+        # tap), so the toolbar never covers its first row; the plot starts below the legend.
+        legend=dict(
+            orientation="h",
+            yref="container",
+            yanchor="top",
+            y=1 - MODEBAR_PX / total_px,
+            xanchor="left",
+            x=0,
+            font=dict(size=12),
+        ),
         margin=dict(l=70, r=20, t=50 if title else 20, b=40),
     )
     if overrides:
