@@ -81,6 +81,10 @@ class EngineProfile(DataRecord):
     host_per_seq_us: float = Field(ge=0, le=1e4)  # ... and per sequence the step samples
     host_fit: HostFit
     budget_source: str = Field(min_length=1)
+    # Whether the engine by default splits a prompt that does not fit a step's token budget over
+    # several steps (False: it waits until the whole prompt fits one).
+    chunked_prefill: bool
+    chunked_prefill_source: str = Field(min_length=1)
     # The most new tokens of a step with prompt tokens replayed from a CUDA graph (0: none is).
     prompt_graph_tokens: int = Field(ge=0, le=1 << 24)
     prompt_graph_source: str = Field(min_length=1)

@@ -109,12 +109,17 @@ def simulate_row(
     setup = documented_setup(row) or ScriptSetup()
     settings = run_settings(row, dp, concurrency, settings, setup)
     knobs = replace(
-        knobs_from(settings, True, hw),
+        knobs_from(settings, profile.chunked_prefill, hw),  # the engine's own: TensorRT-LLM's keeps prompts whole
         recv_interval=setup.recv_interval or 1,
         batch_wait_iters=setup.batch_wait_iters or 0,
         batch_wait_ratio=setup.batch_wait_ratio or 0.0,
         schedules_ahead=profile.overlaps(row.get("backend_version") or None),
     )
+    if not knobs.chunked_prefill and isl > knobs.max_num_batched_tokens:  # no step could ever hold its prompt
+        raise ValueError(
+            f"{profile.name} keeps a prompt whole and the run's token budget ({knobs.max_num_batched_tokens:,}) is "
+            f"below its prompt ({isl:,} tokens)"
+        )
     # The KV budget depends on the settings too (the token budget sizes the activation workspace).
     kv_key = ("kv", model.id, hw.id, precision, tp, settings)
     if kv_key not in cache:

@@ -187,3 +187,36 @@ def test_a_step_past_the_splits_concurrencies_says_its_host_work_is_extrapolated
     assert not any(
         "extrapolated" in n for n in analyze_request(small, get_hardware("h200-sxm"), Settings(engine="sglang")).notes
     )
+
+
+def test_each_engine_says_whether_it_splits_a_prompt_and_validate_runs_it_so(monkeypatch):
+    """vLLM V1 and SGLang split a prompt past the token budget over steps by default; TensorRT-LLM
+    does not (enable_chunked_prefill defaults to False: a prompt runs whole or waits). `validate`
+    simulates each run with its engine's own."""
+    import roofline.validate_load as vl
+    from roofline.silicon_sample import load_silicon_sample
+
+    assert [engine_profile(e).chunked_prefill for e in ("vllm", "sglang", "trtllm")] == [True, True, False]
+    assert "enable_chunked_prefill defaults to False" in engine_profile("trtllm").chunked_prefill_source
+    # Budget 8: two 6-token prompts at t = 0, one output each. Split, B's first 2 tokens ride in
+    # step 1 beside A's 6 and its last 4 in step 2; whole, B waits for step 2. Both first tokens
+    # come at 1 and 2 ms either way; what differs is what step 1 carries: 8 tokens, or A's 6.
+    requests = Requests(np.zeros(2), np.array([6, 6]), np.array([1, 1]))
+    split = simulate(requests, flat_times(), 100, EngineKnobs(8, 4, 4, policy="vllm", chunked_prefill=True))
+    whole = simulate(requests, flat_times(), 100, EngineKnobs(8, 4, 4, policy="trtllm", chunked_prefill=False))
+    assert list(split.step_tokens) == [8, 4] and list(whole.step_tokens) == [6, 6]
+    seen = []
+    real = vl.simulate
+    monkeypatch.setattr(
+        vl, "simulate", lambda r, t, b, knobs: seen.append(knobs.chunked_prefill) or real(r, t, b, knobs)
+    )
+    rows = {r["id"]: r for r in load_silicon_sample()}
+    trt = rows[
+        "meta_llama_llama_3_1_8b_instruct_meta_llama_llama_3_1_8b_instruct_h100_sxm_trtllm_agg_1024x128_c8_tp8_epnone_133"
+    ]
+    vl.simulate_row(trt, {}, tables=False)
+    assert seen == [False]
+    # A run whose token budget could never hold its prompt whole is refused by name, not run forever.
+    monkeypatch.setattr("roofline.validate.documented_budget", lambda row, hw: 512)
+    with pytest.raises(ValueError, match=r"TensorRT-LLM keeps a prompt whole and the run's token budget \(512\)"):
+        vl.simulate_row(trt, {}, tables=False)
