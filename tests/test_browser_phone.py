@@ -23,7 +23,10 @@ CHART_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')]
     const all = sel => [...plot.querySelectorAll(sel)].filter(e => e.getBoundingClientRect().width > 0).map(box);
     return {chart: box(plot.querySelector('.main-svg')), legend: all('.legend'), title: all('.gtitle'),
             axis_titles: all('.xtitle, .ytitle, [class^="xtitle"], [class^="ytitle"]'),
-            entries: all('.legend .traces'), toolbar: all('.modebar')};
+            entries: all('.legend .traces'), toolbar: all('.modebar'),
+            legend_titles: [...plot.querySelectorAll('.legendtitletext, .legendtitletext tspan.line')]
+              .filter(e => !e.querySelector('tspan') && e.textContent.replace(/\u00a0/g, '').trim())
+              .filter(e => e.getBoundingClientRect().width > 0).map(box)};
 })"""
 
 
@@ -79,11 +82,11 @@ def test_at_390_px_no_chart_title_or_legend_is_clipped_or_covered(app_url, brows
                     for axis in chart["axis_titles"]:
                         assert not _overlap(legend, axis), f"{where}: legend {legend} covers axis title {axis}"
                 # Plotly's toolbar shows on hover (on a phone, on a tap) where it is laid out: clear of every
-                # legend entry (a legend may keep a blank title row under it).
-                for entry in chart["entries"]:
+                # legend entry and every line of legend title that holds text (blank ones keep its row).
+                for entry in chart["entries"] + chart["legend_titles"]:
                     for toolbar in chart["toolbar"]:
                         assert not _overlap(entry, toolbar), (
-                            f"{where}: the toolbar {toolbar} covers legend entry {entry}"
+                            f"{where}: the toolbar {toolbar} covers legend text {entry}"
                         )
                 for axis in chart["axis_titles"]:
                     assert _inside(axis, chart["chart"]), f"{where}: axis title {axis} outside {chart['chart']}"

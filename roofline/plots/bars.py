@@ -78,15 +78,15 @@ def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210
             shown.add(regime)
         fig.update_xaxes(title_text="time (ms)", row=panel, col=1, gridcolor="#E5E5E5")
         fig.update_yaxes(autorange="reversed", row=panel, col=1)
-    # The legend goes above the panels' own titles, a blank title row on top of it where Plotly's
-    # toolbar appears (style_figure keeps that strip clear for a legend hung from the figure's top).
+    # The legend goes above the panels' own titles, with style_figure's blank title row on top of it
+    # where Plotly's toolbar appears.
     style_figure(
         fig,
         plot_px + 100,
         "breakdown",
         barmode="stack",
         margin=dict(l=10, r=10, t=40, b=60),
-        legend=dict(yref="paper", yanchor="bottom", y=1.0 + 30 / plot_px, title=dict(text="\u00a0", side="top")),
+        legend=dict(yref="paper", yanchor="bottom", y=1.0 + 40 / plot_px),
     )
     return fig
 

@@ -67,7 +67,10 @@ GL_THRESHOLD = 2000
 
 # Height added per legend entry past the third: on a 390 px phone a legend row holds one or two.
 LEGEND_ROW_PX = 20
-MODEBAR_PX = 30  # the strip at a chart's top that Plotly's toolbar takes, kept clear of the legend
+# A blank legend title line in this font size is at least as tall as Plotly's toolbar (25 to 28 px
+# as Chromium draws it); over a title of the chart's own, two blank lines in the legend's font are.
+TOOLBAR_ROW_FONT_PX = 18
+_BLANK_LINES = "\u00a0<br>\u00a0<br>"  # two blank lines of the legend's 12 px font: the toolbar's row
 
 
 MEMORY_COLORS = {
@@ -176,33 +179,44 @@ def legend_entries(fig: go.Figure) -> int:
     return len(seen)
 
 
+def toolbar_row(title: str | None = None) -> dict:
+    """The legend title that keeps the toolbar's row clear: a blank line tall enough, or blank lines
+    over ``title`` (the figure's own legend title)."""
+    title = (title or "").removeprefix(_BLANK_LINES).strip("\u00a0")  # a figure styled before keeps one row
+    if title:
+        return dict(text=_BLANK_LINES + title, side="top", font=dict(size=12))
+    return dict(text="\u00a0", side="top", font=dict(size=TOOLBAR_ROW_FONT_PX))
+
+
 def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **overrides) -> None:
     """The house style of every chart: white background, the user's zoom kept across reruns
     (`revision`), and a horizontal legend above the plot, where it can wrap to as many rows as a
     narrow screen needs without covering an axis title (Plotly widens the top margin to fit it)
-    or being covered by Plotly's toolbar (``MODEBAR_PX`` above it).
+    or being covered by Plotly's toolbar: it hangs from the figure's top under a blank title row
+    as tall as the toolbar (``toolbar_row``), in pixels, so a chart shown taller or shorter (full
+    screen) keeps the row. A legend title the figure has already goes under that row.
     A legend of many entries adds height, so the plot keeps its area on a phone, where entries
     stack one or two to a row. `overrides` go to `update_layout` last."""
     entries = legend_entries(fig)
-    total_px = height + LEGEND_ROW_PX * max(0, entries - 3)
     fig.update_layout(
         title=dict(text=title, x=0.01, font=dict(size=16)),
-        height=total_px,
+        height=height + LEGEND_ROW_PX * max(0, entries - 3),
         font=FONT,
         paper_bgcolor="white",
         plot_bgcolor="white",
         uirevision=revision,
         hoverlabel=dict(bgcolor="white", font=dict(size=12, color="#222222")),
-        # The legend hangs from the figure's top, below a strip Plotly's toolbar appears in on hover (or a
-        # tap), so the toolbar never covers its first row; the plot starts below the legend.
+        # The legend hangs from the figure's top, its entries below the row Plotly's toolbar appears in
+        # on hover (or a tap); the plot starts below the legend.
         legend=dict(
             orientation="h",
             yref="container",
             yanchor="top",
-            y=1 - MODEBAR_PX / total_px,
+            y=1,
             xanchor="left",
             x=0,
             font=dict(size=12),
+            title=toolbar_row(fig.layout.legend.title.text),
         ),
         margin=dict(l=70, r=20, t=50 if title else 20, b=40),
     )
