@@ -15,7 +15,10 @@ device, engine, precision, lengths and clients once that row is rounded as the c
 A copy reads as a run whose client the source does not name, so it would be scored a second time
 as another benchmark (fixed lengths, no warm-up). Such a rounded copy is a twin of the run it
 rounds; two separate measurements agreeing on TTFT and TPOT to 0.01 ms on one setup is not a
-chance worth allowing for.
+chance worth allowing for. A copy writes both figures to 1 to 3 decimal places (in plain or
+exponent form) and records no measured day; a row written in whole milliseconds says too little to
+be tied to one run. Where two runs of the setup round to it, the copy goes with the one the exact
+rule would keep.
 
 A run counts once: every row but one of its twins is marked ``same_as`` the row kept, and the
 accuracy report leaves it out with that reason (``roofline.silicon_sample.why_not_scored``). The
@@ -28,13 +31,14 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from roofline.sample_checks import why_figures_not_a_run
 
 SAME_RUN_REASON = "the same run as another row (the sample repeats it)"
 SAME_RUN_FIELDS = ("system", "backend", "precision", "isl", "osl")
 MEASURED_FIELDS = ("silicon_ttft_ms", "silicon_tpot_ms")
-ROUNDED_DECIMALS = 3  # a copy writes its figures with at most this many decimals; a run's own export, more
+ROUNDED_DECIMALS = 3  # a copy writes its figures to 1 to 3 decimal places; a run's own export, more
 _MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)(?:T(\d\d:\d\d:\d\d))?")
 _CLIENTS = re.compile(r"silicon_concurrency=([^;]+)")
 
@@ -59,14 +63,16 @@ def _measured(row: dict[str, str]) -> tuple[str, bool]:
 
 
 def _decimals(text: str) -> int:
-    """How many decimals a figure is written with (0 for an integer or an exponent form)."""
-    text = text.strip()
-    return len(text.split(".", 1)[1]) if "." in text and "e" not in text.lower() else 0
+    """How many decimal places a figure is written to, in plain or exponent form ("328.87" and
+    "3.2887e2" both 2; "329" 0)."""
+    exponent = Decimal(text.strip()).as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
 
 
 def _rounds_to(full: list[float], copy_text: list[str]) -> bool:
-    """Whether figures written in full round, at the decimals the copy writes, to the copy's."""
-    return all(round(x, _decimals(t)) == round(float(t), _decimals(t)) for x, t in zip(full, copy_text))
+    """Whether figures written in full are within half a unit of the last place the copy writes
+    (either way of rounding a half)."""
+    return all(abs(x - float(t)) <= 0.5 * 10.0 ** -_decimals(t) * (1 + 1e-9) for x, t in zip(full, copy_text))
 
 
 def _records(row: dict[str, str]) -> tuple[bool, bool]:
@@ -106,10 +112,11 @@ def mark_twins(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     for runs in by_setup.values():  # rounded copies (module notes)
         for i, _ in runs:
             texts = [rows[i][f] for f in MEASURED_FIELDS]
-            if "same_as" in out[i] or _measured(rows[i])[0] or max(map(_decimals, texts)) > ROUNDED_DECIMALS:
-                continue
+            places = [_decimals(t) for t in texts]
+            if "same_as" in out[i] or _measured(rows[i])[0] or not 1 <= min(places) <= max(places) <= ROUNDED_DECIMALS:
+                continue  # a whole number says too little to tie it to one run
             full = [j for j, figures in runs if j != i and not out[j].get("same_as") and _rounds_to(figures, texts)]
             full = [j for j in full if min(_decimals(rows[j][f]) for f in MEASURED_FIELDS) > ROUNDED_DECIMALS]
-            if full:
-                out[i] = rows[i] | {"same_as": name(full[0])}
+            if full:  # the one the exact rule would keep, wherever the rows stand in the file
+                out[i] = rows[i] | {"same_as": name(max(full, key=lambda j: (_records(rows[j]), -j)))}
     return out

@@ -108,8 +108,20 @@ def test_a_copy_rounded_to_hundredths_is_the_run_it_rounds():
     assert [r.get("same_as") for r in mark_twins([copy, full])] == ["march", None]
     assert [r.get("same_as") for r in mark_twins([full, copy])] == [None, "march"]
     # One figure off by 0.01 ms, or another setup: another run.
-    for change in ({"silicon_ttft_ms": "328.86"}, {"silicon_tpot_ms": "28.55"}, {"batch_size": "16.0"}, {"isl": "8192"}):
+    for change in (
+        {"silicon_ttft_ms": "328.86"},
+        {"silicon_tpot_ms": "28.55"},
+        {"batch_size": "16.0"},
+        {"isl": "8192"},
+    ):
         assert [r.get("same_as") for r in mark_twins([full, copy | change])] == [None, None], change
+    # The same copy in exponent form; a copy in whole milliseconds is tied to no run.
+    assert mark_twins([full, copy | {"silicon_ttft_ms": "3.2887e2"}])[1].get("same_as") == "march"
+    assert mark_twins([full, copy | {"silicon_ttft_ms": "329", "silicon_tpot_ms": "29"}])[1].get("same_as") is None
+    # Two runs that round to it: the one the exact rule would keep (a time of day), in either order.
+    other = run("dump", "db-dump/2026-04-27; measured=2026-03-24T00:00:00.000Z")
+    other |= {"silicon_ttft_ms": "328.871", "silicon_tpot_ms": "28.5361"}
+    assert mark_twins([other, full, copy])[2]["same_as"] == mark_twins([copy, full, other])[0]["same_as"] == "march"
     # Two rows both written to hundredths are compared as they are written (the exact rule above).
     rounded = full | {"silicon_ttft_ms": "328.87", "silicon_tpot_ms": "28.54"}
     assert [r.get("same_as") for r in mark_twins([rounded, copy])] == [None, None]
@@ -130,8 +142,9 @@ def test_a_twin_is_not_scored_and_explain_names_the_row_kept():
 
 def test_the_shipped_sample_scores_each_run_once():
     """InferenceX's three exports repeat most runs measured before March 2026, and two gap analyses
-    copy 123 of its runs rounded: 5,221 rows hold 3,780 runs. DeepSeek-R1 on four B200s with SGLang at 32 clients (measured 2025-11-10, TTFT 7,101 ms)
-    is in the db-dump as DeepSeek-V3 and in the 2026-04-06 export as DeepSeek-R1."""
+    copy 123 of its runs rounded: 5,221 rows hold 3,780 runs. DeepSeek-R1 on four B200s with SGLang
+    at 32 clients (measured 2025-11-10, TTFT 7,101 ms) is in the db-dump as DeepSeek-V3 and in the
+    2026-04-06 export as DeepSeek-R1."""
     rows = load_silicon_sample()
     kept = [r for r in rows if not r.get("same_as")]
     assert (len(rows), len(kept)) == (5221, 3780)
