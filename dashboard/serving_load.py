@@ -36,7 +36,7 @@ from roofline.plots.serving_load import (
 )
 from roofline.report import Metric
 from roofline.serving import Traffic, serving_sweep
-from roofline.serving.simulation.api import graph_words, most_in_flight, rank_settings
+from roofline.serving.simulation.api import chunking_words, graph_words, most_in_flight, rank_settings
 from roofline.serving.simulation.load import Lengths, Load
 from roofline.serving.simulation.metrics import PERCENTILES, Targets
 from roofline.serving.simulation.sweep import SWEEP_RATES, SWEEP_REQUESTS, latency_sweep, load_run
@@ -220,6 +220,8 @@ def _one_device(
     graphs = graph_words(run["engine"])
     if graphs:
         report.caption(f"CUDA graphs: {graphs}.")
+    if chunking := chunking_words(run["engine"]):
+        report.caption(f"{chunking}.")
     if (clients := clients_words(load, run)) is not None:
         report.caption(clients)
 

@@ -98,3 +98,21 @@ def test_command_flags_are_read_back_as_the_same_settings_and_precision():
     assert precision_from_args(args) == precision
     _, left = command_flags(Settings(memory_scale=2.0))
     assert left == ["the what-if scales of compute, memory, link or capacity"]
+
+
+def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so(capsys):
+    """TensorRT-LLM keeps prompts whole by default (enable_chunked_prefill off) and vLLM splits them:
+    a simulated run that does the other says which way each goes, in words and in its JSON."""
+    from roofline.cli import main
+
+    run = [*BASE, "--concurrency", "4", "--requests", "20"]
+    trt = _json([*run, "--engine", "trtllm"], capsys)["engine"]
+    assert (trt["chunked_prefill"], trt["engine_name"], trt["engine_chunked_prefill"]) == (True, "TensorRT-LLM", False)
+    main([*run, "--engine", "trtllm"])
+    assert (
+        "Prompts split over steps (chunked prefill on), where TensorRT-LLM keeps them whole" in capsys.readouterr().out
+    )
+    main([*run, "--engine", "trtllm", "--no-chunked-prefill"])  # as it runs by default: nothing to say
+    assert "Prompts" not in capsys.readouterr().out
+    main([*run, "--engine", "vllm", "--no-chunked-prefill"])
+    assert "Prompts kept whole (chunked prefill off), where vLLM splits them over steps" in capsys.readouterr().out

@@ -308,3 +308,13 @@ def test_the_capacity_tables_command_reproduces_the_table(capsys):
     ranked = {r["hardware"]: r["max_rate_per_s"] for r in json.loads(capsys.readouterr().out)["ranking"]}
     table = next(d.value for d in at.dataframe if "max requests/s" in d.value.columns)
     assert ranked == pytest.approx(dict(zip(table["device"], table["max requests/s"])))
+
+
+def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so():
+    """TensorRT-LLM keeps prompts whole by default: with the page's Chunked prefill on, the section
+    says so and how to run it as it runs; off, it says nothing, nor for vLLM with it on."""
+    said = " ".join(c.value for c in serving(engine="trtllm", load_rate="5", load_n="40").caption)
+    assert "Prompts split over steps (chunked prefill on), where TensorRT-LLM keeps them whole" in said
+    whole = serving(engine="trtllm", load_rate="5", load_n="40", chunked="false")
+    assert not whole.exception and "Prompts" not in " ".join(c.value for c in whole.caption)
+    assert "Prompts" not in " ".join(c.value for c in serving(engine="vllm", load_rate="5", load_n="40").caption)

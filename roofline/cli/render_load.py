@@ -101,11 +101,13 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
         f"  scheduler: {d['engine']['scheduler']}"
         + ("; each step composed while the one before runs" if d["engine"].get("schedules_ahead") else "")
     )
-    from roofline.serving.simulation.api import graph_words
+    from roofline.serving.simulation.api import chunking_words, graph_words
 
     graphs = graph_words(d["engine"])
     if graphs:
         lines.append(f"  CUDA graphs: {graphs}")
+    if chunking := chunking_words(d["engine"]):
+        lines.append(f"  {chunking}")
     if d.get("known_error"):
         lines.append(f"  {d['known_error']['words']}")
     if d.get("math_note"):

@@ -112,6 +112,22 @@ def graph_words(engine: dict) -> str:
     return f"{graphed}; larger steps with prompt tokens dispatched {each}"
 
 
+def chunking_words(engine: dict) -> str:
+    """Where the run splits prompts over steps otherwise than its engine does by default, which way
+    each goes, from ``to_json``'s engine part ("" where they agree)."""
+    default = engine.get("engine_chunked_prefill")
+    if default is None or default == engine["chunked_prefill"]:
+        return ""
+    name = engine.get("engine_name", "the engine")
+    if default:
+        return f"Prompts kept whole (chunked prefill off), where {name} splits them over steps by default"
+    return (
+        f"Prompts split over steps (chunked prefill on), where {name} keeps them whole unless "
+        "enable_chunked_prefill is set; --no-chunked-prefill (the Serving page: untick Chunked prefill) runs it "
+        "as it runs by default"
+    )
+
+
 def simulate_serving(
     model: ModelConfig,
     hw: Hardware,
@@ -180,6 +196,13 @@ def simulate_serving(
     return Simulated(merge(runs, parts, requests.count), times, knobs, blocks, replicas, router, dp)
 
 
+def _engine_default(policy: str) -> dict[str, object]:
+    """The engine whose scheduler runs the simulation (vLLM's for the ideal roofs): its name and
+    whether it splits prompts over steps by default."""
+    profile = engine_profile(policy)
+    return {"engine_name": profile.name, "engine_chunked_prefill": profile.chunked_prefill} if profile else {}
+
+
 def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]:
     """The summary, the engine's settings and an evenly sampled time series of the server."""
     run = sim.run
@@ -190,6 +213,7 @@ def to_json(sim: Simulated, targets: Targets | None = None) -> dict[str, object]
         "max_num_seqs": sim.knobs.max_num_seqs,
         "block_size": sim.knobs.block_size,
         "chunked_prefill": sim.knobs.chunked_prefill,
+        **_engine_default(sim.knobs.policy),
         "recv_interval": sim.knobs.recv_interval,
         "batch_wait_iters": sim.knobs.batch_wait_iters,
         "batch_wait_ratio": sim.knobs.batch_wait_ratio,
