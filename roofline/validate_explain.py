@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from roofline.engines import engine_profile
 from roofline.format import ranks_of
 from roofline.inferencex_runs import SPECULATIVE_REASON, run_decoding
 from roofline.silicon_sample import _number, documented_kv_dtype, documented_setup, load_silicon_sample
@@ -30,6 +31,8 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     kv = f"{documented[0]} ({documented[1]})" if documented else "bf16 (the engines' default; the source records none)"
     setup = documented_setup(rows[0])
     scheduler = f"{setup.words()} ({setup.where})" if setup else "the engine's defaults (the source records none)"
+    if (profile := engine_profile(rows[0]["backend"])) and not profile.chunked_prefill:
+        scheduler += f"; prompts kept whole, as {profile.name} runs them unless enable_chunked_prefill is set"
     extra = {"kv_cache": kv, "scheduler": scheduler}
     if repeats := [r["id"] for r in sample if r.get("same_as") == run_id]:
         extra["repeats"] = repeats  # the sample's other rows of this run (roofline.sample_twins)

@@ -216,6 +216,11 @@ def test_each_engine_says_whether_it_splits_a_prompt_and_validate_runs_it_so(mon
     ]
     vl.simulate_row(trt, {}, tables=False)
     assert seen == [False]
+    from roofline.validate_explain import explain
+
+    assert (
+        "prompts kept whole, as TensorRT-LLM runs them unless enable_chunked_prefill" in explain(trt["id"])["scheduler"]
+    )
     # A run whose token budget could never hold its prompt whole is refused by name, not run forever.
     monkeypatch.setattr("roofline.validate.documented_budget", lambda row, hw: 512)
     with pytest.raises(ValueError, match=r"TensorRT-LLM keeps a prompt whole and the run's token budget \(512\)"):
