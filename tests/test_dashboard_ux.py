@@ -143,7 +143,7 @@ def test_the_ranking_chart_says_it_draws_ideal_bounds_and_explains_its_colours()
     assert all(h[2].startswith("ideal bound ") and " · expected " in h[2] for h in bars["customdata"])
     legend = {t["name"] for t in spec["data"][1:]}
     assert legend and legend <= {*REGIME_LABELS.values(), "does not fit"}
-    assert spec["layout"]["legend"]["title"]["text"] == "colour: regime of the expected time"  # not the bars'
+    assert spec["layout"]["legend"]["title"]["text"].endswith("<br>colour: regime of the expected time")
     assert all(h[0].startswith("expected time ") for h in bars["customdata"])
     # One device on its datasheet alone: ranked on its expected time, which is what the axis says.
     alone = page("views/advisor_page.py", engine="ideal")
