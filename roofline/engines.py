@@ -47,6 +47,14 @@ def vllm_batch_defaults(hw: Hardware) -> tuple[int, int]:
     return VLLM_LARGE_GPU_DEFAULTS if large else VLLM_OTHER_GPU_DEFAULTS
 
 
+def vllm_default_words(setting: str) -> str:
+    """vLLM's rule for ``setting`` ("max_batched_tokens" or "max_num_seqs") in words, from the same
+    figures ``vllm_batch_defaults`` reads: "1,024 on a GPU of 70 GiB or more other than an A100, else 256"."""
+    i = ("max_batched_tokens", "max_num_seqs").index(setting)
+    large, other = VLLM_LARGE_GPU_DEFAULTS[i], VLLM_OTHER_GPU_DEFAULTS[i]
+    return f"{large:,} on a GPU of {VLLM_LARGE_GPU_BYTES // GIB} GiB or more other than an A100, else {other:,}"
+
+
 class HostFit(DataRecord):
     """Where an engine's host work per step comes from."""
 

@@ -136,6 +136,7 @@ class KVResult:
 
     def to_json(self) -> dict[str, object]:
         w, f = self.workload, self.footprint
+        on_device = self.settings.for_device(self.hardware)
         data = {
             "model": w.model.id,
             "hardware": self.hardware.id,
@@ -146,8 +147,8 @@ class KVResult:
             "block_size": self.settings.block_size,
             "memory_utilization": self.settings.memory_utilization,
             # The engine's token budget and sequence cap on the device, which size its workspace.
-            "max_batched_tokens": self.settings.for_device(self.hardware).max_batched_tokens,
-            "max_num_seqs": self.settings.for_device(self.hardware).max_num_seqs,
+            "max_batched_tokens": on_device.max_batched_tokens,
+            "max_num_seqs": on_device.max_num_seqs,
             "notes": list(self.notes),
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "kv_bytes_per_token_per_layer": self.kv_bytes_per_token_per_layer,

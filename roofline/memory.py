@@ -214,8 +214,7 @@ def workspace_bytes(
     forward pass of ``max_batched_tokens`` tokens (fused attention) with ``max_num_seqs`` rows of
     logits, or the sampler's dummy run over ``max_num_seqs`` rows, the larger. ``settings`` as on
     the device (``Settings.for_device``)."""
-    if settings.max_batched_tokens is None or settings.max_num_seqs is None:
-        raise ValueError("workspace_bytes needs the settings on a device: Settings.for_device(hw)")
+    settings.require_device("workspace_bytes")
     tokens = min(settings.max_batched_tokens, model.max_context * settings.max_num_seqs)
     rows = min(settings.max_num_seqs, tokens)
     forward = float(

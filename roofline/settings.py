@@ -159,6 +159,15 @@ class Settings:
             max_num_seqs=seqs if self.max_num_seqs is None else self.max_num_seqs,
         )
 
+    def require_device(self, what: str) -> None:
+        """Refuse, naming ``what``, settings whose token budget or sequence cap is still the engine's
+        per-device default (None): those are known on a device only (``for_device``)."""
+        if self.max_batched_tokens is None or self.max_num_seqs is None:
+            raise ValueError(
+                f"{what} needs the engine's token budget and sequence cap, which depend on the device: "
+                "Settings.for_device(hw)"
+            )
+
     def calibrated_on(self, hardware_id: str) -> bool:
         """Whether the user's calibration was measured on this device (its roofs then stand in for
         the engine's tables and the datasheet there)."""

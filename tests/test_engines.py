@@ -225,3 +225,14 @@ def test_each_engine_says_whether_it_splits_a_prompt_and_validate_runs_it_so(mon
     monkeypatch.setattr("roofline.validate.documented_budget", lambda row, hw: 512)
     with pytest.raises(ValueError, match=r"TensorRT-LLM keeps a prompt whole and the run's token budget \(512\)"):
         vl.simulate_row(trt, {}, tables=False)
+
+
+def test_vllms_per_device_defaults_are_said_from_the_figures_the_rule_reads():
+    from roofline.engines import vllm_batch_defaults, vllm_default_words
+
+    assert vllm_default_words("max_num_seqs") == "1,024 on a GPU of 70 GiB or more other than an A100, else 256"
+    assert vllm_default_words("max_batched_tokens") == "8,192 on a GPU of 70 GiB or more other than an A100, else 2,048"
+    assert vllm_batch_defaults(get_hardware("h100-sxm")) == (8192, 1024)
+    assert vllm_batch_defaults(get_hardware("a100-sxm-80gb")) == vllm_batch_defaults(get_hardware("l4")) == (2048, 256)
+    with pytest.raises(ValueError, match="workspace_bytes needs the engine's token budget and sequence cap"):
+        Settings().require_device("workspace_bytes")

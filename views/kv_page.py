@@ -34,6 +34,7 @@ from dashboard.state import (
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import TP_CHOICES
+from roofline.engines import vllm_default_words
 from roofline.format import count_of, fmt_bytes, ranks_of
 from roofline.kvcache import analyze_kv, capacity_curves, context_grid, decode_read_bytes
 from roofline.lazy import pandas as pd
@@ -102,7 +103,7 @@ with st.sidebar:
         bind="query-params",
         placeholder="the engine's default",
         help="Tokens in one forward pass; sizes the activation workspace. Empty: the engine's default on each "
-        "device (vLLM's: 8192 on a GPU of 70 GiB or more other than an A100, else 2048).",
+        f"device (vLLM's: {vllm_default_words('max_batched_tokens')}).",
     )
     st.header("Operating point")
     c1, c2 = st.columns(2)
@@ -223,8 +224,8 @@ if is_open(capacity_tab):
         if holds_past_cap(results, settings):
             report.caption(
                 "Memory only: above a dotted line the cache holds more sequences than the engine runs at once "
-                "(vLLM's default max_num_seqs on the device: 1,024 on a GPU of 70 GiB or more other than an A100, "
-                "else 256); the rest wait their turn."
+                f"(vLLM's default max_num_seqs on the device: {vllm_default_words('max_num_seqs')}); the rest wait "
+                "their turn."
             )
         report.table(curves_frame(), hide_index=True, width="stretch", height=240)
 

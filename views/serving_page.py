@@ -42,6 +42,7 @@ from dashboard.state import (
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import TP_CHOICES
+from roofline.engines import vllm_default_words
 from roofline.format import fmt_seconds
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
@@ -210,7 +211,7 @@ if is_open(frontier_tab):
             "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
             "above the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not "
             "fit in memory, or pass the engine's sequence cap on the device (max_num_seqs; unset, vLLM's default: "
-            "1,024 on a GPU of 70 GiB or more other than an A100, else 256), are left out. "
+            f"{vllm_default_words('max_num_seqs')}), are left out. "
             + rests_on_sentence(roofs.values())
             + (
                 " Lines on engine-measured kernels keep the timings' own steps: where the engine picks another GEMM "
@@ -338,7 +339,6 @@ if is_open(techniques_tab):
         if picked := pick_point():
             pick_device, pick_batch, fitting = picked
             hw = devices[pick_device]
-            # The report has no picker: say which point the techniques are for.
             report.caption(f"On {md_escape(hw.name)}, TP={tp}, at decode batch {pick_batch}.")
             lc1, lc2 = st.columns(2)
             spec_k = lc1.number_input("Speculative: drafted tokens k", 1, 16, 4, key="spec_k", bind="query-params")

@@ -23,6 +23,7 @@ from roofline.defaults import (
     MATH_CHOICES,
     WEIGHT_DTYPES,
 )
+from roofline.engines import vllm_default_words
 from roofline.measured_roofs import MeasuredRoofs
 from roofline.roofs import ENGINES, MOE_KERNELS
 from roofline.routing import MOE_ROUTINGS
@@ -232,15 +233,15 @@ def add_memory(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         help="tokens of a serving engine's largest forward pass (its token budget a step), sizing its activation "
-        "workspace (default: the engine's own on each device; vLLM's, for the ideal bound, 8192 on a GPU of 70 GiB "
-        "or more other than an A100, else 2048)",
+        "workspace (default: the engine's own on each device; vLLM's, for the ideal bound, "
+        f"{vllm_default_words('max_batched_tokens')})",
     )
     parser.add_argument(
         "--max-num-seqs",
         type=positive_int,
         default=None,
         help="the most sequences a step runs, and the rows of logits of that pass (default: vLLM's on each device, "
-        "1024 on a GPU of 70 GiB or more other than an A100, else 256)",
+        f"{vllm_default_words('max_num_seqs')})",
     )
     parser.add_argument(
         "--non-torch-gb",

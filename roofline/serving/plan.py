@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from roofline.engines import vllm_default_words
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
@@ -60,8 +61,7 @@ def searched_sentence(
         f"Searched: TP {', '.join(str(t) for t in tps) or 'none'}; bf16 or fp8 weights with bf16 or fp8 KV, fp8 "
         "weights computing in fp8 (W8A8) where the device has fp8 math and weight-only elsewhere, as the engines "
         f"run them, {scaling}-scaled (FP8 weight scaling){extra}; every batch that fits, up to the engine's sequence "
-        "cap on each device (max_num_seqs; unset, vLLM's default: 1,024 on a GPU of 70 GiB or more other than an "
-        "A100, else 256), "
+        f"cap on each device (max_num_seqs; unset, vLLM's default: {vllm_default_words('max_num_seqs')}), "
         + ("prompts chunked into the decode steps." if chunked else "prompts in prefill steps of their own.")
     )
 

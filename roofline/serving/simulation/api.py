@@ -50,8 +50,7 @@ def rank_settings(settings: Settings, hw: Hardware | None = None) -> Settings:
     ``chunked_prefill_size // dp_size``; its pool configurator: ``max_running_requests // dp_size``
     a worker); TensorRT-LLM's and vLLM's settings are each rank's already."""
     settings = settings.for_device(hw) if hw is not None else settings
-    if settings.max_batched_tokens is None or settings.max_num_seqs is None:
-        raise ValueError("the engine's default token budget and sequence cap depend on the device: name it")
+    settings.require_device("rank_settings")
     d = settings.attention_dp
     engine = resolved_engine(settings.engine, hw.id) if hw is not None else settings.engine
     if d <= 1 or engine != "sglang":
@@ -74,10 +73,8 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hw: Hardware | 
     composes each step while the one before runs where the engine's version does
     (``EngineProfile.overlaps``), and replays steps with prompt tokens from a CUDA graph up to the
     settings' or the engine's limit."""
-    if hw is not None:
-        settings = settings.for_device(hw)
-    elif settings.max_batched_tokens is None or settings.max_num_seqs is None:
-        raise ValueError("the engine's default token budget and sequence cap depend on the device: name it")
+    settings = settings.for_device(hw) if hw is not None else settings
+    settings.require_device("knobs_from")
     profile = engine_profile(resolved_engine(settings.engine, hw.id)) if hw is not None else None
     # The ideal engine has no host, so its steps' graphs do not matter: vLLM's default stands.
     graph_tokens = (profile or engine_profile("vllm")).prompt_graph_limit(
