@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from roofline.calibration import fit_calibration, fit_class
@@ -38,9 +39,18 @@ def test_the_example_file_refits_to_its_stored_calibration_and_only_over_roof_cl
     results = load_results(EXAMPLE)
     stored = results.calibration.fits
     free = fit_calibration(results.sweeps, "x", "y").fits
-    assert {k: f.bandwidth_bytes_per_s for k, f in free.items()} == pytest.approx(
-        {k: f.bandwidth_bytes_per_s for k, f in stored.items()}
-    )
+    # The refit times every swept kernel as the stored fit does. (Its parameters may drift along a
+    # direction the points do not constrain: the large GEMMs are compute-bound, and their fitted
+    # bandwidth moved 0.3% from one numpy release to the next with every error unchanged.)
+    for name, fit in free.items():
+        pts = [pt for pt in results.sweeps if pt.op_class == name]
+        args = (
+            np.array([pt.flops for pt in pts]),
+            np.array([pt.bytes for pt in pts]),
+            np.array([pt.parallel for pt in pts]),
+        )
+        assert fit.predict(*args) == pytest.approx(stored[name].predict(*args), rel=1e-4), name
+        assert fit.median_abs_error == pytest.approx(stored[name].median_abs_error, abs=1e-6), name
     roof = max(results.ceilings.memory_bandwidth_tbps, results.ceilings.read_bandwidth_tbps) * 1e12
     held = fit_calibration(results.sweeps, "x", "y", memory_roof_bytes_per_s=roof).fits
     moved = {k for k in held if held[k] != free[k]}
