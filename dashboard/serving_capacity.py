@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.cache import cached
+from roofline.engines import prompt_modes
 from roofline.format import fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
@@ -18,7 +19,7 @@ from roofline.serving.simulation.sweep import SWEEP_REQUESTS
 
 
 def capacity_command(
-    model, devices, prompt, output, targets, precision, tp: int, settings, pct: int, seed: int, chunked: bool
+    model, devices, prompt, output, targets, precision, tp: int, settings, pct: int, seed: int, chunked: bool | None
 ) -> str:
     """The `serve --capacity` command that ranks these setups as the page does."""
     from roofline.cli.setting_flags import command_flags
@@ -34,12 +35,25 @@ def capacity_command(
             argv += [flag, f"{value_s * 1e3:g}"]
     flags, left = command_flags(settings, precision)
     argv += ["--tp", str(tp), *flags, "--capacity", "--requests", str(SWEEP_REQUESTS), "--percentile", str(pct)]
-    argv += (["--seed", str(seed)] if seed else []) + ([] if chunked else ["--no-chunked-prefill"])
+    argv += (["--seed", str(seed)] if seed else []) + {None: [], True: ["--chunked-prefill", "on"]}.get(
+        chunked, ["--chunked-prefill", "off"]
+    )
     return " ".join(argv) + (f" (and {', '.join(left)})" if left else "")
 
 
 def render_capacity(
-    report, model, devices, prompt, output, targets, precision, tp, settings, prices, seed: int, chunked: bool = True
+    report,
+    model,
+    devices,
+    prompt,
+    output,
+    targets,
+    precision,
+    tp,
+    settings,
+    prices,
+    seed: int,
+    chunked: bool | None = None,
 ) -> None:
     """The page's devices ranked by the largest rate within the targets (``rank_capacity``)."""
     pct = st.columns([1, 3])[0].selectbox(
@@ -123,12 +137,14 @@ def render_capacity(
     )
     for key, why in why_not.items():
         st.caption(f"{key}: {why}")
+    split = prompt_modes(chunked, settings.engine)[1]  # how the simulation runs prompts past the budget
     command = capacity_command(
         model, devices, prompt, output, targets, precision, tp, settings, int(pct), seed, chunked
     )
     report.caption(
         f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
-        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill {'on' if chunked else 'off'}; "
+        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill {'on' if split else 'off'}"
+        f"{' (the engine default)' if chunked is None else ''}; "
         "'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. The command line runs the same search: `{command}`. "

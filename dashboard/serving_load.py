@@ -71,7 +71,7 @@ def render_load_section(
     ttft_target_s: float | None,
     tpot_target_s: float | None,
     prices: dict[str, float] | None = None,
-    chunked: bool = True,
+    chunked: bool | None = None,
     report: Report | None = None,
 ) -> None:
     """The section, at the end of the Serving page: its inputs, charts and the capacity table."""

@@ -6,9 +6,44 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
+from dashboard.state import translate_param
+from roofline.engines import engine_profile, prompt_defaults, prompt_modes
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
+
+# The Chunked prefill choice as the URL holds it (``chunked``): the engine's default, on or off.
+CHUNKED_CHOICES = ("auto", "on", "off")
+# The checkbox it replaced wrote true and false: older links open as they did.
+CHUNKED_BEFORE = {"true": "on", "false": "off"}
+
+
+def chunked_picker(engine: str) -> bool | None:
+    """The sidebar's Chunked prefill: None for the engine's own default, else on or off for both
+    the frontier (prompt tokens in the decodes' steps) and the simulation (a prompt past the
+    budget over several steps). Its caption says what the default is for ``engine``."""
+    translate_param("chunked", CHUNKED_BEFORE)
+    choice = st.selectbox(
+        "Chunked prefill",
+        CHUNKED_CHOICES,
+        key="chunked",
+        bind="query-params",
+        help="On: a share of the steps carries a new prompt (or a budget's chunk of one) beside the decode batch, "
+        "and a prompt longer than the token budget runs over several steps. Off: the prompts waiting run in "
+        "prefill steps of their own that every decode waits out, each prompt whole. Auto: as the engine runs "
+        "prompts by default: vLLM on; SGLang splits prompts but runs them in steps of their own (unless "
+        "--enable-mixed-chunk); TensorRT-LLM batches prompts with the decodes but keeps each whole (unless "
+        "enable_chunked_prefill).",
+    )
+    if choice == "auto":
+        mixed, split = prompt_defaults(engine)
+        st.caption(
+            "Auto: prompts "
+            + ("in the decodes' steps" if mixed else "in prefill steps of their own")
+            + (", a long one split over steps" if split else ", each whole")
+            + f" ({(engine_profile(engine) or engine_profile('vllm')).name}'s default)."
+        )
+    return {"auto": None, "on": True, "off": False}[choice]
 
 
 def targets_frame(best: list, roofs: dict[str, str]):
@@ -90,7 +125,7 @@ def steady_bias_sentence(settings, devices: list) -> str:
     )
 
 
-def point_step(run, batch: int, traffic, chunked: bool, settings, hw, tp: int):
+def point_step(run, batch: int, traffic, chunked: bool | None, settings, hw, tp: int):
     """The step the One point view draws, as the frontier times it: with chunked prefill the step
     that carries a prompt (or a budget's chunk of one: ``roofline.serving.prompt_chunks``), its
     kernels dispatched from the host past the engine's CUDA-graph limit; without, a decode step
@@ -99,7 +134,7 @@ def point_step(run, batch: int, traffic, chunked: bool, settings, hw, tp: int):
     from roofline.serving import eager_ceilings, graph_limit, mixed_step_ops, prompt_chunks
 
     roofs = settings.ceilings(hw, tp, True)
-    if not chunked:
+    if not prompt_modes(chunked, settings.engine)[0]:
         table = evaluate(mixed_step_ops(run, batch, 0.0, traffic.prompt_len), roofs)
         return table, f"A decode step: {batch} sequences (the prompts run in prefill steps of their own)"
     budget = settings.for_device(hw).max_batched_tokens

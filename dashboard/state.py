@@ -122,6 +122,14 @@ def _bound(key: str) -> bool:
         return False
 
 
+def translate_param(key: str, old_to_new: Mapping[str, str]) -> None:
+    """Rewrite a URL parameter's older value to the one its widget now takes, so older links open
+    as they did (before the widget runs, and only where no widget of this session owns it yet)."""
+    values = st.query_params.get_all(key)
+    if values and not _bound(key) and values[-1].lower() in old_to_new:
+        _replace_param(key, [old_to_new[values[-1].lower()]])
+
+
 def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
     """Check the page's URL parameters before its widgets exist; warn about each bad one and
     drop it from the URL, so its widget starts at the default.

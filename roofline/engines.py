@@ -93,6 +93,10 @@ class EngineProfile(DataRecord):
     # several steps (False: it waits until the whole prompt fits one).
     chunked_prefill: bool
     chunked_prefill_source: str = Field(min_length=1)
+    # Whether by default a step that takes in prompt tokens also carries the running requests'
+    # decodes (False: prompts run in prefill steps of their own, which the decodes wait out).
+    mixed_steps: bool
+    mixed_steps_source: str = Field(min_length=1)
     # The most new tokens of a step with prompt tokens replayed from a CUDA graph (0: none is).
     prompt_graph_tokens: int = Field(ge=0, le=1 << 24)
     prompt_graph_source: str = Field(min_length=1)
@@ -185,6 +189,20 @@ def load_engines(path: str = str(ENGINE_DB)) -> dict[str, EngineProfile]:
     with open(path, "rb") as f:
         data = tomllib.load(f)
     return {key: EngineProfile(id=key, **value) for key, value in data["engines"].items()}
+
+
+def prompt_defaults(engine: str) -> tuple[bool, bool]:
+    """How ``engine`` runs prompts by default: (mixed, split). ``mixed``: a step carries prompt
+    tokens beside the decodes (the steady frontier's chunked prefill; SGLang: prefill steps of their
+    own); ``split``: a prompt longer than a step's budget runs over several steps (the simulation's
+    chunked prefill; TensorRT-LLM: kept whole). vLLM's for the ideal engine and ``auto``."""
+    profile = engine_profile(engine) or engine_profile("vllm")
+    return profile.mixed_steps, profile.chunked_prefill
+
+
+def prompt_modes(chunked: bool | None, engine: str) -> tuple[bool, bool]:
+    """(mixed, split) for a chunked-prefill setting: on or off for both, None the engine's defaults."""
+    return prompt_defaults(engine) if chunked is None else (bool(chunked), bool(chunked))
 
 
 def engine_profile(engine: str) -> EngineProfile | None:

@@ -42,7 +42,7 @@ import numpy as np
 
 from roofline.accuracy import BREAKDOWNS, breakdowns, score
 from roofline.engine import evaluate
-from roofline.engines import engine_profile, in_host_fit_split
+from roofline.engines import engine_profile, in_host_fit_split, prompt_defaults
 from roofline.hardware import get_hardware
 from roofline.models import ModelConfig, get_model
 from roofline.ops import step_ops
@@ -268,7 +268,7 @@ def score_rows(
                 version=version,
                 attention_dp=dp,
                 settings=run_settings(row, dp, concurrency),
-                mixed=engine != "sglang",  # SGLang runs prompts as steps of their own (its default)
+                mixed=prompt_defaults(engine)[0],  # as the engine runs prompts by default (SGLang: steps of their own)
             )
         except ValueError as exc:
             reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])

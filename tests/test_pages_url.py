@@ -89,7 +89,7 @@ NON_DEFAULT = {
         "ewdtype": "mxfp4",
         "adtype": "fp8",
         "kvdtype": "fp8",
-        "chunked": "false",
+        "chunked": "off",
         "xaxis": "tokens per dollar",
         "engine": "sglang",
         "moekernel": "cutlass",

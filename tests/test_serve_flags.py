@@ -106,13 +106,14 @@ def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so(capsys):
     from roofline.cli import main
 
     run = [*BASE, "--concurrency", "4", "--requests", "20"]
-    trt = _json([*run, "--engine", "trtllm"], capsys)["engine"]
+    trt = _json([*run, "--engine", "trtllm", "--chunked-prefill", "on"], capsys)["engine"]
     assert (trt["chunked_prefill"], trt["engine_name"], trt["engine_chunked_prefill"]) == (True, "TensorRT-LLM", False)
-    main([*run, "--engine", "trtllm"])
+    main([*run, "--engine", "trtllm", "--chunked-prefill", "on"])
     assert (
         "Prompts split over steps (chunked prefill on), where TensorRT-LLM keeps them whole" in capsys.readouterr().out
     )
-    main([*run, "--engine", "trtllm", "--no-chunked-prefill"])  # as it runs by default: nothing to say
-    assert "Prompts" not in capsys.readouterr().out
+    for as_by_default in ([], ["--no-chunked-prefill"], ["--chunked-prefill", "off"]):  # nothing to say
+        main([*run, "--engine", "trtllm", *as_by_default])
+        assert "Prompts" not in capsys.readouterr().out
     main([*run, "--engine", "vllm", "--no-chunked-prefill"])
     assert "Prompts kept whole (chunked prefill off), where vLLM splits them over steps" in capsys.readouterr().out

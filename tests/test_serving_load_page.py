@@ -283,11 +283,15 @@ def test_attention_data_parallel_ranks_are_in_the_url():
 
 
 def test_the_capacity_table_runs_the_pages_chunked_prefill_choice():
-    """It ran chunked prefill whatever the page's checkbox said, and its caption said so."""
+    """It ran chunked prefill whatever the page's checkbox said, and its caption said so. A link of
+    the checkbox's days (chunked=false) still opens with it off."""
     at = serving(hw=["h100-sxm"], chunked="false")
-    assert not at.exception and at.checkbox(key="chunked").value is False
+    assert not at.exception and not at.warning and at.selectbox(key="chunked").value == "off"
     said = " ".join(c.value for c in at.caption)
-    assert "chunked prefill off" in said and "--no-chunked-prefill`" in said
+    assert "chunked prefill off" in said and "--chunked-prefill off`" in said
+    at = serving(hw=["h100-sxm"], engine="trtllm")  # the engine's default: TensorRT-LLM keeps prompts whole
+    said = " ".join(c.value for c in at.caption)
+    assert "chunked prefill off (the engine default)" in said and "--chunked-prefill" not in said
 
 
 def test_the_capacity_tables_command_reproduces_the_table(capsys):
@@ -312,9 +316,11 @@ def test_the_capacity_tables_command_reproduces_the_table(capsys):
 
 def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so():
     """TensorRT-LLM keeps prompts whole by default: with the page's Chunked prefill on, the section
-    says so and how to run it as it runs; off, it says nothing, nor for vLLM with it on."""
-    said = " ".join(c.value for c in serving(engine="trtllm", load_rate="5", load_n="40").caption)
+    says so and how to run it as it runs; at the engine's default (the page's own) or off, it says
+    nothing, nor for vLLM at its default."""
+    said = " ".join(c.value for c in serving(engine="trtllm", load_rate="5", load_n="40", chunked="on").caption)
     assert "Prompts split over steps (chunked prefill on), where TensorRT-LLM keeps them whole" in said
-    whole = serving(engine="trtllm", load_rate="5", load_n="40", chunked="false")
-    assert not whole.exception and "Prompts" not in " ".join(c.value for c in whole.caption)
+    for chunked in ("auto", "off"):
+        whole = serving(engine="trtllm", load_rate="5", load_n="40", chunked=chunked)
+        assert not whole.exception and "Prompts" not in " ".join(c.value for c in whole.caption)
     assert "Prompts" not in " ".join(c.value for c in serving(engine="vllm", load_rate="5", load_n="40").caption)

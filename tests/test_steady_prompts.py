@@ -128,7 +128,10 @@ def test_the_frontier_dispatches_its_prompt_steps_as_the_engine_does():
     # Llama 3.2 1B, 8 sequences of 128 -> 128 tokens: a prompt-carrying step's device time is short
     # enough that SGLang's host (its work a step and the eager dispatch of every kernel) sets it.
     small = get_model("llama-3.2-1b")
-    pts = serving_sweep(small, [H100], Traffic(128, 128), settings=Settings(engine="sglang"), batches=np.array([8]))
+    # Prompts mixed into the decodes' steps (SGLang's --enable-mixed-chunk; its default runs them apart).
+    pts = serving_sweep(
+        small, [H100], Traffic(128, 128), settings=Settings(engine="sglang"), batches=np.array([8]), chunked=True
+    )
     run = Workload(small, "decode", 8, 192, cuda_graphs=True)
     carrying = evaluate(mixed_step_ops(run, 8, 128.0, 128), _engine_roofs("sglang", True)).step_time_s
     decoding = evaluate(mixed_step_ops(run, 8, 0.0, 128), _engine_roofs("sglang", False)).step_time_s

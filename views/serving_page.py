@@ -17,6 +17,9 @@ from dashboard.serving_arrivals import TRACE_NOTE
 from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
 from dashboard.serving_view import (
+    CHUNKED_BEFORE,
+    CHUNKED_CHOICES,
+    chunked_picker,
     disaggregation_frame,
     point_step,
     serving_downloads,
@@ -27,7 +30,6 @@ from dashboard.serving_view import (
 )
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
-    boolean,
     device_picker,
     devices_param,
     engine_notes,
@@ -42,7 +44,7 @@ from dashboard.state import (
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import TP_CHOICES
-from roofline.engines import vllm_default_words
+from roofline.engines import prompt_modes, vllm_default_words
 from roofline.format import fmt_seconds
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
@@ -86,7 +88,7 @@ warn_bad_params(
         "output": int_in(1, 1 << 20),
         "tp": one_of([str(t) for t in TP_CHOICES]),
         **precision_params(),
-        "chunked": boolean,
+        "chunked": one_of([*CHUNKED_CHOICES, *CHUNKED_BEFORE]),
         "ttft_ms": float_in(1, 1e6),
         "tpot_ms": float_in(0.1, 1e5),
         "xaxis": one_of(["tokens/s per device", "tokens per dollar"]),
@@ -114,15 +116,7 @@ with st.sidebar:
     st.header("The frontier's setup")
     tp = st.selectbox("Tensor parallel degree", TP_CHOICES, key="tp", bind="query-params")
     precision = precision_pickers()
-    chunked = st.checkbox(
-        "Chunked prefill",
-        True,
-        key="chunked",
-        bind="query-params",
-        help="A share of the steps carries a new prompt (or a budget's chunk of one) beside the decode batch, as "
-        "vLLM and TensorRT-LLM run them; off, the prompts waiting run in prefill steps of their own (as many as "
-        "the token budget holds) that every decode waits out, as SGLang runs them unless --enable-mixed-chunk is set.",
-    )
+    chunked = chunked_picker(engine)  # None: as the engine runs prompts by default
 
 prices = price_inputs(selected, devices, shipped_prices)
 
@@ -288,7 +282,7 @@ def plan(errors: bool = True) -> list:
             best_under_targets,
             *args,
             fp8_scaling=precision.fp8_scaling,
-            chunked=bool(chunked),
+            chunked=chunked,
             also=extra_precision(precision.resolved(model)),
         )
     except ValueError:
@@ -324,7 +318,7 @@ if is_open(targets_tab):
                 model,
                 splittable_tps(model, (1, 2, 4, 8))[0],
                 precision.fp8_scaling,
-                bool(chunked),
+                prompt_modes(chunked, engine)[0],
                 extra_precision(precision.resolved(model)),
             )
             + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "

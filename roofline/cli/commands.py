@@ -256,8 +256,9 @@ def cmd_load(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from roofline.cli.load_args import check_flags_used, wants_simulation
+    from roofline.cli.load_args import check_flags_used, chunked_setting, wants_simulation
     from roofline.cli.simulate import cmd_simulate
+    from roofline.engines import prompt_modes
     from roofline.known_error import for_settings
 
     check_flags_used(args)
@@ -305,7 +306,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             raise CliError(f"--price: unknown device {device!r}")
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
-    chunked = not args.no_chunked_prefill
+    chunked = prompt_modes(chunked_setting(args), settings.engine)[0]  # as the frontier runs prompts
     also = extra_precision(precision.resolved(model))  # the user's own precision, searched beside the defaults
     # The plan runs as the command's frontier.
     scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": chunked, "also": also}
@@ -371,6 +372,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "output_len": traffic.output_len,
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
         "chunked_prefill": chunked,
+        "chunked_prefill_default": chunked_setting(args) is None,  # the engine's own (--chunked-prefill auto)
         "precision": {
             "weights": precision.weight_dtype,
             "math": precision.act_dtype,  # "auto": math_note says what each device runs

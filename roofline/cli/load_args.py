@@ -173,6 +173,25 @@ def add_load(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--output-max", type=positive_int, default=None, help="outputs uniform up to this many tokens")
 
 
+def chunked_setting(args: argparse.Namespace) -> bool | None:
+    """--chunked-prefill as a setting: True or False, None for the engine's own default (auto)."""
+    if args.no_chunked_prefill:
+        if args.chunked_prefill == "on":
+            raise CliError("--no-chunked-prefill and --chunked-prefill on contradict each other: give one")
+        return False
+    return {"auto": None, "on": True, "off": False}[args.chunked_prefill]
+
+
+def chunked_words(args: argparse.Namespace, engine: str) -> str:
+    """How the simulation runs prompts past the token budget: "chunked prefill on" or "off", and
+    "(the engine's default)" where --chunked-prefill left it to ``engine``."""
+    from roofline.engines import prompt_modes
+
+    setting = chunked_setting(args)
+    on = prompt_modes(setting, engine)[1]
+    return f"chunked prefill {'on' if on else 'off'}" + (" (the engine's default)" if setting is None else "")
+
+
 def wants_simulation(args: argparse.Namespace) -> bool:
     return (
         args.capacity

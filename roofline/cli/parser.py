@@ -189,7 +189,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID=USD",
         help="a device-hour's price, overriding the shipped defaults (repeat)",
     )
-    p.add_argument("--no-chunked-prefill", action="store_true", help="prefills as their own steps")
+    p.add_argument(
+        "--chunked-prefill",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="on: prompt tokens run in the decodes' steps (the frontier) and a prompt past the token budget over "
+        "several steps (the simulation); off: prompts in prefill steps of their own, each whole; auto (default): "
+        "as --engine runs them by default (vLLM: on; SGLang: prefill steps of their own, prompts split; "
+        "TensorRT-LLM: prompts whole, in the decodes' steps)",
+    )
+    p.add_argument("--no-chunked-prefill", action="store_true", help="the same as --chunked-prefill off")
     add_precision(p)
     p.add_argument("--spec-k", type=positive_int, default=4, help="speculative decoding: drafted tokens per step")
     p.add_argument("--spec-alpha", type=fraction_or_zero, default=0.7, help="speculative decoding: acceptance rate")

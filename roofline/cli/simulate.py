@@ -10,7 +10,7 @@ from roofline.cli.args import (
     CliError,
     precision_from_args,
 )
-from roofline.cli.load_args import arrivals_words, check_one_load, rate_ramp
+from roofline.cli.load_args import arrivals_words, check_one_load, chunked_setting, chunked_words, rate_ramp
 from roofline.cli.render_load import render_capacity, render_measured, render_text
 from roofline.cli.setting_flags import settings_from_args
 from roofline.defaults import MAX_REPLICAS
@@ -48,7 +48,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         args.requests,
         args.seed,
         workers=min(os.cpu_count() or 1, 8),
-        chunked=not args.no_chunked_prefill,
+        chunked=chunked_setting(args),
         burstiness=args.burstiness,
     )
     known = {hw.id: for_settings(settings, hw) for hw in devices}
@@ -60,7 +60,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         "not_run": why_not,
         "method": f"largest {arrivals_words(args.burstiness)} rate whose p{args.percentile} TTFT and TPOT meet the "
         f"targets, by bisection over simulated benchmarks of {args.requests:,} requests each (a finite run, as a "
-        f"benchmark is), chunked prefill {'off' if args.no_chunked_prefill else 'on'}",
+        f"benchmark is), {chunked_words(args, settings.engine)}",
     }
     emit(args, data, lambda: render_capacity(data, model.name))
 
@@ -162,7 +162,7 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
         precision,
         tp,
         settings,
-        not args.no_chunked_prefill,
+        chunked_setting(args),
         replicas=args.replicas,
         router=args.router,
         seed=args.seed,
@@ -191,7 +191,7 @@ def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
         precision_from_args(args),
         tp,
         settings_from_args(args),
-        not args.no_chunked_prefill,
+        chunked_setting(args),
         args.seed,
         args.requests,
     )
@@ -228,7 +228,7 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         precision_from_args(args),
         tp,
         settings_from_args(args),
-        not args.no_chunked_prefill,
+        chunked_setting(args),
         args.seed,
         requests,
         args.burstiness,
@@ -240,7 +240,7 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         "tp": tp,
         "roofs": sweep["roofs"],
         "method": f"{SWEEP_RATES} {arrivals_words(args.burstiness)} rates from 1/30 to twice the saturation rate, "
-        f"{requests:,} requests each (seed {args.seed}), chunked prefill {'off' if args.no_chunked_prefill else 'on'}; "
+        f"{requests:,} requests each (seed {args.seed}), {chunked_words(args, getattr(args, 'engine', 'ideal'))}; "
         "past saturation a finite run sees only the start of the queue that grows without bound",
         "saturation_rate_per_s": sweep["saturation_per_s"],
         "points": [

@@ -110,7 +110,7 @@ def best_under_targets(
     tps: tuple[int, ...] = (1, 2, 4, 8),
     precisions: tuple[tuple[str, str], ...] = DEFAULT_PRECISIONS,
     fp8_scaling: str = "auto",
-    chunked: bool = True,
+    chunked: bool | None = None,
     also: Precision | None = None,
 ) -> list[Best]:
     """Per device, the setup (TP, batch, weight and KV dtype) meeting TTFT and TPOT that costs
@@ -118,7 +118,8 @@ def best_under_targets(
     priced; else that gives the most tokens/s per device), ranked by that. fp8 weights compute
     as the engines run them on each device (``roofline.precision.engine_math``), scaled as ``fp8_scaling`` says (auto:
     the model's own FP8 checkpoint's, ``roofline.workload.Precision.fp8_scaling``); prompts mixed into
-    the decode steps (``chunked``) or in prefill steps of their own, as ``serving_sweep`` runs them.
+    the decode steps (``chunked``) or in prefill steps of their own, as ``serving_sweep`` runs them
+    (None: as the settings' engine runs them by default).
     ``also``: one more precision to search beside those, as given (the user's own: int4 or fp4
     weights, say). TP degrees that do not split the model are skipped, with a note on every result
     saying why."""

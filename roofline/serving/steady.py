@@ -189,11 +189,16 @@ def serving_sweep(
     settings: Settings | None = None,
     prices: dict[str, float] | None = None,
     batches: np.ndarray = DEFAULT_BATCHES,
-    chunked: bool = True,
+    chunked: bool | None = None,
 ) -> ServingPoints:
     """Every device at every batch: TPOT, TTFT, throughput, memory, regime, cost (one vectorised
-    evaluation of the mixed step over all devices and batches)."""
+    evaluation of the mixed step over all devices and batches). ``chunked``: prompts run in the
+    decodes' steps (True) or in prefill steps of their own (False); None as the settings' engine
+    runs them by default (``roofline.engines.prompt_defaults``: SGLang's own steps)."""
+    from roofline.engines import prompt_modes
+
     settings = settings or Settings()
+    chunked = prompt_modes(chunked, settings.engine)[0]
     precision = precision or Precision()
     prices = prices or {}
     batch = np.asarray(batches, float)

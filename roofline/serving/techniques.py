@@ -101,7 +101,7 @@ def disaggregation(
     (over ``link_bytes_per_s``, default the device's scale-up link: pools in one NVLink domain)."""
     settings = settings or Settings()
     precision = precision or Precision()
-    one = serving_sweep(model, [hw], traffic, precision, tp, settings, batches=np.array([batch]))
+    one = serving_sweep(model, [hw], traffic, precision, tp, settings, batches=np.array([batch]), chunked=True)
     if hw.id in one.why_not:
         raise ValueError(one.why_not[hw.id])
     w, _ = Workload(model, "decode", batch, int(round(traffic.mean_context)), precision=precision, tp=tp).on(hw)

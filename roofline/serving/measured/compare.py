@@ -41,7 +41,7 @@ def simulator(
     precision=None,
     tp: int = 1,
     settings=None,
-    chunked_prefill: bool = True,
+    chunked_prefill: bool | None = None,
     seed: int = 0,
     default_requests: int = 1000,
 ):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.defaults import MAX_REPLICAS
-from roofline.engines import engine_profile
+from roofline.engines import engine_profile, prompt_modes
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.roofs import resolved_engine
@@ -67,9 +67,11 @@ def most_in_flight(settings: Settings, hw: Hardware) -> int:
     return rank_settings(settings, hw).max_num_seqs * settings.attention_dp
 
 
-def knobs_from(settings: Settings, chunked_prefill: bool = True, hw: Hardware | None = None) -> EngineKnobs:
+def knobs_from(settings: Settings, chunked_prefill: bool | None = None, hw: Hardware | None = None) -> EngineKnobs:
     """The scheduler of ``settings.engine`` on ``hw`` (vLLM's where the prediction is ideal) with
-    the settings' token budget, sequence cap and block size there (``Settings.for_device``); it
+    the settings' token budget, sequence cap and block size there (``Settings.for_device``), its
+    prompts split over steps past the budget or kept whole as ``chunked_prefill`` says (None: as
+    the engine does by default, ``roofline.engines.prompt_defaults``: TensorRT-LLM keeps them whole); it
     composes each step while the one before runs where the engine's version does
     (``EngineProfile.overlaps``), and replays steps with prompt tokens from a CUDA graph up to the
     settings' or the engine's limit."""
@@ -84,7 +86,7 @@ def knobs_from(settings: Settings, chunked_prefill: bool = True, hw: Hardware | 
         max_num_batched_tokens=settings.max_batched_tokens,
         max_num_seqs=settings.max_num_seqs,
         block_size=settings.block_size,
-        chunked_prefill=chunked_prefill,
+        chunked_prefill=prompt_modes(chunked_prefill, settings.engine)[1],
         policy=profile.scheduler if profile else "vllm",
         recv_interval=settings.recv_interval,
         batch_wait_iters=settings.batch_wait_iters,
@@ -120,8 +122,8 @@ def chunking_words(engine: dict) -> str:
         return f"Prompts kept whole (chunked prefill off), where {name} splits them over steps by default"
     return (
         f"Prompts split over steps (chunked prefill on), where {name} keeps them whole unless "
-        "enable_chunked_prefill is set; --no-chunked-prefill (the Serving page: untick Chunked prefill) runs it "
-        "as it runs by default"
+        "enable_chunked_prefill is set; --chunked-prefill auto (the Serving page: Chunked prefill, the engine's "
+        "default) runs it as it runs by default"
     )
 
 
@@ -132,7 +134,7 @@ def simulate_serving(
     precision: Precision | None = None,
     tp: int = 1,
     settings: Settings | None = None,
-    chunked_prefill: bool = True,
+    chunked_prefill: bool | None = None,
     times: StepTimes | None = None,
     replicas: int = 1,
     router: str = "round-robin",
@@ -152,10 +154,12 @@ def simulate_serving(
             f"prompt + output: {most:,} tokens exceed {model.name}'s maximum context of {model.max_context:,}"
         )
     longest = int(requests.prompt_tokens.max())
-    if not chunked_prefill and longest > knobs.max_num_batched_tokens:
+    if not knobs.chunked_prefill and longest > knobs.max_num_batched_tokens:
+        whose = "" if chunked_prefill is not None else f" ({engine_profile(settings.engine).name}'s default)"
         raise ValueError(
             f"max_batched_tokens: {knobs.max_num_batched_tokens:,} is below the longest prompt ({longest:,} tokens); "
-            "without chunked prefill a prompt must fit one step: raise it or chunk the prompts"
+            f"without chunked prefill{whose} a prompt must fit one step: raise it or chunk the prompts "
+            "(--chunked-prefill on; the Serving page: Chunked prefill on)"
         )
     if times is None:
         times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)

@@ -111,7 +111,7 @@ def max_rate(
     seed: int = 0,
     usd_per_hour: float | None = None,
     times: StepTimes | None = None,
-    chunked: bool = True,
+    chunked: bool | None = None,
     burstiness: float = 1.0,
 ) -> Capacity:
     """The largest Poisson rate (gamma arrivals of shape ``burstiness`` where it is not 1) at which
@@ -209,7 +209,7 @@ def rank_capacity(
     requests: int = 1000,
     seed: int = 0,
     workers: int = 1,
-    chunked: bool = True,
+    chunked: bool | None = None,
     burstiness: float = 1.0,
 ) -> tuple[list[Capacity], dict[str, str]]:
     """Every device at every TP degree that can run the model: its capacity, best first (the

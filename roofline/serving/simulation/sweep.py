@@ -29,7 +29,7 @@ def latency_sweep(
     precision: Precision,
     tp: int,
     settings: Settings,
-    chunked: bool,
+    chunked: bool | None,
     seed: int,
     requests: int = SWEEP_REQUESTS,
     burstiness: float = 1.0,
@@ -77,7 +77,7 @@ def load_run(
     precision: Precision,
     tp: int,
     settings: Settings,
-    chunked: bool,
+    chunked: bool | None,
     load: Load | Requests,
     targets: Targets,
 ) -> dict[str, object]:

@@ -1,0 +1,99 @@
+"""Each engine's own way of running prompts, and Chunked prefill's "auto" (the default of the
+command line and the Serving page) following it: vLLM mixes prompt tokens into the decodes' steps
+and splits a long prompt over steps; SGLang splits prompts but runs them in steps of their own
+(its --enable-mixed-chunk is off); TensorRT-LLM batches prompts with the decodes but keeps each
+whole (its enable_chunked_prefill is off)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from roofline.engines import load_engines, prompt_defaults, prompt_modes
+from roofline.hardware import get_hardware
+from roofline.models import get_model
+from roofline.serving import Traffic, serving_sweep
+from roofline.serving.simulation.api import knobs_from
+from roofline.settings import Settings
+
+H100 = get_hardware("h100-sxm")
+BASE = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "1024", "--output-len", "128"]
+
+
+def test_each_engine_runs_prompts_its_own_way_and_says_where_that_comes_from():
+    assert prompt_defaults("vllm") == (True, True)
+    assert prompt_defaults("sglang") == (False, True)
+    assert prompt_defaults("trtllm") == (True, False)
+    assert prompt_defaults("ideal") == prompt_defaults("auto") == prompt_defaults("vllm")  # vLLM's scheduler
+    for profile in load_engines().values():
+        assert profile.mixed_steps_source and profile.chunked_prefill_source
+    assert "enable_mixed_chunk" in load_engines()["sglang"].mixed_steps_source
+    # A setting of on or off holds for both; None leaves both to the engine.
+    assert prompt_modes(True, "sglang") == (True, True) and prompt_modes(False, "vllm") == (False, False)
+    assert prompt_modes(None, "trtllm") == (True, False)
+
+
+def test_the_frontier_and_the_simulation_follow_the_engine_unless_told():
+    model, traffic, batches = get_model("llama-3.1-8b"), Traffic(1024, 128), np.array([8, 64])
+
+    def tpot(engine: str, chunked: bool | None):
+        return serving_sweep(model, [H100], traffic, settings=Settings(engine=engine), batches=batches, chunked=chunked)
+
+    # SGLang's default is its prompts in steps of their own: the same frontier as chunked prefill off.
+    assert tpot("sglang", None).tpot_s == pytest.approx(tpot("sglang", False).tpot_s, rel=1e-12)
+    assert not np.allclose(tpot("sglang", None).tpot_s, tpot("sglang", True).tpot_s)
+    assert tpot("trtllm", None).tpot_s == pytest.approx(tpot("trtllm", True).tpot_s, rel=1e-12)
+    # The simulation: TensorRT-LLM keeps a prompt whole unless told to split it.
+    assert not knobs_from(Settings(engine="trtllm"), hw=H100).chunked_prefill
+    assert knobs_from(Settings(engine="trtllm"), True, H100).chunked_prefill
+    assert knobs_from(Settings(engine="sglang"), hw=H100).chunked_prefill
+
+
+def _json(argv, capsys) -> dict:
+    from roofline.cli import main
+
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_command_line_runs_each_engine_as_it_runs_by_default(capsys):
+    sglang = _json([*BASE, "--engine", "sglang"], capsys)
+    assert (sglang["chunked_prefill"], sglang["chunked_prefill_default"]) == (False, True)
+    assert "prompts in prefill steps of their own" in sglang["searched"]
+    told = _json([*BASE, "--engine", "sglang", "--chunked-prefill", "on"], capsys)
+    assert (told["chunked_prefill"], told["chunked_prefill_default"]) == (True, False)
+    run = _json([*BASE, "--engine", "trtllm", "--concurrency", "4", "--requests", "20"], capsys)
+    assert run["engine"]["chunked_prefill"] is False and run["engine"]["engine_chunked_prefill"] is False
+
+
+def test_contradicting_chunked_prefill_flags_are_refused_by_name(capsys):
+    from roofline.cli import main
+
+    assert main([*BASE, "--no-chunked-prefill", "--chunked-prefill", "on"]) != 0
+    said = capsys.readouterr().err
+    assert "--no-chunked-prefill and --chunked-prefill on contradict each other" in said and "Traceback" not in said
+    with pytest.raises(SystemExit) as exc:  # argparse's own refusal, naming the choices
+        main([*BASE, "--chunked-prefill", "sometimes"])
+    assert exc.value.code == 2 and "choose from 'auto', 'on', 'off'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "engine, said",
+    [
+        ("sglang", "Auto: prompts in prefill steps of their own, a long one split over steps (SGLang's default)."),
+        ("trtllm", "Auto: prompts in the decodes' steps, each whole (TensorRT-LLM's default)."),
+        ("auto", "Auto: prompts in the decodes' steps, a long one split over steps (vLLM's default)."),
+    ],
+)
+def test_the_serving_page_says_what_its_default_runs(engine, said):
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parent.parent / "views" / "serving_page.py"), default_timeout=120
+    )
+    at.query_params["engine"] = engine
+    at.run()
+    assert not at.exception and at.selectbox(key="chunked").value == "auto"
+    assert said in [c.value for c in at.sidebar.caption]
