@@ -144,7 +144,8 @@ def render_capacity(
     report.caption(
         f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
         f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill {'on' if split else 'off'}"
-        f"{' (the engine default)' if chunked is None else ''}; "
+        + (" (the engine's default)" if chunked is None else "")
+        + "; "
         "'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. The command line runs the same search: `{command}`. "

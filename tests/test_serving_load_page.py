@@ -291,7 +291,7 @@ def test_the_capacity_table_runs_the_pages_chunked_prefill_choice():
     assert "chunked prefill off" in said and "--chunked-prefill off`" in said
     at = serving(hw=["h100-sxm"], engine="trtllm")  # the engine's default: TensorRT-LLM keeps prompts whole
     said = " ".join(c.value for c in at.caption)
-    assert "chunked prefill off (the engine default)" in said and "--chunked-prefill" not in said
+    assert "chunked prefill off (the engine's default)" in said and "--chunked-prefill" not in said
 
 
 def test_the_capacity_tables_command_reproduces_the_table(capsys):
