@@ -28,12 +28,13 @@ def chunked_picker(engine: str) -> bool | None:
         CHUNKED_CHOICES,
         key="chunked",
         bind="query-params",
-        help="On: a share of the steps carries a new prompt (or a budget's chunk of one) beside the decode batch, "
-        "and a prompt longer than the token budget runs over several steps. Off: the prompts waiting run in "
-        "prefill steps of their own that every decode waits out, each prompt whole. Auto: as the engine runs "
-        "prompts by default: vLLM on; SGLang splits prompts but runs them in steps of their own (unless "
-        "--enable-mixed-chunk); TensorRT-LLM batches prompts with the decodes but keeps each whole (unless "
-        "enable_chunked_prefill).",
+        help="The frontier: on, a share of the steps carries a new prompt (or a budget's chunk of one) beside the "
+        "decode batch; off, the prompts waiting run in prefill steps of their own that every decode waits out. "
+        "Under load (simulated): on, a prompt longer than the token budget runs over several steps; off, each "
+        "prompt whole (one longer than the budget cannot run); how a step mixes prompts and decodes there is "
+        "the engine's scheduler's. Auto: as the engine runs prompts by default: vLLM on; SGLang splits prompts "
+        "but runs them in steps of their own (unless --enable-mixed-chunk); TensorRT-LLM batches prompts with "
+        "the decodes but keeps each whole (unless enable_chunked_prefill), so it refuses a prompt past its budget.",
     )
     if choice == "auto":
         mixed, split = prompt_defaults(engine)

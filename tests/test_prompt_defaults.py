@@ -97,3 +97,28 @@ def test_the_serving_page_says_what_its_default_runs(engine, said):
     at.run()
     assert not at.exception and at.selectbox(key="chunked").value == "auto"
     assert said in [c.value for c in at.sidebar.caption]
+
+
+def test_a_whole_prompt_engine_refuses_a_prompt_past_its_budget_on_the_frontier_too(capsys):
+    """TensorRT-LLM keeps prompts whole by default: a 20,000-token prompt on an 8,192-token budget
+    cannot run, which its simulation said and its frontier did not (it split the prompt)."""
+    model, traffic = get_model("llama-3.1-8b"), Traffic(20_000, 128)
+    whole = serving_sweep(model, [H100], traffic, settings=Settings(engine="trtllm"), batches=np.array([1]))
+    assert "8,192 is below the prompt (20,000 tokens)" in whole.why_not["h100-sxm"]
+    assert "TensorRT-LLM's default" in whole.why_not["h100-sxm"]
+    split = serving_sweep(
+        model, [H100], traffic, settings=Settings(engine="trtllm"), batches=np.array([1]), chunked=True
+    )
+    assert "h100-sxm" not in split.why_not
+    plan = _json([*BASE[:5], "--engine", "trtllm", "--prompt-len", "20000", "--output-len", "128"], capsys)
+    assert not plan["best"][0]["meets_targets"]
+
+
+@pytest.mark.parametrize("old, now", [("False", "off"), ("TRUE", "on")])
+def test_an_older_link_opens_as_it_asked_whatever_its_case(old, now):
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parent.parent / "views" / "serving_page.py"), default_timeout=120
+    )
+    at.query_params["chunked"] = old
+    at.run()
+    assert not at.exception and not at.warning and at.selectbox(key="chunked").value == now

@@ -40,6 +40,7 @@ from dashboard.state import (
     moe_params,
     moe_pickers,
     one_of,
+    translate_param,
     warn_bad_params,
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
@@ -80,6 +81,7 @@ st.caption(
     "a queue; *Under load* simulates requests arriving at a rate or from clients, queueing included."
 )
 
+translate_param("chunked", CHUNKED_BEFORE)  # a link of the checkbox's days: true / false, any case
 warn_bad_params(
     {
         "model": one_of(model_ids),
@@ -88,7 +90,7 @@ warn_bad_params(
         "output": int_in(1, 1 << 20),
         "tp": one_of([str(t) for t in TP_CHOICES]),
         **precision_params(),
-        "chunked": one_of([*CHUNKED_CHOICES, *CHUNKED_BEFORE]),
+        "chunked": one_of(list(CHUNKED_CHOICES)),
         "ttft_ms": float_in(1, 1e6),
         "tpot_ms": float_in(0.1, 1e5),
         "xaxis": one_of(["tokens/s per device", "tokens per dollar"]),

@@ -306,14 +306,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
             raise CliError(f"--price: unknown device {device!r}")
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
-    chunked = prompt_modes(chunked_setting(args), settings.engine)[0]  # as the frontier runs prompts
+    setting = chunked_setting(args)  # None: the engine's own way (a whole-prompt engine refuses long ones)
+    chunked = prompt_modes(setting, settings.engine)[0]  # prompts in the decodes' steps or apart
     also = extra_precision(precision.resolved(model))  # the user's own precision, searched beside the defaults
-    # The plan runs as the command's frontier.
-    scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": chunked, "also": also}
+    scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": setting, "also": also}  # as the frontier runs
     frontier = []
     for tp in tps:
         pts = serving_sweep(
-            model, devices, traffic, precision, tp=tp, settings=settings, prices=prices, chunked=chunked
+            model, devices, traffic, precision, tp=tp, settings=settings, prices=prices, chunked=setting
         )
         mask = pts.frontier()
         for d in range(len(pts.devices)):
@@ -372,7 +372,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "output_len": traffic.output_len,
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
         "chunked_prefill": chunked,
-        "chunked_prefill_default": chunked_setting(args) is None,  # the engine's own (--chunked-prefill auto)
+        "chunked_prefill_default": setting is None,  # left to the engine (--chunked-prefill auto)
         "precision": {
             "weights": precision.weight_dtype,
             "math": precision.act_dtype,  # "auto": math_note says what each device runs
