@@ -144,8 +144,7 @@ def predict_tpot(
             sum(share * float(evaluate(ops, ceilings).step_time_s) for share, ops, _ in parts), None, 0.0, ()
         )
     profile = engine_profile(tables.engine)
-    # A step with prompt tokens past the engine's CUDA-graph limit has the host dispatch every kernel,
-    # as the serving simulation runs it (roofline.serving.simulation.steptime).
+    # Past the CUDA-graph limit the host dispatches every kernel (roofline.serving.simulation.steptime).
     limit = profile.prompt_graph_limit(settings.max_num_seqs, settings.prompt_graph_tokens) if profile else None
     expected = replace(ceilings, roof_source=tables, source="engine-measured")
     if profile is not None:
