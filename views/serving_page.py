@@ -74,8 +74,9 @@ shipped_prices = load_prices()
 report = Report()
 st.title("Serving")
 st.caption(
-    "Latency against throughput for each device: continuous batching with chunked prefill swept over the decode "
-    "batch, every point with its TTFT, TPOT, memory, regime and cost. Then the cheapest setup per device that meets "
+    "Latency against throughput for each device: continuous batching swept over the decode batch (its prompts run "
+    "as the sidebar's Chunked prefill says), every point with its TTFT, TPOT, memory, regime and cost. Then the "
+    "cheapest setup per device that meets "
     "your TTFT and TPOT targets, and the serving techniques (chunked prefill, speculative decoding, prefill/decode "
     "disaggregation) modelled as steps on the roofline. These four tabs give a loaded server's steady state, without "
     "a queue; *Under load* simulates requests arriving at a rate or from clients, queueing included."
