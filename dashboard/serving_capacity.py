@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.cache import cached
-from roofline.engines import prompt_modes
+from roofline.engines import chunked_words
 from roofline.format import fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
@@ -137,15 +137,12 @@ def render_capacity(
     )
     for key, why in why_not.items():
         st.caption(f"{key}: {why}")
-    split = prompt_modes(chunked, settings.engine)[1]  # how the simulation runs prompts past the budget
     command = capacity_command(
         model, devices, prompt, output, targets, precision, tp, settings, int(pct), seed, chunked
     )
     report.caption(
         f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
-        f"{SWEEP_REQUESTS} requests (seed {seed}), chunked prefill {'on' if split else 'off'}"
-        + (" (the engine's default)" if chunked is None else "")
-        + "; "
+        f"{SWEEP_REQUESTS} requests (seed {seed}), {chunked_words(chunked, settings.engine)}; "
         "'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. The command line runs the same search: `{command}`. "

@@ -6,7 +6,6 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
-from dashboard.state import translate_param
 from roofline.engines import engine_profile, prompt_defaults, prompt_modes
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
@@ -21,8 +20,8 @@ CHUNKED_BEFORE = {"true": "on", "false": "off"}
 def chunked_picker(engine: str) -> bool | None:
     """The sidebar's Chunked prefill: None for the engine's own default, else on or off for both
     the frontier (prompt tokens in the decodes' steps) and the simulation (a prompt past the
-    budget over several steps). Its caption says what the default is for ``engine``."""
-    translate_param("chunked", CHUNKED_BEFORE)
+    budget over several steps). Its caption says what the default is for ``engine``. The page
+    translates an older link's value first (``CHUNKED_BEFORE``), before its URL checks."""
     choice = st.selectbox(
         "Chunked prefill",
         CHUNKED_CHOICES,

@@ -205,6 +205,27 @@ def prompt_modes(chunked: bool | None, engine: str) -> tuple[bool, bool]:
     return prompt_defaults(engine) if chunked is None else (bool(chunked), bool(chunked))
 
 
+def chunked_words(chunked: bool | None, engine: str) -> str:
+    """How a simulation runs prompts past the token budget, in words: "chunked prefill on" or "off",
+    and "(the engine's default)" where the setting (None) left it to ``engine``."""
+    on = prompt_modes(chunked, engine)[1]
+    return f"chunked prefill {'on' if on else 'off'}" + (" (the engine's default)" if chunked is None else "")
+
+
+def whole_prompt_refusal(chunked: bool | None, engine: str, budget: int, prompt: int, which: str = "the") -> str:
+    """Why a prompt of ``prompt`` tokens (``which``: "the", or "the longest" of a load's) cannot run
+    where prompts are kept whole (``chunked`` off, or None on an engine that keeps them whole) and a
+    step holds ``budget`` tokens ("" where it can)."""
+    if prompt <= budget or prompt_modes(chunked, engine)[1]:
+        return ""
+    whose = f" ({engine_profile(engine).name}'s default)" if chunked is None else ""
+    return (
+        f"max_batched_tokens: {budget:,} is below {which} prompt ({prompt:,} tokens); without chunked prefill{whose} "
+        "a prompt must fit one step: raise it or chunk the prompts (--chunked-prefill on; the Serving page: "
+        "Chunked prefill on)"
+    )
+
+
 def engine_profile(engine: str) -> EngineProfile | None:
     """The profile of a serving engine (vllm, sglang, trtllm); None for the ideal datasheet."""
     return load_engines().get(engine)

@@ -182,16 +182,6 @@ def chunked_setting(args: argparse.Namespace) -> bool | None:
     return {"auto": None, "on": True, "off": False}[args.chunked_prefill]
 
 
-def chunked_words(args: argparse.Namespace, engine: str) -> str:
-    """How the simulation runs prompts past the token budget: "chunked prefill on" or "off", and
-    "(the engine's default)" where --chunked-prefill left it to ``engine``."""
-    from roofline.engines import prompt_modes
-
-    setting = chunked_setting(args)
-    on = prompt_modes(setting, engine)[1]
-    return f"chunked prefill {'on' if on else 'off'}" + (" (the engine's default)" if setting is None else "")
-
-
 def wants_simulation(args: argparse.Namespace) -> bool:
     return (
         args.capacity

@@ -10,10 +10,11 @@ from roofline.cli.args import (
     CliError,
     precision_from_args,
 )
-from roofline.cli.load_args import arrivals_words, check_one_load, chunked_setting, chunked_words, rate_ramp
+from roofline.cli.load_args import arrivals_words, check_one_load, chunked_setting, rate_ramp
 from roofline.cli.render_load import render_capacity, render_measured, render_text
 from roofline.cli.setting_flags import settings_from_args
 from roofline.defaults import MAX_REPLICAS
+from roofline.engines import chunked_words
 from roofline.format import fmt_seconds
 from roofline.hardware import get_hardware
 from roofline.models import get_model
@@ -60,7 +61,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         "not_run": why_not,
         "method": f"largest {arrivals_words(args.burstiness)} rate whose p{args.percentile} TTFT and TPOT meet the "
         f"targets, by bisection over simulated benchmarks of {args.requests:,} requests each (a finite run, as a "
-        f"benchmark is), {chunked_words(args, settings.engine)}",
+        f"benchmark is), {chunked_words(chunked_setting(args), settings.engine)}",
     }
     emit(args, data, lambda: render_capacity(data, model.name))
 
@@ -240,7 +241,7 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         "tp": tp,
         "roofs": sweep["roofs"],
         "method": f"{SWEEP_RATES} {arrivals_words(args.burstiness)} rates from 1/30 to twice the saturation rate, "
-        f"{requests:,} requests each (seed {args.seed}), {chunked_words(args, getattr(args, 'engine', 'ideal'))}; "
+        f"{requests:,} requests each (seed {args.seed}), {chunked_words(chunked_setting(args), args.engine)}; "
         "past saturation a finite run sees only the start of the queue that grows without bound",
         "saturation_rate_per_s": sweep["saturation_per_s"],
         "points": [

@@ -197,11 +197,11 @@ def serving_sweep(
     of their own (False); None as the settings' engine runs them by default
     (``roofline.engines.prompt_defaults``: SGLang's own steps). An engine that keeps a prompt
     whole (off, or TensorRT-LLM's default) cannot run one longer than its token budget: refused."""
-    from roofline.engines import engine_profile, prompt_modes
+    from roofline.engines import prompt_modes, whole_prompt_refusal
     from roofline.serving.simulation.api import rank_settings
 
     settings = settings or Settings()
-    chunked, split = prompt_modes(chunked, settings.engine)
+    setting, chunked = chunked, prompt_modes(chunked, settings.engine)[0]
     precision = precision or Precision()
     prices = prices or {}
     batch = np.asarray(batches, float)
@@ -222,6 +222,8 @@ def serving_sweep(
         cuda_graphs=True,
         attention_dp=settings.attention_dp,
     )
+    # One rank's budget and sequence cap on each device, as the batch is one rank's.
+    ranked = {hw.id: rank_settings(settings, hw) for hw in devices}
     runnable, why_not = [], {}
     for hw in devices:
         try:
@@ -231,14 +233,9 @@ def serving_sweep(
                 raise ValueError(f"{hw.id} publishes no {run.precision.act_dtype} peak: its TTFT is only a lower bound")
             if tp > 1 and hw.group_link(tp)[0] is None:
                 raise ValueError(f"TP={tp}: {hw.group_link(tp)[1]}")
-            budget = rank_settings(settings, hw).max_batched_tokens
-            if not split and traffic.prompt_len > budget:
-                profile = engine_profile(settings.engine)
-                whose = f" ({profile.name}'s default)" if profile and not profile.chunked_prefill else ""
-                raise ValueError(
-                    f"max_batched_tokens: {budget:,} is below the prompt ({traffic.prompt_len:,} tokens); "
-                    f"without chunked prefill{whose} a prompt must fit one step: raise it or chunk the prompts"
-                )
+            budget = ranked[hw.id].max_batched_tokens
+            if why := whole_prompt_refusal(setting, settings.engine, budget, traffic.prompt_len):
+                raise ValueError(why)
         except ValueError as exc:
             why_not[hw.id] = str(exc)
             continue
@@ -253,8 +250,6 @@ def serving_sweep(
     # Devices of one precision and token budget (the engine's default differs by device) share their
     # ops: one evaluation for the group.
     groups: dict[tuple[Precision, int], list[tuple[Hardware, Workload]]] = {}
-    # One rank's budget and sequence cap on each device, as the batch is one rank's.
-    ranked = {hw.id: rank_settings(settings, hw) for hw in devices}
     for hw, run in runnable:
         groups.setdefault((run.precision, ranked[hw.id].max_batched_tokens), []).append((hw, run))
     for (_, budget), members in groups.items():

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.defaults import MAX_REPLICAS
-from roofline.engines import engine_profile, prompt_modes
+from roofline.engines import engine_profile, prompt_modes, whole_prompt_refusal
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.roofs import resolved_engine
@@ -154,13 +154,9 @@ def simulate_serving(
             f"prompt + output: {most:,} tokens exceed {model.name}'s maximum context of {model.max_context:,}"
         )
     longest = int(requests.prompt_tokens.max())
-    if not knobs.chunked_prefill and longest > knobs.max_num_batched_tokens:
-        whose = "" if chunked_prefill is not None else f" ({engine_profile(settings.engine).name}'s default)"
-        raise ValueError(
-            f"max_batched_tokens: {knobs.max_num_batched_tokens:,} is below the longest prompt ({longest:,} tokens); "
-            f"without chunked prefill{whose} a prompt must fit one step: raise it or chunk the prompts "
-            "(--chunked-prefill on; the Serving page: Chunked prefill on)"
-        )
+    budget = knobs.max_num_batched_tokens
+    if why := whole_prompt_refusal(chunked_prefill, settings.engine, budget, longest, "the longest"):
+        raise ValueError(why)
     if times is None:
         times = step_times(model, hw, precision, tp, settings, knobs.max_num_batched_tokens, knobs.max_num_seqs)
     check(replicas, router)
