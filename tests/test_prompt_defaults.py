@@ -122,3 +122,32 @@ def test_an_older_link_opens_as_it_asked_whatever_its_case(old, now):
     at.query_params["chunked"] = old
     at.run()
     assert not at.exception and not at.warning and at.selectbox(key="chunked").value == now
+
+
+def test_a_whole_prompt_engine_decodes_no_more_sequences_than_leave_room_for_the_next_prompt():
+    """TensorRT-LLM takes a prompt in whole and only beside its step's decodes: with a budget of
+    8,192 tokens and 8,000-token prompts, a step that takes one in holds at most 8,192 - 8,000 = 192
+    decodes. The frontier forms no larger batch, as the simulation never runs one."""
+    from roofline.serving.simulation.api import simulate_serving
+    from roofline.serving.simulation.load import Lengths, Load, make_requests
+    from roofline.workload import Precision
+
+    model, b200 = get_model("llama-3.1-8b"), get_hardware("b200")
+    traffic, batches, fp8_kv = Traffic(8000, 256), np.array([64, 192, 193, 256]), Precision(kv_dtype="fp8")
+    trt = Settings(engine="trtllm", max_batched_tokens=8192)
+
+    def sweep(settings, chunked=None):
+        return serving_sweep(model, [b200], traffic, fp8_kv, settings=settings, batches=batches, chunked=chunked)
+
+    whole = sweep(trt)
+    assert whole.seq_cap.tolist() == [192]
+    assert whole.fits.all() and whole.runs[0].tolist() == [True, True, False, False]
+    assert sweep(trt).row(0, 2)["within_sequence_cap"] is False
+    # Prompts split (chunked prefill on, or vLLM's default) or in steps of their own (SGLang's): no such cap.
+    assert sweep(trt, True).runs.all()
+    assert sweep(Settings(engine="vllm", max_batched_tokens=8192)).runs.all()
+    assert sweep(Settings(engine="sglang", max_batched_tokens=8192)).runs.all()
+    # The simulation of 320 clients: 192 decode beside the one prompt taken in, never more.
+    load = Load("concurrency", 640, Lengths(8000), Lengths(256), concurrency=320)
+    run = simulate_serving(model, b200, make_requests(load), fp8_kv, settings=trt)
+    assert run.run.step_running.max() == 193

@@ -230,3 +230,27 @@ def test_the_cheapest_setup_runs_its_prompts_as_the_frontier_does():
     frontier = serving_sweep(LLAMA, [H100], traffic, chunked=False, batches=np.array([batch]))
     assert apart.point["tpot_s"] == pytest.approx(float(frontier.tpot_s[0, 0]), rel=1e-9)
     assert apart.point != mixed.point
+
+
+def test_the_frontier_holds_as_many_sequences_as_the_engines_cache_not_a_whole_batch_prefilled_at_once():
+    """No step of a continuous-batching engine takes in more prompt tokens than its budget, so a
+    batch of B sequences needs their caches at full length beside the engine's largest step (its
+    profile run at the budget), not the activations of B prompts prefilled together. Llama 3.1 8B,
+    1,024 in / 256 out: each sequence ends holding 1,279 tokens, 80 blocks of 16, at 32 layers x 8
+    KV heads x 128 dims x 2 (K, V) x 2 bytes = 131,072 bytes a token: 167,772,160 bytes."""
+    from roofline.memory import footprint
+    from roofline.serving.simulation.api import kv_blocks
+
+    settings = Settings(engine="vllm")
+    per_sequence = 80 * 16 * 32 * 8 * 128 * 2 * 2
+    assert per_sequence == 167_772_160
+    one = footprint(Workload(LLAMA, "decode", 1, 1, cuda_graphs=True), H100, settings, with_smallest_tp=False)
+    most = int(one.kv_budget_bytes // per_sequence)
+    assert most == kv_blocks(LLAMA, H100, Precision(), 1, settings.for_device(H100)) // 80  # the simulation's
+    points = serving_sweep(LLAMA, [H100], Traffic(1024, 256), settings=settings, batches=np.array([most, most + 1]))
+    assert points.fits[0].tolist() == [True, False]
+    # Against the engine: vLLM 0.19.0's start-up log of the same model on an H100 at 0.95 of its
+    # memory (engine_db/vllm_startup_logs.toml, log A.1) holds 476,016 tokens, 371 such sequences.
+    logged = Settings(engine="vllm", memory_utilization=0.95, max_num_seqs=1024, max_batched_tokens=8192)
+    at_95 = serving_sweep(LLAMA, [H100], Traffic(1024, 256), settings=logged, batches=np.arange(300, 400))
+    assert np.flatnonzero(at_95.fits[0]).max() + 300 == pytest.approx(476_016 // 1280, rel=0.03)

@@ -208,7 +208,8 @@ if is_open(frontier_tab):
             "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
             "above the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not "
             "fit in memory, or pass the engine's sequence cap on the device (max_num_seqs; unset, vLLM's default: "
-            f"{vllm_default_words('max_num_seqs')}), are left out. "
+            f"{vllm_default_words('max_num_seqs')}; with whole prompts in the decodes' steps, the token budget less "
+            "a prompt), are left out. "
             + rests_on_sentence(roofs.values())
             + (
                 " Lines on engine-measured kernels keep the timings' own steps: where the engine picks another GEMM "

@@ -61,7 +61,8 @@ def searched_sentence(
         f"Searched: TP {', '.join(str(t) for t in tps) or 'none'}; bf16 or fp8 weights with bf16 or fp8 KV, fp8 "
         "weights computing in fp8 (W8A8) where the device has fp8 math and weight-only elsewhere, as the engines "
         f"run them, {scaling}-scaled (FP8 weight scaling){extra}; every batch that fits, up to the engine's sequence "
-        f"cap on each device (max_num_seqs; unset, vLLM's default: {vllm_default_words('max_num_seqs')}), "
+        f"cap on each device (max_num_seqs; unset, vLLM's default: {vllm_default_words('max_num_seqs')}; with "
+        "whole prompts in the decodes' steps, max_batched_tokens - prompt), "
         + ("prompts chunked into the decode steps." if chunked else "prompts in prefill steps of their own.")
     )
 

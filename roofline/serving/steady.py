@@ -14,8 +14,11 @@ own steps, as many of the prompts waiting as the budget holds in one (k of them,
 ``roofline.serving.prefill_batches``), and every running sequence waits for them: TPOT =
 T_decode(B) + (B / output / k) x T_prefill(k prompts), TTFT = T_prefill(k prompts). A step with
 prompt tokens past the engine's CUDA-graph limit has the host dispatch every kernel, as the serving
-simulation runs it (none on the datasheet). Queueing is not modelled: these are the times of a loaded server at
-steady state, the p50 of a well-provisioned one.
+simulation runs it (none on the datasheet). A batch fits where the sequences' caches at their final
+length fit beside the weights and the engine's largest step (its profile run at the budget; no step
+takes in more prompt tokens), and an engine that takes a prompt in whole beside the decodes
+(TensorRT-LLM's default) decodes at most budget - prompt sequences. Queueing is not modelled:
+these are the times of a loaded server at steady state, the p50 of a well-provisioned one.
 """
 
 from __future__ import annotations
@@ -180,6 +183,16 @@ def _prompt_step(ops, ceilings, settings: Settings, limits: np.ndarray, tokens) 
     return step, regimes
 
 
+def whole_prompt_cap(ranked: Settings, prompt_len: int, mixed: bool, split: bool) -> int:
+    """The most sequences that decode in a steady state: the engine's cap (max_num_seqs), and where a
+    prompt goes whole into the decodes' steps (TensorRT-LLM's default) what the token budget leaves
+    beside one prompt, budget - prompt (at least 1): a prompt is taken in only with the decodes in
+    its step, so past that batch no new request starts until enough others end."""
+    if not mixed or split:
+        return ranked.max_num_seqs
+    return max(1, min(ranked.max_num_seqs, ranked.max_batched_tokens - prompt_len))
+
+
 def serving_sweep(
     model: ModelConfig,
     devices: list[Hardware],
@@ -201,7 +214,7 @@ def serving_sweep(
     from roofline.serving.simulation.api import rank_settings
 
     settings = settings or Settings()
-    setting, chunked = chunked, prompt_modes(chunked, settings.engine)[0]
+    setting, (chunked, split) = chunked, prompt_modes(chunked, settings.engine)
     precision = precision or Precision()
     prices = prices or {}
     batch = np.asarray(batches, float)
@@ -297,10 +310,11 @@ def serving_sweep(
             out["mfu"][i] = flops / step[k] / peak
             out["mbu"][i] = moved / step[k] / hw.memory_bandwidth_bytes_per_s
             bound[i] = np.array(REGIMES)[by_regime[:, k].argmax(axis=0)]
-            request = replace(
-                member, phase="request", batch=batch, seq_len=traffic.prompt_len, output_len=traffic.output_len
-            )
-            fp = footprint(request, hw, settings, with_smallest_tp=False)
+            # Every sequence's cache at its final length, and the engine's largest step: B decodes, or
+            # its profile run at the token budget (the workspace). No step takes in more prompt tokens
+            # than the budget, whatever the batch (not B prompts prefilled at once).
+            final = traffic.prompt_len + traffic.output_len - 1
+            fp = footprint(member.step("decode", max(final - 1, 1), batch), hw, settings, with_smallest_tp=False)
             fits[i] = np.broadcast_to(fp.fits, batch.shape)
             out["memory"][i] = np.broadcast_to(fp.total_bytes, batch.shape)
             capacity[i] = fp.capacity_bytes
@@ -325,5 +339,7 @@ def serving_sweep(
         usd_per_hour=np.array([prices.get(hw.id, np.nan) for hw in devices], float),
         tdp_w=np.array([hw.tdp_w or np.nan for hw in devices], float),
         why_not=why_not,
-        seq_cap=np.array([ranked[hw.id].max_num_seqs for hw in devices], float),
+        seq_cap=np.array(
+            [whole_prompt_cap(ranked[hw.id], traffic.prompt_len, chunked, split) for hw in devices], float
+        ),
     )
