@@ -66,6 +66,9 @@ def test_the_command_line_runs_each_engine_as_it_runs_by_default(capsys):
     assert "prompts in prefill steps of their own" in sglang["searched"]
     told = _json([*BASE, "--engine", "sglang", "--chunked-prefill", "on"], capsys)
     assert (told["chunked_prefill"], told["chunked_prefill_default"]) == (True, False)
+    assert told["searched"].endswith("prompts chunked into the decode steps.")
+    whole = _json([*BASE, "--engine", "trtllm"], capsys)["searched"]
+    assert whole.endswith("each prompt whole in a decode step.") and "max_batched_tokens - prompt" in whole
     run = _json([*BASE, "--engine", "trtllm", "--concurrency", "4", "--requests", "20"], capsys)
     assert run["engine"]["chunked_prefill"] is False and run["engine"]["engine_chunked_prefill"] is False
 

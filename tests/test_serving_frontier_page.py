@@ -106,3 +106,14 @@ def test_serving_frontier_per_dollar_names_a_device_without_a_price():
     assert "AMD Instinct MI300X · ideal bound (no price: not drawn)" in names
     assert not any(n.startswith("NVIDIA H100") and "ideal bound" in n for n in names)
     assert fig["layout"]["xaxis"]["title"]["text"] == "output tokens per USD"
+
+
+def test_the_cheapest_setup_says_how_each_engine_took_its_prompts_in():
+    """TensorRT-LLM's default keeps a prompt whole beside the decodes, and so caps the batch at what
+    its token budget leaves beside one prompt; the caption said its prompts were chunked."""
+    said = {
+        e: " ".join(c.value for c in _view("Cheapest setup", engine=e, hw="h100-sxm").caption)
+        for e in ("trtllm", "vllm")
+    }
+    assert "each prompt whole in a decode step." in said["trtllm"] and "max_batched_tokens - prompt" in said["trtllm"]
+    assert "prompts chunked into the decode steps." in said["vllm"]

@@ -324,6 +324,7 @@ if is_open(targets_tab):
                 precision.fp8_scaling,
                 prompt_modes(chunked, engine)[0],
                 extra_precision(precision.resolved(model)),
+                prompt_modes(chunked, engine)[1],
             )
             + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "

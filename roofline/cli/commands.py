@@ -307,7 +307,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         prices[device] = usd
     tps, skipped_tp = splittable_tps(model, tuple(dict.fromkeys(args.tp or (1, 2, 4, 8))))
     setting = chunked_setting(args)  # None: the engine's own way (a whole-prompt engine refuses long ones)
-    chunked = prompt_modes(setting, settings.engine)[0]  # prompts in the decodes' steps or apart
+    chunked = (modes := prompt_modes(setting, settings.engine))[0]  # prompts in the decodes' steps or apart
     also = extra_precision(precision.resolved(model))  # the user's own precision, searched beside the defaults
     scaling = {"fp8_scaling": precision.fp8_scaling, "chunked": setting, "also": also}  # as the frontier runs
     frontier = []
@@ -380,7 +380,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             "kv": precision.kv_dtype,
             "fp8_scaling": precision.resolved(model).to_json()["fp8_scaling"],
         },
-        "searched": searched_sentence(model, tps, precision.fp8_scaling, chunked, also),
+        "searched": searched_sentence(model, tps, precision.fp8_scaling, chunked, also, modes[1]),
         "skipped_tp": {str(tp): why for tp, why in skipped_tp.items()},
         "prices": {k: {"usd_per_hour": v, "source": _price_source(k, v, shipped)} for k, v in prices.items()},
         "roofs": {hw.id: settings.roofs_note(hw) for hw in devices},

@@ -51,10 +51,16 @@ class Best:
 
 
 def searched_sentence(
-    model: ModelConfig, tps: tuple[int, ...], fp8_scaling: str, chunked: bool, also: Precision | None = None
+    model: ModelConfig,
+    tps: tuple[int, ...],
+    fp8_scaling: str,
+    chunked: bool,
+    also: Precision | None = None,
+    split: bool = True,
 ) -> str:
     """What ``best_under_targets`` searched, in words: the TP degrees, its precisions (and
-    ``also``'s), fp8's scaling and how prompts ran."""
+    ``also``'s), fp8's scaling and how prompts ran (``chunked``: in the decodes' steps, ``split``:
+    a long one over several)."""
     scaling = Precision(fp8_scaling=fp8_scaling).resolved(model).fp8_scaling
     extra = f"; and the precision set here ({also.resolved(model).label})" if also is not None else ""
     return (
@@ -63,7 +69,13 @@ def searched_sentence(
         f"run them, {scaling}-scaled (FP8 weight scaling){extra}; every batch that fits, up to the engine's sequence "
         f"cap on each device (max_num_seqs; unset, vLLM's default: {vllm_default_words('max_num_seqs')}; with "
         "whole prompts in the decodes' steps, max_batched_tokens - prompt), "
-        + ("prompts chunked into the decode steps." if chunked else "prompts in prefill steps of their own.")
+        + (
+            "prompts in prefill steps of their own."
+            if not chunked
+            else "prompts chunked into the decode steps."
+            if split
+            else "each prompt whole in a decode step."
+        )
     )
 
 
