@@ -154,3 +154,18 @@ def test_a_whole_prompt_engine_decodes_no_more_sequences_than_leave_room_for_the
     load = Load("concurrency", 640, Lengths(8000), Lengths(256), concurrency=320)
     run = simulate_serving(model, b200, make_requests(load), fp8_kv, settings=trt)
     assert run.run.step_running.max() == 193
+
+
+def test_the_chunked_prefill_lever_is_the_other_setting_of_the_engines_own(capsys):
+    """TensorRT-LLM keeps prompts whole by default: its lever is chunked prefill on, which at a
+    batch that leaves room for a whole prompt changes nothing. It had been "without chunked
+    prefill" timed as prompts in steps of their own, which TensorRT-LLM never runs."""
+    args = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "4096", "--output-len", "256"]
+    levers = {e: _json(["serve", *args, "--engine", e], capsys) for e in ("trtllm", "vllm", "sglang")}
+    trt = levers["trtllm"]
+    assert set(trt["levers"]) >= {"chunked_prefill"} and "without_chunked_prefill" not in trt["levers"]
+    best = trt["best"][0]
+    assert best["batch"] + 4096 <= 8192  # the prompt fits whole beside the batch: splitting it changes nothing
+    assert trt["levers"]["chunked_prefill"]["tpot_s"] == pytest.approx(best["tpot_s"], rel=1e-9)
+    assert "without_chunked_prefill" in levers["vllm"]["levers"]  # vLLM chunks by default: the lever is off
+    assert "chunked_prefill" in levers["sglang"]["levers"]  # SGLang's prompts in steps of their own: on mixes them

@@ -363,9 +363,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
             settings=settings,
             prices=prices,
             batches=np.array([batch]),
-            chunked=not chunked,
+            chunked=(other := not all(modes)),  # off where prompts run chunked in the decodes' steps, else on
         )
-        levers["chunked_prefill" if not chunked else "without_chunked_prefill"] = unchunked.row(0, 0)
+        levers["chunked_prefill" if other else "without_chunked_prefill"] = unchunked.row(0, 0)
     data = {
         "model": model.id,
         "prompt_len": traffic.prompt_len,
