@@ -6,7 +6,7 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
-from roofline.engines import engine_profile, prompt_defaults, prompt_modes
+from roofline.engines import engine_profile, prompt_defaults, prompt_modes, prompt_words
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
@@ -36,13 +36,8 @@ def chunked_picker(engine: str) -> bool | None:
         "the decodes but keeps each whole (unless enable_chunked_prefill), so it refuses a prompt past its budget.",
     )
     if choice == "auto":
-        mixed, split = prompt_defaults(engine)
-        st.caption(
-            "Auto: prompts "
-            + ("in the decodes' steps" if mixed else "in prefill steps of their own")
-            + (", a long one split over steps" if split else ", each whole")
-            + f" ({(engine_profile(engine) or engine_profile('vllm')).name}'s default)."
-        )
+        whose = (engine_profile(engine) or engine_profile("vllm")).name
+        st.caption(f"Auto: {prompt_words(*prompt_defaults(engine))} ({whose}'s default).")
     return {"auto": None, "on": True, "off": False}[choice]
 
 

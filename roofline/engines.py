@@ -205,6 +205,13 @@ def prompt_modes(chunked: bool | None, engine: str) -> tuple[bool, bool]:
     return prompt_defaults(engine) if chunked is None else (bool(chunked), bool(chunked))
 
 
+def prompt_words(mixed: bool, split: bool) -> str:
+    """How prompts run, in words: in the decodes' steps or in prefill steps of their own, and a long
+    one split over steps or each whole (``prompt_modes``' pair)."""
+    where = "in the decodes' steps" if mixed else "in prefill steps of their own"
+    return f"prompts {where}, " + ("a long one split over steps" if split else "each whole")
+
+
 def chunked_words(chunked: bool | None, engine: str) -> str:
     """How a simulation runs prompts past the token budget, in words: "chunked prefill on" or "off",
     and "(the engine's default)" where the setting (None) left it to ``engine``."""

@@ -62,13 +62,15 @@ def _json(argv, capsys) -> dict:
 
 def test_the_command_line_runs_each_engine_as_it_runs_by_default(capsys):
     sglang = _json([*BASE, "--engine", "sglang"], capsys)
-    assert (sglang["chunked_prefill"], sglang["chunked_prefill_default"]) == (False, True)
+    assert (sglang["chunked_prefill"], sglang["mixed_steps"], sglang["chunked_prefill_default"]) == (True, False, True)
     assert "prompts in prefill steps of their own" in sglang["searched"]
     told = _json([*BASE, "--engine", "sglang", "--chunked-prefill", "on"], capsys)
-    assert (told["chunked_prefill"], told["chunked_prefill_default"]) == (True, False)
-    assert told["searched"].endswith("prompts chunked into the decode steps.")
-    whole = _json([*BASE, "--engine", "trtllm"], capsys)["searched"]
-    assert whole.endswith("each prompt whole in a decode step.") and "max_batched_tokens - prompt" in whole
+    assert (told["chunked_prefill"], told["mixed_steps"], told["chunked_prefill_default"]) == (True, True, False)
+    assert told["searched"].endswith("prompts in the decodes' steps, a long one split over steps.")
+    whole = _json([*BASE, "--engine", "trtllm"], capsys)
+    assert whole["searched"].endswith("prompts in the decodes' steps, each whole.")
+    assert (whole["chunked_prefill"], whole["mixed_steps"]) == (False, True)  # TensorRT-LLM's: whole, beside decodes
+    assert "max_batched_tokens - prompt" in whole["searched"]
     run = _json([*BASE, "--engine", "trtllm", "--concurrency", "4", "--requests", "20"], capsys)
     assert run["engine"]["chunked_prefill"] is False and run["engine"]["engine_chunked_prefill"] is False
 

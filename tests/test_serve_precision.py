@@ -44,7 +44,7 @@ def test_the_default_precision_adds_nothing_and_the_sentence_says_what_was_searc
     assert text.startswith("Searched: TP 1, 2; bf16 or fp8 weights")
     assert "block-scaled" in text  # Qwen's own FP8 checkpoint
     assert "and the precision set here (weights int4, math bf16, KV bf16)" in text
-    assert "prompts chunked into the decode steps" in text
+    assert "prompts in the decodes' steps, a long one split over steps" in text
     assert "set here" not in searched_sentence(m, (1,), "per-tensor", False)
 
 

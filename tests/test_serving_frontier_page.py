@@ -115,5 +115,8 @@ def test_the_cheapest_setup_says_how_each_engine_took_its_prompts_in():
         e: " ".join(c.value for c in _view("Cheapest setup", engine=e, hw="h100-sxm").caption)
         for e in ("trtllm", "vllm")
     }
-    assert "each prompt whole in a decode step." in said["trtllm"] and "max_batched_tokens - prompt" in said["trtllm"]
-    assert "prompts chunked into the decode steps." in said["vllm"]
+    assert (
+        "prompts in the decodes' steps, each whole." in said["trtllm"]
+        and "max_batched_tokens - prompt" in said["trtllm"]
+    )
+    assert "prompts in the decodes' steps, a long one split over steps." in said["vllm"]

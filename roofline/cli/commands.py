@@ -44,10 +44,9 @@ def cmd_hardware_show(args: argparse.Namespace) -> None:
 
 def cmd_matmul(args: argparse.Namespace) -> None:
     hw = get_hardware(args.hardware, args.hardware_dir)
-    # One kernel on the roofline: its device time (host dispatch is a fact of a step, not a kernel).
     try:
         settings = Settings(
-            launch_overhead_s=0.0,
+            launch_overhead_s=0.0,  # one kernel on the roofline: its device time (host dispatch is a step's)
             graph_launch_overhead_s=args.kernel_floor_us * 1e-6,
             engine=args.engine,
             engine_version=args.engine_version,
@@ -371,7 +370,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "prompt_len": traffic.prompt_len,
         "output_len": traffic.output_len,
         "targets": {"ttft_s": args.ttft_ms / 1e3, "tpot_s": args.tpot_ms / 1e3},
-        "chunked_prefill": chunked,
+        "chunked_prefill": modes[1],  # a long prompt split over steps; mixed_steps: prompts beside the decodes
+        "mixed_steps": chunked,
         "chunked_prefill_default": setting is None,  # left to the engine (--chunked-prefill auto)
         "precision": {
             "weights": precision.weight_dtype,

@@ -144,11 +144,13 @@ def load(d: dict, model_name: str, hardware_name: str) -> str:
 
 
 def serve(d: dict, model_name: str) -> str:
+    from roofline.engines import prompt_words
+
     t = d["targets"]
     lines = [
         f"{model_name} serving {d['prompt_len']:,} -> {d['output_len']:,} tokens, targets TTFT "
         f"{fmt_seconds(t['ttft_s'])}, TPOT {fmt_seconds(t['tpot_s'])}"
-        + (" (chunked prefill)" if d["chunked_prefill"] else " (prefill as its own steps)"),
+        + f" ({prompt_words(d['mixed_steps'], d['chunked_prefill'])})",
     ]
     rows = []
     for b in d["best"]:

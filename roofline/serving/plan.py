@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from roofline.engines import vllm_default_words
+from roofline.engines import prompt_words, vllm_default_words
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
@@ -68,14 +68,7 @@ def searched_sentence(
         "weights computing in fp8 (W8A8) where the device has fp8 math and weight-only elsewhere, as the engines "
         f"run them, {scaling}-scaled (FP8 weight scaling){extra}; every batch that fits, up to the engine's sequence "
         f"cap on each device (max_num_seqs; unset, vLLM's default: {vllm_default_words('max_num_seqs')}; with "
-        "whole prompts in the decodes' steps, max_batched_tokens - prompt), "
-        + (
-            "prompts in prefill steps of their own."
-            if not chunked
-            else "prompts chunked into the decode steps."
-            if split
-            else "each prompt whole in a decode step."
-        )
+        "whole prompts in the decodes' steps, max_batched_tokens - prompt), " + prompt_words(chunked, split) + "."
     )
 
 
