@@ -147,7 +147,7 @@ def test_a_whole_prompt_engine_decodes_no_more_sequences_than_leave_room_for_the
     whole = sweep(trt)
     assert whole.seq_cap.tolist() == [192]
     assert whole.fits.all() and whole.runs[0].tolist() == [True, True, False, False]
-    assert sweep(trt).row(0, 2)["within_sequence_cap"] is False
+    assert whole.row(0, 2)["within_sequence_cap"] is False
     # Prompts split (chunked prefill on, or vLLM's default) or in steps of their own (SGLang's): no such cap.
     assert sweep(trt, True).runs.all()
     assert sweep(Settings(engine="vllm", max_batched_tokens=8192)).runs.all()
