@@ -6,13 +6,14 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
+from roofline.defaults import CHUNKED_SETTINGS
 from roofline.engines import engine_profile, prompt_defaults, prompt_modes, prompt_words
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
 
 # The Chunked prefill choice as the URL holds it (``chunked``): the engine's default, on or off.
-CHUNKED_CHOICES = ("auto", "on", "off")
+CHUNKED_CHOICES = tuple(CHUNKED_SETTINGS)
 # The checkbox it replaced wrote true and false: older links open as they did.
 CHUNKED_BEFORE = {"true": "on", "false": "off"}
 
@@ -38,7 +39,7 @@ def chunked_picker(engine: str) -> bool | None:
     if choice == "auto":
         whose = (engine_profile(engine) or engine_profile("vllm")).name
         st.caption(f"Auto: {prompt_words(*prompt_defaults(engine))} ({whose}'s default).")
-    return {"auto": None, "on": True, "off": False}[choice]
+    return CHUNKED_SETTINGS[choice]
 
 
 def targets_frame(best: list, roofs: dict[str, str]):

@@ -30,6 +30,8 @@ FP8_SCALINGS: tuple[str, ...] = ("auto", "per-tensor", "block")
 CLIENT_STARTS: tuple[str, ...] = ("together", "out-of-step")
 # How an open loop's rate ramps (vllm bench serve's --ramp-up-strategy).
 RATE_RAMPS: tuple[str, ...] = ("linear", "exponential")
+# Chunked prefill as the command line and the Serving page take it: the engine's own way (auto, None), on or off.
+CHUNKED_SETTINGS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 # Tensor-parallel degrees searched for the smallest one that fits, and offered by the pages.
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 TP_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16)

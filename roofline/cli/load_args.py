@@ -15,7 +15,7 @@ from roofline.cli.args import (
     positive_float,
     positive_int,
 )
-from roofline.defaults import DEFAULT_LAUNCH_OVERHEAD_S, RATE_RAMPS, RECV_OTHER_WEIGHT, ROUTERS
+from roofline.defaults import CHUNKED_SETTINGS, DEFAULT_LAUNCH_OVERHEAD_S, RATE_RAMPS, RECV_OTHER_WEIGHT, ROUTERS
 
 
 def recv_interval(text: str) -> int:
@@ -179,7 +179,7 @@ def chunked_setting(args: argparse.Namespace) -> bool | None:
         if args.chunked_prefill == "on":
             raise CliError("--no-chunked-prefill and --chunked-prefill on contradict each other: give one")
         return False
-    return {"auto": None, "on": True, "off": False}[args.chunked_prefill]
+    return CHUNKED_SETTINGS[args.chunked_prefill]
 
 
 def wants_simulation(args: argparse.Namespace) -> bool:

@@ -24,7 +24,12 @@ from roofline.cli.args import (
 )
 from roofline.cli.load_args import add_load
 from roofline.cli.profile_cmd import add_profile_parser
-from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_MEMORY_UTILIZATION, OBJECTIVES
+from roofline.defaults import (
+    CHUNKED_SETTINGS,
+    DEFAULT_GRAPH_LAUNCH_OVERHEAD_S,
+    DEFAULT_MEMORY_UTILIZATION,
+    OBJECTIVES,
+)
 from roofline.dtypes import COMPUTE_DTYPES
 from roofline.loading import CHECKPOINT_DTYPES
 from roofline.training import LORA_TARGETS, METHODS, OPTIMIZERS, RECOMPUTE, TRAIN_PRECISIONS, ZERO_STAGES
@@ -191,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--chunked-prefill",
-        choices=("auto", "on", "off"),
+        choices=tuple(CHUNKED_SETTINGS),
         default="auto",
         help="on: prompt tokens run in the decodes' steps (the frontier) and a prompt past the token budget over "
         "several steps (the simulation); off: prompts in prefill steps of their own, each whole; auto (default): "

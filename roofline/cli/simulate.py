@@ -49,7 +49,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         args.requests,
         args.seed,
         workers=min(os.cpu_count() or 1, 8),
-        chunked=chunked_setting(args),
+        chunked=(chunked := chunked_setting(args)),
         burstiness=args.burstiness,
     )
     known = {hw.id: for_settings(settings, hw) for hw in devices}
@@ -61,7 +61,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         "not_run": why_not,
         "method": f"largest {arrivals_words(args.burstiness)} rate whose p{args.percentile} TTFT and TPOT meet the "
         f"targets, by bisection over simulated benchmarks of {args.requests:,} requests each (a finite run, as a "
-        f"benchmark is), {chunked_words(chunked_setting(args), settings.engine)}",
+        f"benchmark is), {chunked_words(chunked, settings.engine)}",
     }
     emit(args, data, lambda: render_capacity(data, model.name))
 
@@ -229,7 +229,7 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         precision_from_args(args),
         tp,
         settings_from_args(args),
-        chunked_setting(args),
+        (chunked := chunked_setting(args)),
         args.seed,
         requests,
         args.burstiness,
@@ -241,7 +241,7 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         "tp": tp,
         "roofs": sweep["roofs"],
         "method": f"{SWEEP_RATES} {arrivals_words(args.burstiness)} rates from 1/30 to twice the saturation rate, "
-        f"{requests:,} requests each (seed {args.seed}), {chunked_words(chunked_setting(args), args.engine)}; "
+        f"{requests:,} requests each (seed {args.seed}), {chunked_words(chunked, args.engine)}; "
         "past saturation a finite run sees only the start of the queue that grows without bound",
         "saturation_rate_per_s": sweep["saturation_per_s"],
         "points": [
