@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import os
 import subprocess
 import sys
 
@@ -74,9 +75,45 @@ def test_a_row_that_is_not_a_run_is_left_out_with_its_reason(tmp_path, field, va
 
 
 def test_a_missing_input_or_output_path_is_named_not_blamed_on_stdout(tmp_path):
+    missing = tmp_path / "no" / "x.csv"
     for args, said in (
         (["tables", "import", "--source", str(tmp_path / "none")], "no aiconfigurator_core/systems/data under"),
-        (["validate", "--csv", str(tmp_path / "no" / "x.csv")], f"{tmp_path / 'no' / 'x.csv'}: No such file"),
+        (["validate", "--csv", str(missing)], f"--csv: cannot write {missing} (folder {missing.parent} is missing"),
+        (["validate", "--load", "--csv", str(missing)], f"--csv: cannot write {missing}"),
+        (["validate", "--report", str(tmp_path)], f"--report: expected a file to write, got '{tmp_path}'"),
+        (["profile", "--trace", str(missing), "--out", str(missing)], f"--out: cannot write {missing}"),
     ):
         out = subprocess.run([sys.executable, "-m", "roofline", *args], capture_output=True, text=True, timeout=300)
-        assert out.returncode == 2 and said in out.stderr and "cannot write the output" not in out.stderr
+        assert out.returncode == 2 and said in out.stderr and "cannot write the output" not in out.stderr, out.stderr
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_minutes_of_work(tmp_path, monkeypatch):
+    """validate scores for minutes and profile traces a model: a file they cannot write is named
+    before any of that starts, not after it (nothing here is scored: the scoring would fail the test)."""
+    import argparse
+
+    import roofline.validate as validate_module
+    from roofline.cli.args import CliError
+    from roofline.cli.kernel_tables import cmd_validate
+
+    def scored(*args, **kwargs):
+        raise AssertionError("scored before the output was checked")
+
+    monkeypatch.setattr(validate_module, "validate", scored)
+    monkeypatch.setattr(validate_module, "load_silicon_sample", scored)
+    cases = [("csv", tmp_path / "gone" / "x.csv"), ("report", tmp_path), ("report", tmp_path / "gone" / "r.json")]
+    if os.geteuid() != 0:  # root may write into a read-only folder
+        read_only = tmp_path / "read-only"
+        read_only.mkdir()
+        read_only.chmod(0o500)
+        cases.append(("csv", read_only / "x.csv"))
+    defaults = dict(kv_dtype=None, range_ratio=None, clients=None, launch_overhead_us=None, moe_routing=None)
+    defaults |= dict(memory=False, explain=None, no_tables=False, every=None, sample=None, json=False, load=False)
+    for option, path in cases:
+        args = argparse.Namespace(**(defaults | {"csv": None, "report": None, option: path}))
+        try:
+            cmd_validate(args)
+        except CliError as exc:
+            assert str(exc).startswith(f"--{option}: ") and str(path) in str(exc)
+        else:
+            raise AssertionError(f"--{option} {path} was taken")

@@ -4,16 +4,14 @@ prints it as JSON or as text."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import roofline.cli.render as render
 from roofline.api import hardware_summary, matmul_result, model_summary
 from roofline.cli.args import CliError, calibration_from_args, precision_from_args
+from roofline.cli.outputs import require_writable
 from roofline.cli.setting_flags import flag_error, settings_from_args
-from roofline.datafiles import shown_path
 from roofline.format import dumps_strict
 from roofline.hardware import get_hardware, load_hardware
 from roofline.models import get_model, load_models
@@ -126,18 +124,7 @@ def cmd_advise(args: argparse.Namespace) -> None:
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    if args.out is not None:  # checked before anything is measured
-        shown = shown_path(args.out)
-        try:
-            out = Path(args.out)
-            if not args.out or out.is_dir():
-                raise CliError(f"--out: expected a file to write, got {shown!r}")
-            parent = out.resolve().parent
-            writable = parent.is_dir() and os.access(parent, os.W_OK)
-        except OSError as exc:
-            raise CliError(f"--out: cannot write {shown} ({exc.strerror or exc})") from None
-        if not writable:
-            raise CliError(f"--out: cannot write {shown} (folder {shown_path(parent)} is missing or not writable)")
+    require_writable("--out", args.out)  # checked before anything is measured
     try:
         from roofline.measure.suite import run_suite  # torch is imported here, not before
     except ImportError as exc:

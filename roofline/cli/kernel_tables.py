@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from roofline.cli.args import non_negative_float
+from roofline.cli.outputs import require_writable
 from roofline.defaults import CLIENT_STARTS
 from roofline.format import dumps_strict
 from roofline.routing import MOE_ROUTINGS
@@ -177,6 +178,8 @@ def cmd_validate(args: argparse.Namespace) -> None:
     us = args.launch_overhead_us
     if us is not None and us > 1e6:
         raise ValueError(f"--launch-overhead-us: expected a number of microseconds in [0, 1000000], got {us}")
+    require_writable("--csv", args.csv)  # before minutes of scoring, not after
+    require_writable("--report", args.report)
     if args.memory:
         from roofline.startup_logs import render as render_memory
         from roofline.startup_logs import score as score_memory
@@ -189,8 +192,6 @@ def cmd_validate(args: argparse.Namespace) -> None:
     if args.report:
         from roofline.accuracy import build_report, headline, write_report
 
-        if args.report.is_dir():
-            raise ValueError(f"--report: {args.report} is a folder; name a file")
         report = build_report(args.sample, args.every or 1)
         write_report(args.report, report)
         print(dumps_strict(headline(report)) if args.json else f"wrote {args.report}")

@@ -8,6 +8,7 @@ import json
 import re
 
 from roofline.cli.args import CliError, add_common, add_model_dir, positive_int
+from roofline.cli.outputs import require_writable
 from roofline.format import dumps_strict, fmt_bytes, fmt_flops, fmt_seconds, table
 
 LEVELS = ("aten", "kernel", "module")
@@ -124,6 +125,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
         raise CliError(f"--device: expected cpu, cuda or cuda:N (profiling here), got {args.device!r}")
     if args.trace and any(not path for path in args.trace):
         raise CliError("--trace: expected trace files, got an empty path")
+    require_writable("--out", args.out)  # before the profiling, not after it
+    require_writable("--save-trace", args.save_trace)
     if args.max_trace_mib > MAX_TRACE_MIB:
         raise CliError(
             f"--max-trace-mib: at most {MAX_TRACE_MIB:,} MiB (traces are read whole), got {args.max_trace_mib:,}"
