@@ -41,3 +41,18 @@ def test_a_70b_measurement_is_refused_on_any_ordinary_host(argv, said, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+def test_a_cuda_training_step_without_cuda_is_refused_by_name(capsys):
+    """train --measure cuda with a CPU-only torch had ended in torch's "not compiled with CUDA"
+    traceback; measure and profile already named the option and what this host allows."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this host has a CUDA device")
+    from roofline.cli import main
+
+    argv = ["train", "--model", "smollm2-135m", "--precision", "amp", "--seq-len", "16", "--measure", "cuda"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--measure: cuda requested but torch sees no CUDA device; allowed here: cpu" in err
+    assert "Traceback" not in err

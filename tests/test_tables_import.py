@@ -35,3 +35,20 @@ def test_an_import_keeps_the_tables_it_does_not_replace(tmp_path):
     assert set(files) == {"b200/vllm-9.9.9.npz", "h100-sxm/vllm-9.9.9.npz"} == {f["file"] for f in second["files"]}
     assert files["h100-sxm/vllm-9.9.9.npz"]["source"] == first["source"]
     assert all((out / name).exists() for name in files)
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [("defaults: [", "not readable YAML"), ("- 1\n- 2\n", "expected a mapping with 'defaults'")],
+    ids=["broken", "a-list"],
+)
+def test_a_bad_versions_file_is_named_and_the_folder_left_as_it_was(tmp_path, text, said):
+    """A source whose query_versions.yaml is broken YAML or not a mapping had ended in a YAML
+    parser's or an AttributeError's traceback."""
+    pytest.importorskip("yaml")
+    pkg, out = tmp_path / "pkg", tmp_path / "out"
+    write_engine(pkg, "h100_sxm", "vllm", {("gemm", "gemm_perf.parquet"): GEMM_1024})
+    (pkg / "systems" / "query_versions.yaml").write_text(text)
+    with pytest.raises(ValueError, match=rf"query_versions\.yaml: {said}"):
+        import_database(pkg, out, ["h100-sxm"])
+    assert not (out / "manifest.json").exists()

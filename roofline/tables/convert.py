@@ -195,14 +195,25 @@ def current_versions(systems: Path) -> dict[tuple[str, str], str]:
         return {}
     if not path.exists():
         return {}
-    data = yaml.safe_load(path.read_text())
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not readable YAML ({str(exc).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not isinstance(data.get("defaults", {}), dict):
+        raise ValueError(
+            f"{path}: expected a mapping with 'defaults' and 'overrides' per system, got {type(data).__name__}"
+        )
     out: dict[tuple[str, str], str] = {}
-    defaults = data.get("defaults", {})
+    defaults = data.get("defaults") or {}
+    overrides = data.get("overrides") or {}
     for system in SYSTEM_TO_HARDWARE:
         for engine in ENGINES:
-            slot = (data.get("overrides", {}).get(system, {}) or {}).get(engine) or defaults.get(engine) or {}
-            if slot.get("current"):
-                out[(system, engine)] = slot["current"]
+            mine = overrides.get(system) if isinstance(overrides, dict) else None
+            slot = (mine if isinstance(mine, dict) else {}).get(engine) or defaults.get(engine) or {}
+            if isinstance(slot, dict) and slot.get("current"):
+                out[(system, engine)] = str(slot["current"])
     return out
 
 
