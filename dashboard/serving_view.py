@@ -6,6 +6,7 @@ import streamlit as st
 
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
+from dashboard.state import settle_choice
 from roofline.defaults import CHUNKED_SETTINGS
 from roofline.engines import engine_profile, prompt_defaults, prompt_modes, prompt_words
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
@@ -199,3 +200,31 @@ def unfit_warning(points, devices: dict, model_name: str, tp: int) -> str | None
             else ". Smaller weights (fp8, int4) would make room, or more devices than one node's eight."
         )
     )
+
+
+def point_picker(points, devices: dict, model_name: str, tp: int) -> tuple[str, int, list[int]] | None:
+    """The device and decode batch that the One point and Techniques tabs open, both in the URL
+    (``pick_hw``, ``pick_batch``), with the batches that fit there; None, with the reason shown,
+    where there is no point to open. A link's device that is not among the page's runnable ones, or
+    its batch that does not fit, is named in a warning and the default taken; a choice of an earlier
+    run that a changed input took away (a device removed, a batch that no longer fits) falls back
+    to the default without one."""
+    c1, c2 = st.columns(2)
+    runnable = [hid for hid in points.devices if hid not in points.why_not]
+    if not runnable:
+        st.info("No chosen device can run this setup; the warnings above say why.")
+        return None
+    settle_choice("pick_hw", runnable)
+    pick_device = c1.selectbox("Device", runnable, key="pick_hw", bind="query-params")
+    d = points.devices.index(pick_device)
+    fitting = [int(b) for b, f in zip(points.batch, points.runs[d]) if f]
+    if not fitting:
+        st.warning(
+            f"{md_escape(model_name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
+        )
+        return None
+    settle_choice("pick_batch", fitting)
+    pick_batch = c2.select_slider(
+        "Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch", bind="query-params"
+    )
+    return pick_device, pick_batch, fitting

@@ -169,6 +169,18 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
     return messages
 
 
+def settle_choice(key: str, options: Sequence[object]) -> None:
+    """Before a bound one-value widget whose options hang on other inputs: a value from the page's
+    link that is not among ``options`` is named in a warning and dropped (``warn_bad_params``); one
+    this session's earlier run chose, that the inputs changed since have taken away, is dropped
+    without a word, so the widget starts at its default."""
+    if _bound(key):
+        if key in st.session_state and st.session_state[key] not in options:
+            del st.session_state[key]
+        return
+    warn_bad_params({key: one_of([str(o) for o in options])})
+
+
 def devices_param(device_ids: Sequence[str]) -> Validator:
     """The URL check of a device picker: known ids, at most MAX_COMPARED of them."""
     return some_of(device_ids, MAX_COMPARED)

@@ -40,6 +40,9 @@ def test_a_trace_goes_on_the_roofline_with_its_split():
     names = [t.get("name", "") for t in specs[1]["data"]]
     assert "aten ops" in names
     assert any("H100" in n for n in names)
+    # The profile lives in the session: the share panel does not promise the link brings it back.
+    shared = " ".join(c.value for c in at.caption)
+    assert "not the profile" in shared and "every input is in it" not in shared
 
 
 def test_the_kernel_level_lists_kernels():

@@ -120,3 +120,23 @@ def test_the_cheapest_setup_says_how_each_engine_took_its_prompts_in():
         and "max_batched_tokens - prompt" in said["trtllm"]
     )
     assert "prompts in the decodes' steps, a long one split over steps." in said["vllm"]
+
+
+def test_the_point_a_link_opens_is_its_device_and_batch():
+    """The One point tab's device and decode batch are in the link: it opened the first device at
+    its middle batch whatever the link said. A link's device not on the page, or a batch that does
+    not fit, is named and the default taken; a batch that a changed device no longer fits falls
+    back without a warning."""
+    at = _view("One point", hw=["h100-sxm", "h200-sxm"], pick_hw="h200-sxm", pick_batch="392")
+    assert (at.selectbox(key="pick_hw").value, at.select_slider(key="pick_batch").value) == ("h200-sxm", 392)
+    assert "NVIDIA H200" in " ".join(c.value for c in at.caption) and not at.warning
+    bad = _view("One point", hw=["h100-sxm", "h200-sxm"], pick_hw="mi300x", pick_batch="7")
+    warned = " ".join(w.value for w in bad.warning)
+    assert "`pick_hw`" in warned and "mi300x" in warned and "`pick_batch`" not in warned
+    assert bad.selectbox(key="pick_hw").value == "h100-sxm" and bad.select_slider(key="pick_batch").value == 7
+    odd = _view("Techniques", hw="h100-sxm", pick_batch="64")
+    assert "`pick_batch`: '64' is not allowed" in " ".join(w.value for w in odd.warning)
+    assert odd.select_slider(key="pick_batch").value == 30  # the middle of the H100's 1..601
+    at.selectbox(key="pick_hw").set_value("h100-sxm").run()  # 392 sequences do not fit on the H100
+    assert not at.exception and not at.warning
+    assert at.select_slider(key="pick_batch").value < 392

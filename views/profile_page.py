@@ -220,4 +220,9 @@ st.download_button(
     file_name="profile_results.json",
     on_click="ignore",
 )
-share_panel("Profile", report.sections)
+share_panel(
+    "Profile",
+    report.sections,
+    note="The link restores this page's settings, not the profile (a trace or a run lives in this session): "
+    "download the profile above, or the offline report below, to keep it.",
+)

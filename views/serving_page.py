@@ -21,6 +21,7 @@ from dashboard.serving_view import (
     CHUNKED_CHOICES,
     chunked_picker,
     disaggregation_frame,
+    point_picker,
     point_step,
     serving_downloads,
     steady_bias_sentence,
@@ -160,23 +161,7 @@ frontier_tab, point_tab, targets_tab, techniques_tab, load_tab = view_tabs(VIEWS
 
 
 def pick_point() -> tuple[str, int, list[int]] | None:
-    """The device, decode batch and batches that fit that the One point and Techniques tabs open
-    (one of them is open); None, with the reason shown, when there is no point to open."""
-    c1, c2 = st.columns(2)
-    runnable = [hid for hid in points.devices if hid not in points.why_not]
-    if not runnable:
-        st.info("No chosen device can run this setup; the warnings above say why.")
-        return None
-    pick_device = c1.selectbox("Device", runnable, key="pick_hw")
-    d = points.devices.index(pick_device)
-    fitting = [int(b) for b, f in zip(points.batch, points.runs[d]) if f]
-    if not fitting:
-        st.warning(
-            f"{md_escape(model.name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
-        )
-        return None
-    pick_batch = c2.select_slider("Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch")
-    return pick_device, pick_batch, fitting
+    return point_picker(points, devices, model.name, int(tp))
 
 
 if is_open(frontier_tab):
