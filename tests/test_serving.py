@@ -218,6 +218,14 @@ def test_serve_cli_json_and_errors():
         (["--price", "h100-sxm=abc"], "--price: expected"),
         (["--spec-alpha", "1.5"], "expected a number in [0, 1]"),
         (["--prompt-len", "200000"], "exceed Llama 3.1 8B's maximum context"),
+        # Each error names the option given, not the engine's name for it ("seq_len + 1", "length range").
+        (["--prompt-len", "131072", "--output-len", "1"], "--prompt-len + --output-len (or their --*-max): 131,073"),
+        (["--prompt-len", "100", "--prompt-max", "10", "--rate", "5"], "--prompt-max: expected at least --prompt-len"),
+        (["--output-max", "1", "--rate", "5"], "--output-max: expected at least --output-len (256 tokens), got 1"),
+        (
+            ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "1e12"],
+            "--ramp-up-end-rps: expected a rate of at most 1e+09 requests/s",
+        ),
     ):
         bad = subprocess.run(
             [sys.executable, "-m", "roofline", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", *args],
@@ -330,3 +338,13 @@ def test_serve_cli_searches_on_past_a_tp_that_does_not_split_the_heads(model):
     data = json.loads(out.stdout)
     assert data["skipped_tp"] and all(why.startswith(f"TP={tp} skipped") for tp, why in data["skipped_tp"].items())
     assert data["best"][0]["meets_targets"] and str(data["best"][0]["tp"]) not in data["skipped_tp"]
+
+
+def test_a_request_that_fills_the_context_exactly_is_planned_and_one_more_token_is_refused():
+    """vLLM takes prompt + max_tokens up to max_model_len; the frontier refused a 131,071-token
+    prompt with one output token on a 131,072-token model (its mean cache rounded up past it)."""
+    llama, h100 = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    pts = serving_sweep(llama, [h100], Traffic(131_071, 1), batches=[1])
+    assert pts.runs[0][0]
+    with pytest.raises(ValueError, match="prompt \\+ output: 131,073 tokens exceed"):
+        serving_sweep(llama, [h100], Traffic(131_072, 1), batches=[1])

@@ -248,6 +248,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from roofline.known_error import for_settings
 
     check_flags_used(args)
+    if args.trace is None and args.measured is None:  # else the lengths are the file's
+        longest = (args.prompt_max or args.prompt_len) + (args.output_max or args.output_len)
+        if longest > (model := get_model(args.model, args.model_dir)).max_context:
+            raise CliError(
+                f"--prompt-len + --output-len (or their --*-max): {longest:,} tokens exceed {model.name}'s maximum "
+                f"context of {model.max_context:,}"
+            )
     if wants_simulation(args):
         return cmd_simulate(args, emit, render)
     if args.ramp_s:

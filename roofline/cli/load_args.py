@@ -15,7 +15,14 @@ from roofline.cli.args import (
     positive_float,
     positive_int,
 )
-from roofline.defaults import CHUNKED_SETTINGS, DEFAULT_LAUNCH_OVERHEAD_S, RATE_RAMPS, RECV_OTHER_WEIGHT, ROUTERS
+from roofline.defaults import (
+    CHUNKED_SETTINGS,
+    DEFAULT_LAUNCH_OVERHEAD_S,
+    MAX_RATE_PER_S,
+    RATE_RAMPS,
+    RECV_OTHER_WEIGHT,
+    ROUTERS,
+)
 
 
 def recv_interval(text: str) -> int:
@@ -261,3 +268,12 @@ def check_flags_used(args: argparse.Namespace) -> None:
             continue
         where = f"with {run}" if run else "without a simulated load (the steady-state frontier)"
         raise CliError(f"{flag}: it shapes a run of {', '.join(runs)}; {where} it would be ignored")
+    for most, least in (("prompt_max", "prompt_len"), ("output_max", "output_len")):
+        high, low = getattr(args, most), getattr(args, least)
+        if high is not None and high < low:  # else the draw's own check says "length range: ..."
+            shown = f"--{least.replace('_', '-')}"
+            raise CliError(f"--{most.replace('_', '-')}: expected at least {shown} ({low:,} tokens), got {high:,}")
+    for flag in ("--ramp-up-start-rps", "--ramp-up-end-rps"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value > MAX_RATE_PER_S:
+            raise CliError(f"{flag}: expected a rate of at most {MAX_RATE_PER_S:g} requests/s, got {value:g}")

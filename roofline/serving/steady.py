@@ -218,13 +218,14 @@ def serving_sweep(
     precision = precision or Precision()
     prices = prices or {}
     batch = np.asarray(batches, float)
-    if traffic.prompt_len + traffic.output_len - 1 > model.max_context:
+    if traffic.prompt_len + traffic.output_len > model.max_context:  # as vLLM: prompt + max_tokens <= max_model_len
         raise ValueError(
-            f"prompt + output: {traffic.prompt_len + traffic.output_len - 1:,} tokens exceed {model.name}'s "
+            f"prompt + output: {traffic.prompt_len + traffic.output_len:,} tokens exceed {model.name}'s "
             f"maximum context of {model.max_context:,}"
         )
-    # Under attention data parallelism (the simulation's settings) the batch is one rank's.
-    context = int(round(traffic.mean_context))
+    # Under attention data parallelism (the simulation's settings) the batch is one rank's. The mean
+    # cache rounded up stays within the context (a step's new token beside it).
+    context = min(int(round(traffic.mean_context)), model.max_context - 1)
     w = Workload(
         model,
         "decode",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.defaults import RATE_RAMPS
+from roofline.defaults import MAX_RATE_PER_S, RATE_RAMPS
 
 MAX_REQUESTS = 1_000_000
 MAX_TOKENS = 1 << 24
@@ -97,7 +97,7 @@ class Load:
         if self.kind == "concurrency":
             _check_int(self.concurrency, "concurrency", 1 << 20)
         elif self.kind in ("poisson", "gamma", "constant"):
-            _check_number(self.rate_per_s, "rate", 0.0, 1e9)
+            _check_number(self.rate_per_s, "rate", 0.0, MAX_RATE_PER_S)
         _check_number(self.burstiness, "burstiness", 0.0, 1e3)
         if self.ramp_s:
             _check_number(self.ramp_s, "ramp_s", 0.0, 1e7)
@@ -109,8 +109,8 @@ class Load:
             strategy, start, end = self.rate_ramp
             if strategy not in RATE_RAMPS:
                 raise ValueError(f"rate_ramp: {strategy!r} is not allowed; allowed: {', '.join(RATE_RAMPS)}")
-            _check_number(start, "rate_ramp start (requests/s)", 0.0, 1e9)
-            _check_number(end, "rate_ramp end (requests/s)", 0.0, 1e9)
+            _check_number(start, "rate_ramp start (requests/s)", 0.0, MAX_RATE_PER_S)
+            _check_number(end, "rate_ramp end (requests/s)", 0.0, MAX_RATE_PER_S)
             if start > end:
                 raise ValueError(f"rate_ramp: the start rate ({start:g}/s) is above the end rate ({end:g}/s)")
         _check_int(self.seed + 1, "seed + 1", 2**62)
