@@ -129,9 +129,17 @@ class KVResult:
                 else f"; no TP degree up to 64 holds {asked}"
             )
         per_device = f", {f.weights_bytes / 1e9:.1f} GB per device at TP={w.tp}," if w.tp > 1 else ""
+        usable = f"{f.capacity_bytes / 1e9:.1f} GB usable per {self.hardware.name}"
+        if f.weights_bytes < f.capacity_bytes:  # the weights fit: what the engine sets aside beside them does not
+            return (
+                f"the weights ({f.weights_bytes / 1e9:.1f} GB a device, {_weight_formats(w)}), the engine's workspace "
+                f"({f.workspace_bytes / 1e9:.1f} GB) and its reserve ({f.reserved_bytes / 1e9:.1f} GB: CUDA graphs "
+                f"{f.cuda_graph_bytes / 1e9:.1f} GB, non-torch {f.non_torch_bytes / 1e9:.2f} GB, each a device's) "
+                f"leave no room for a KV cache in {usable}; {advice}"
+            )
         return (
             f"weights alone need {f.weights_bytes * w.tp / 1e9:.1f} GB ({_weight_formats(w)}){per_device} "
-            f"against {f.capacity_bytes / 1e9:.1f} GB usable per {self.hardware.name}; {advice}"
+            f"against {usable}; {advice}"
         )
 
     def to_json(self) -> dict[str, object]:

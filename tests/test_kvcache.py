@@ -111,6 +111,11 @@ def test_model_that_does_not_fit_says_what_to_do():
     assert "per device" not in result["message"]  # at TP=1 the whole is the per-device figure: said once
     at_tp2 = analyze_kv(kv_workload(get_model("llama-3.1-405b"), tp=2), H100, 1, 1024).to_json()["message"]
     assert "weights alone need 811.7 GB (bf16), 405.9 GB per device at TP=2, against" in at_tp2
+    # Weights that fit beside a reserve that does not: the reserve is named, not the weights.
+    w = Workload(LLAMA8, "decode", precision=Precision(weight_dtype="bf16", kv_dtype="bf16"), cuda_graphs=True)
+    reserved = analyze_kv(w, H100, 1, 1024, Settings(cuda_graph_bytes=100e9)).to_json()["message"]
+    assert "weights alone" not in reserved and "the weights (16.1 GB a device, bf16)" in reserved
+    assert "its reserve (100.3 GB: CUDA graphs 100.0 GB" in reserved
     # The TP that leaves the weights room is not the one that holds the batch asked: Llama 3.1 70B's
     # 141.1 GB of bf16 weights are 70.6 GB a device at TP 2, under 76.5 GB usable; its fp8 cache,
     # 80 layers x 8 KV heads x 128 x 2 (K, V) x 1 B = 163,840 B a token, holds 64 x 32,768 tokens in
