@@ -147,6 +147,8 @@ HOSTILE = [
     (_vllm_with(completed=0), "completed: no request completed"),
     (_vllm_with(completed=2.5), "completed: expected a whole number"),
     (_vllm_with(request_rate="fast"), "request_rate: expected a number or 'inf'"),
+    (_vllm_with(request_rate=0), "request_rate: expected a rate above 0 requests/s or 'inf', got 0"),
+    (_vllm_with(burstiness=0), r"burstiness: expected a factor above 0 \(1: Poisson\), got 0"),
     (_vllm_with(model_id=["x"]), "model_id: expected text"),
     (
         _guidellm_with(

@@ -56,8 +56,13 @@ def _vllm_point(data: dict, path: str, index: int, total: int) -> MeasuredRun:
     if isinstance(rate_value, str) and rate_value != "inf":
         raise MeasuredError(f"{rate_where}: expected a number or 'inf', got {_shown(rate_value)}")
     rate = None if rate_value == "inf" else _number(data, path, "request_rate")
+    if rate == 0:  # vllm bench serve takes a rate above 0, or inf for every request at once
+        raise MeasuredError(f"{rate_where}: expected a rate above 0 requests/s or 'inf', got 0")
     max_concurrency = _count(data, path, "max_concurrency")
-    burstiness = _number(data, path, "burstiness") or 1.0
+    burstiness = _number(data, path, "burstiness")
+    if burstiness == 0:
+        raise MeasuredError(f"{_where(path, 'burstiness')}: expected a factor above 0 (1: Poisson), got 0")
+    burstiness = burstiness or 1.0
     notes = []
     rate_ramp = _rate_ramp(data, path)
     if rate_ramp is not None:  # its request_rate is "inf": the ramp sets the rate
