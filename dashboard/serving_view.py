@@ -7,6 +7,7 @@ import streamlit as st
 from dashboard.basis import basis_short
 from dashboard.share import md_escape
 from dashboard.state import settle_choice
+from roofline.ceilings import REGIME_LABELS
 from roofline.defaults import CHUNKED_SETTINGS
 from roofline.engines import engine_profile, prompt_defaults, prompt_modes, prompt_words
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
@@ -53,7 +54,7 @@ def targets_frame(best: list, roofs: dict[str, str]):
                 "device": b.hardware,
                 "$ per M output (all-in)": b.point["usd_per_million_output_all_in"] if b.meets else None,
                 "meets": b.meets,
-                "what binds": f"{b.binding}-bound" if b.meets else b.binding,
+                "what binds": REGIME_LABELS.get(b.binding, f"{b.binding}-bound") if b.meets else b.binding,
                 "TP": b.point["tp"] if b.meets else None,
                 "batch": b.point["batch"] if b.meets else None,
                 "weights / math / KV": f"{b.weights} / {b.act_dtype} / {b.kv_dtype}" if b.meets else "",
@@ -78,6 +79,13 @@ def targets_columns() -> dict:
     return {
         # Pinned, so a phone scrolling to the precision or the cost splits still sees which device.
         "device": st.column_config.TextColumn(pinned=True),
+        "TTFT": st.column_config.TextColumn(
+            help="the steps that carry a new prompt, in the steady state with no queue (Under load adds the "
+            "queue): one step where the prompt fits the token budget beside the batch"
+        ),
+        "TPOT": st.column_config.TextColumn(
+            help="the mean step a decoding sequence waits for, the steps that carry prompts included"
+        ),
         "$ per M output (all-in)": money(
             format="$%.3f",
             help="every device-hour over the output tokens: the cost of a request, what the rows are ranked by",

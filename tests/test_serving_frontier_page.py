@@ -120,6 +120,10 @@ def test_the_cheapest_setup_says_how_each_engine_took_its_prompts_in():
         and "max_batched_tokens - prompt" in said["trtllm"]
     )
     assert "prompts in the decodes' steps, a long one split over steps." in said["vllm"]
+    # A TTFT equal to the TPOT (every step carries a prompt that fits it) is said to be no slip.
+    assert all("Where the TTFT equals the TPOT, every step carries a new prompt" in said[e] for e in said)
+    apart = " ".join(c.value for c in _view("Cheapest setup", engine="sglang", hw="h100-sxm").caption)
+    assert "Where the TTFT equals the TPOT" not in apart  # SGLang's prompts run in steps of their own
 
 
 def test_the_point_a_link_opens_is_its_device_and_batch():
