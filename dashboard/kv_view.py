@@ -47,21 +47,20 @@ def crossover_metric(r: KVResult) -> Metric:
     """The "KV overtakes weights" tile: the context where a decode step at ``r``'s batch reads more
     KV cache than weights, said against what ``r``'s device holds."""
     what = f"the context at which a decode step at batch {r.batch:,} reads more KV cache than weights"
+    label = f"KV overtakes weights at batch {r.batch:,}"
     device = md_escape(r.hardware.name)
     if not r.weights_fit:
         why = f"none here: the weights alone do not fit on {device}, so no decode step runs"
-        return Metric("KV overtakes weights", "—", help=f"{what}; {why}")
+        return Metric(label, "—", help=f"{what}; {why}")
     if r.crossover_context is None:
-        return Metric("KV overtakes weights", "never", help=f"{what}: never below the model's maximum context")
+        return Metric(label, "never", help=f"{what}: never below the model's maximum context")
     value = count_of(r.crossover_context, "token")
     if r.max_context < 1:
-        return Metric(
-            "KV overtakes weights", value, help=f"{what}; a batch of {r.batch:,} fits on {device} at no context"
-        )
+        return Metric(label, value, help=f"{what}; a batch of {r.batch:,} fits on {device} at no context")
     if r.crossover_context > r.max_context:
         past = f"past the {r.max_context:,} tokens a batch of {r.batch:,} can hold on {device}"
-        return Metric("KV overtakes weights", value, help=f"{what}; {past}")
-    return Metric("KV overtakes weights", value, help=what)
+        return Metric(label, value, help=f"{what}; {past}")
+    return Metric(label, value, help=what)
 
 
 def engine_caps(results: dict[str, KVResult], settings) -> dict[int, list[str]]:

@@ -172,7 +172,9 @@ def test_kv_page_counts_read_as_counts_at_a_huge_batch():
     assert not at.exception and not at.error
     tiles = {m.label: m.value for m in at.metric}
     assert tiles["Max context at batch 1,048,576"] == "0 tokens"  # no context fits a million sequences
-    assert tiles["KV overtakes weights"] == "1 token"  # a million one-token caches outweigh the weights at once
+    assert (
+        tiles["KV overtakes weights at batch 1,048,576"] == "1 token"
+    )  # a million one-token caches outweigh the weights at once
 
 
 def test_the_frontier_says_so_where_no_batch_fits_instead_of_an_empty_chart():
