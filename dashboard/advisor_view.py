@@ -76,16 +76,19 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
     apart = maths_apart(r.get("math") for r in ranking)  # a column where the devices compute apart
     rows = []
     for r in ranking:
+        # Beside devices timed on measured kernels, one on the datasheet alone has no expected figure:
+        # its time would be its ideal bound again, and would read as faster than the measured ones.
+        unknown = on_ideal and r["roofs"] == "datasheet"
         figures = {
             # "≥": a device with no published compute peak has a lower bound, not a time.
             f"{expected}time": ("≥ " if r.get("time_is_lower_bound") else "") + fmt_seconds(r["time_s"])
-            if r["time_s"]
+            if r["time_s"] and not unknown
             else "n/a",
             "ideal bound": fmt_seconds(r["ideal_time_s"]) if r.get("ideal_time_s") else "n/a",
             "roofs": r["roofs"],
             **({"math": r.get("math") or ""} if apart else {}),
-            f"{expected}tokens/s": r["tokens_per_s"],
-            f"{expected}tokens/s/W": r["tokens_per_s_per_watt"],
+            f"{expected}tokens/s": None if unknown else r["tokens_per_s"],
+            f"{expected}tokens/s/W": None if unknown else r["tokens_per_s_per_watt"],
         }
         if on_ideal and objective == "latency":
             first = {"ideal bound": figures.pop("ideal bound")}
@@ -118,6 +121,13 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
         "regime": st.column_config.TextColumn(help="what binds the step: compute, memory bandwidth, links, overhead"),
         "fits": st.column_config.TextColumn(help="does it fit at this TP degree; if not, the smallest TP that fits"),
     }
+    unknown = (
+        "on the device's engine-measured kernels; n/a on a device with none (datasheet roofs): its figure would be "
+        "its ideal bound again, which reads faster than a measured one"
+    )
+    config["expected time"] = st.column_config.TextColumn(help=unknown)
+    config["expected tokens/s"] = st.column_config.NumberColumn(format="%,.1f", help=unknown)
+    config["expected tokens/s/W"] = st.column_config.NumberColumn(format="%.3f", help=unknown)
     return frame, config
 
 

@@ -221,3 +221,24 @@ def test_an_engines_host_work_on_datasheet_roofs_is_not_called_the_ideal_bound()
     assert tpot.delta.startswith("ideal bound")
     plain = page("views/llm_page.py", model="llama-3.2-1b", hw=["mi300x"], batch="64")
     assert not next(m for m in plain.metric if m.label == "TPOT").delta
+
+
+def test_a_ranking_on_ideal_bounds_leads_with_the_figure_it_is_ranked_on():
+    from dashboard.advisor_view import ranking_table
+
+    common = dict(ranked_on="ideal bound", bound="memory", fits=True, smallest_tp=None, why_not=None)
+    ranking = [  # A is on the datasheet, B on measured kernels: ranked on the ideal bound, A first
+        dict(name="A", rank=1, time_s=3e-3, ideal_time_s=1e-3, roofs="datasheet", tokens_per_s=300.0,
+             tokens_per_s_per_watt=0.3, **common),
+        dict(name="B", rank=2, time_s=2e-3, ideal_time_s=1.5e-3, roofs="engine-measured", tokens_per_s=500.0,
+             tokens_per_s_per_watt=0.5, **common),
+    ]  # fmt: skip
+    frame, _ = ranking_table(ranking, "latency")
+    assert list(frame.columns[:3]) == ["device", "ideal bound", "#"]
+    # A, on the datasheet alone beside measured kernels, has no expected figure: n/a, not a faster-looking one.
+    assert list(frame["ideal bound"]) == ["1 ms", "1.5 ms"] and list(frame["expected time"]) == ["n/a", "2 ms"]
+    frame, _ = ranking_table(ranking, "throughput")
+    # The ideal rate: 300 tokens/s at 3 ms is 900 at its 1 ms bound; 500 at 2 ms is 666.7 at 1.5 ms.
+    assert list(frame.columns[:3]) == ["device", "ideal tokens/s", "#"]
+    assert list(frame["ideal tokens/s"]) == pytest.approx([900.0, 500 * 2 / 1.5])
+    assert frame["expected tokens/s"].isna().tolist() == [True, False] and frame["expected tokens/s"][1] == 500.0
