@@ -216,3 +216,19 @@ def speculative_left_out(data: dict, part: str) -> tuple[int, int]:
     reasons = _left_out(data, part)
     maybe = sum(n for why, n in reasons.items() if why.startswith(MAYBE_REASON))
     return sum(n for why, n in reasons.items() if why.startswith(SPECULATIVE_REASON)) - maybe, maybe
+
+
+def host_floors(runs: Runs) -> list[tuple[str, float, int, int]]:
+    """Per engine of ``runs``, the least TPOT its prediction can give, its host work per step (each
+    step takes at least it, overlapped or not; fitted on one model on one device): (the engine's
+    name, that floor in ms, the runs measured faster than it, the engine's runs)."""
+    from roofline.engines import engine_profile
+
+    out = []
+    for engine in dict.fromkeys(runs["engine"]):
+        profile = engine_profile(str(engine))
+        if profile is None or not profile.host_step_us:
+            continue
+        floor_ms, pick = profile.host_step_us / 1e3, runs["engine"] == engine
+        out.append((profile.name, floor_ms, int((runs["measured_ms"][pick] < floor_ms).sum()), int(pick.sum())))
+    return out

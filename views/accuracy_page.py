@@ -16,6 +16,7 @@ from dashboard.accuracy_view import (
     devices_in,
     errors,
     group_table,
+    host_floors,
     hovers,
     percent_format,
     repeats_left_out,
@@ -27,6 +28,7 @@ from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
 from roofline.accuracy import BELOW_IDEAL_WHY
 from roofline.benchmark_clients import WARMUP_PER_CLIENT, WARMUP_SINCE
+from roofline.engines import HOST_FIT_SPLIT
 from roofline.format import dumps_strict
 from roofline.plots.accuracy import ENGINE_NAMES, accuracy_figure
 from roofline.report import Metric
@@ -135,6 +137,18 @@ page_report.caption(
     f"the line for almost every run: it is a bound, not a prediction. Report of {md_escape(data['generated'])} "
     f"(commit {md_escape(data['commit'])}); regenerate it with `{data['command']}`."
 )
+floors = host_floors(frame) if words == "TPOT" else []
+if any(below for _, _, below, _ in floors):
+    page_report.caption(
+        "No predicted TPOT is shorter than its engine's host work a step, fitted on one model on one device "
+        f"({md_escape(HOST_FIT_SPLIT[0])} on {md_escape(HOST_FIT_SPLIT[1].replace('_', ' ').upper())}): "
+        + "; ".join(
+            f"{name} {floor:.1f} ms ({below:,} of its {n:,} runs here measured faster)"
+            for name, floor, below, n in floors
+        )
+        + ". Where a faster run sits, its prediction flattens at the floor (a horizontal band): what one model on "
+        "one GPU shows of an engine's host work is not all of it."
+    )
 clients = by_client(frame) if simulated else []
 if len(clients) > 1:
     page_report.caption(
