@@ -28,6 +28,8 @@ FP8_SCALINGS: tuple[str, ...] = ("auto", "per-tensor", "block")
 # How a closed loop's clients send their first requests, as `validate --load --clients` scores them:
 # together (as vllm bench serve, GuideLLM and aiperf start them by default) or spread out of step.
 CLIENT_STARTS: tuple[str, ...] = ("together", "out-of-step")
+# What an op timed within the fused MoE layer it runs in says it rests on, before that layer's source.
+FUSED_MOE_PREFIX = "inside the fused MoE layer: "
 # The highest request rate a simulated open loop takes, requests/s.
 MAX_RATE_PER_S = 1e9
 # How an open loop's rate ramps (vllm bench serve's --ramp-up-strategy).

@@ -262,3 +262,14 @@ def test_a_step_and_a_request_say_which_gemms_the_tables_timed_slower_than_twice
     one_token = replace(w, seq_len=1, output_len=1)  # a one-token prompt: its prefill's GEMMs have m = 1
     (prefill,) = found(analyze_request(one_token, get_hardware("b200"), Settings(engine="vllm")).notes)
     assert prefill.startswith("At m = 1 the kernel tables timed the prefill step's GEMMs")
+
+
+def test_the_ops_timed_inside_a_fused_moe_layer_read_so_in_analyzes_table(capsys):
+    """analyze printed their 0 ns as compute-bound; the time is the fused layer's, in its row."""
+    from roofline.cli import main
+
+    assert main(["analyze", "--phase", "decode", "--seq-len", "1024", "--model", "qwen3-30b-a3b"]) == 0
+    rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("MoE")}
+    for name in ("MoE experts activation", "MoE experts down + combine"):
+        assert rows[name].rstrip().endswith("in the fused MoE layer  —") and "0 ns" not in rows[name]
+    assert rows["MoE experts gate+up"].rstrip().endswith("memory")

@@ -5,6 +5,7 @@ re-exported here."""
 from __future__ import annotations
 
 from roofline.cli.render_plans import load, measure, serve, train  # noqa: F401 (callers use render.<name>)
+from roofline.defaults import FUSED_MOE_PREFIX
 from roofline.dtypes import peak_unit
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds, ranks_of, table
 
@@ -171,8 +172,11 @@ def analyze(d: dict, hardware_name: str, model_name: str) -> str:
             fmt_flops(r["flops"]),
             fmt_bytes(r["bytes"]),
             "inf" if r["intensity"] is None else f"{r['intensity']:.1f}",
-            ("≥ " if not r["bound_certain"] else "") + fmt_seconds(r["time_s"]),
-            r["bound"],
+            *(
+                ("in the fused MoE layer", "—")  # timed with the layer it runs in (rests_on says so)
+                if str(r.get("rests_on", "")).startswith(FUSED_MOE_PREFIX)
+                else (("≥ " if not r["bound_certain"] else "") + fmt_seconds(r["time_s"]), r["bound"])
+            ),
         ]
         for r in d["ops"]
     ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from roofline.defaults import FUSED_MOE_PREFIX
 from roofline.roofs import MOE_KERNEL_WORDS
 from roofline.routing import (
     READ_ORDER,
@@ -157,11 +158,7 @@ class KernelTables:
             meta = op.meta
             if meta.get("moe") == "inside" and fused_at is not None and answers[fused_at].seconds is not None:
                 fused = answers[fused_at]
-                answers.append(
-                    OpAnswer(
-                        np.where(np.isnan(fused.seconds), np.nan, 0.0), "inside the fused MoE layer: " + fused.label
-                    )
-                )
+                answers.append(OpAnswer(np.where(np.isnan(fused.seconds), np.nan, 0.0), FUSED_MOE_PREFIX + fused.label))
                 for b in (bounds, skewed):
                     b[fused_at] = b[fused_at] + b[i]
                     b[i] = 0.0
