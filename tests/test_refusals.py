@@ -236,3 +236,16 @@ def test_a_group_size_alone_is_not_a_precision_of_its_own_to_search():
 
     assert extra_precision(Precision(group_size=64)) is None  # bf16 throughout: searched anyway
     assert extra_precision(Precision("int4", group_size=64)) == Precision("int4", group_size=64)
+
+
+def test_advise_names_the_device_diagnosed_when_it_alone_cannot_run_the_workload(capsys):
+    """advise ranks every device and diagnoses --hardware (h100-sxm unless given): nvfp4 weights,
+    which the H100 has no kernels for, failed naming neither --hardware nor why that device."""
+    from roofline.cli import main
+
+    argv = ["advise", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1024", "--weight-dtype", "nvfp4"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--hardware h100-sxm (the device diagnosed) cannot run this workload: h100-sxm has no kernels for" in err
+    assert main([*argv, "--hardware", "b200", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["diagnosis"]["hardware"] == "b200"

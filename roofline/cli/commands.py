@@ -119,6 +119,10 @@ def cmd_advise(args: argparse.Namespace) -> None:
     w = workload_from_args(args, args.phase, args.seq_len, args.output_len if args.phase == "request" else 1)
     devices = list(load_hardware(args.hardware_dir).values())
     target = get_hardware(args.hardware, args.hardware_dir)
+    try:  # the ranking runs the workload on every device; the diagnosis on --hardware, maybe a default
+        w.on(target)
+    except ValueError as exc:
+        raise CliError(f"--hardware {target.id} (the device diagnosed) cannot run this workload: {exc}") from None
     data = advise(w, devices, target, args.objective, settings_from_args(args))
     emit(args, data, lambda: render.advise(data, w.model.name), [d.id for d in devices])
 
