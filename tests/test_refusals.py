@@ -249,3 +249,14 @@ def test_advise_names_the_device_diagnosed_when_it_alone_cannot_run_the_workload
     assert "--hardware h100-sxm (the device diagnosed) cannot run this workload: h100-sxm has no kernels for" in err
     assert main([*argv, "--hardware", "b200", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["diagnosis"]["hardware"] == "b200"
+
+
+def test_matmul_says_what_rate_a_tiny_gemm_is_predicted_beside_the_roofline_it_could_attain(capsys):
+    """A 1 x 1 x 1 GEMM printed only 'attainable: 1.1 TFLOPS' (the memory roof at its intensity)
+    while its kernel floor binds: 2 FLOP over the ideal bound's 1.2 µs floor is 1.67 MFLOP/s."""
+    from roofline.cli import main
+
+    assert main(["matmul", "--m", "1", "--n", "1", "--k", "1", "--hardware", "h100-sxm", "--engine", "ideal"]) == 0
+    out = capsys.readouterr().out
+    assert "attainable: 1.1 TFLOPS of 989.4 peak (the roofline at this intensity)" in out
+    assert "predicted:  1.67 MFLOPS expected, 1.67 MFLOPS at the ideal bound" in out

@@ -64,6 +64,15 @@ def hardware_show(d: dict) -> str:
     return "\n".join(lines)
 
 
+def _rate(tflops: float, dtype: str) -> str:
+    """A rate in the dtype's peak unit, read at any size: 1.1 TFLOPS, 0.83 MFLOPS of it."""
+    unit = peak_unit(dtype)  # TFLOPS or TOPS
+    for scale, prefix in ((1.0, "T"), (1e-3, "G"), (1e-6, "M"), (1e-9, "k")):
+        if tflops >= scale or scale == 1e-9:
+            return f"{tflops / scale:.3g} {prefix}{unit[1:]}"
+    return f"{tflops:.3g} {unit}"
+
+
 def matmul(d: dict) -> str:
     return "\n".join(
         [
@@ -76,7 +85,11 @@ def matmul(d: dict) -> str:
             f"kernel floor {fmt_seconds(d['overhead_s'])}",
             *([f"  rests on:   {d['rests_on']}"] if d["rests_on"] != "datasheet roofs" else []),
             f"  bound:      {d['bound_label']}",
-            f"  attainable: {d['attainable_tflops']:.1f} {peak_unit(d['dtype'])} of {d['peak_tflops']:g} peak",
+            f"  attainable: {d['attainable_tflops']:.1f} {peak_unit(d['dtype'])} of {d['peak_tflops']:g} peak "
+            "(the roofline at this intensity)",
+            f"  predicted:  {_rate(d['expected_tflops'], d['dtype'])} expected, "
+            f"{_rate(d['ideal_bound_tflops'], d['dtype'])} at the ideal bound (its FLOPs over its time, kernel floor "
+            "included)",
         ]
     )
 
