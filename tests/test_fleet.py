@@ -172,3 +172,22 @@ def test_the_capacity_ranking_is_the_same_over_two_processes():
     one, why_one = rank_capacity(*args, requests=100)
     two, why_two = rank_capacity(*args, requests=100, workers=2)
     assert [c.to_json() for c in one] == [c.to_json() for c in two] and why_one == why_two
+
+
+def test_the_capacity_ranking_reports_each_setup_as_it_finishes_and_its_answers_are_unchanged():
+    """serve --capacity takes tens of seconds over every device: a terminal is told how far it is.
+    Every setup is reported once, in order, in one process or several, and the ranking is the same."""
+    from roofline.serving.simulation.capacity import rank_capacity
+    from roofline.serving.simulation.metrics import Targets
+
+    devices = [get_hardware(h) for h in ("h100-sxm", "a100-sxm-80gb", "t4")]
+    args = (get_model("llama-3.1-8b"), devices, Lengths(512), Lengths(64), Targets(ttft_s=2.0, tpot_s=0.05))
+    for workers in (1, 2):
+        told: list[tuple[int, int]] = []
+        found, why_not = rank_capacity(
+            *args, requests=60, workers=workers, progress=lambda d, t, o=told: o.append((d, t))
+        )
+        assert told == [(1, 3), (2, 3), (3, 3)]
+        assert len(found) + len(why_not) == 3 and "t4 TP=1" in why_not
+        plain, _ = rank_capacity(*args, requests=60, workers=workers)
+        assert [(c.hardware, c.rate_per_s) for c in found] == [(c.hardware, c.rate_per_s) for c in plain]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from roofline.cli.args import (
     CliError,
@@ -51,7 +52,10 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         workers=min(os.cpu_count() or 1, 8),
         chunked=(chunked := chunked_setting(args)),
         burstiness=args.burstiness,
+        progress=_progress_line("--capacity: setups simulated") if sys.stderr.isatty() else None,
     )
+    if sys.stderr.isatty():
+        print(file=sys.stderr)  # past the progress line
     known = {hw.id: for_settings(settings, hw) for hw in devices}
     data = {
         "model": model.id,
@@ -273,3 +277,13 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         return "\n".join([*lines, data["method"]])
 
     emit(args, data, text)
+
+
+def _progress_line(what: str):
+    """A callback that rewrites one line of the terminal with (done, total): minutes of work say
+    how far they are (only on a terminal; a file or a pipe gets no progress)."""
+
+    def show(done: int, total: int) -> None:
+        print(f"\r{what} {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    return show

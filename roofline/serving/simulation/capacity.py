@@ -13,6 +13,7 @@ rate a queue grows without bound in the long run, and a run of ``requests`` sees
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,11 +212,13 @@ def rank_capacity(
     workers: int = 1,
     chunked: bool | None = None,
     burstiness: float = 1.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Capacity], dict[str, str]]:
     """Every device at every TP degree that can run the model: its capacity, best first (the
     cheapest per million output tokens where prices are known, then the highest rate), and why
     each other setup could not run. ``workers`` > 1 spreads the setups over that many processes
-    (each setup's simulations are independent; the results are the same)."""
+    (each setup's simulations are independent; the results are the same). ``progress`` is told
+    (setups done, setups) as each finishes."""
     settings = settings or Settings()
     precision = precision or Precision()
     prices = prices or {}
@@ -237,9 +240,10 @@ def rank_capacity(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            answers = list(pool.map(_setup_capacity, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+            done = pool.map(_setup_capacity, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
+            answers = _counted(done, len(jobs), progress)
     else:
-        answers = [_setup_capacity(job) for job in jobs]
+        answers = _counted(map(_setup_capacity, jobs), len(jobs), progress)
     found, why_not = [], {}
     for (_, hw, tp, *_rest), answer in zip(jobs, answers):
         if isinstance(answer, str):
@@ -248,6 +252,15 @@ def rank_capacity(
             found.append(answer)
     found.sort(key=ranking_key)
     return found, why_not
+
+
+def _counted(answers: Iterable, total: int, progress: Callable[[int, int], None] | None) -> list:
+    out = []
+    for answer in answers:
+        out.append(answer)
+        if progress is not None:
+            progress(len(out), total)
+    return out
 
 
 def ranking_key(c: Capacity) -> tuple:
