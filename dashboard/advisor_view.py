@@ -50,7 +50,8 @@ def basis_caption(ranking: list[dict]) -> str:
             "Ranked on the ideal bound (datasheet roofs), the one basis every device has: "
             + "; ".join(parts)
             + ", the datasheet elsewhere, and measured kernels are slower than ideal ones, so mixing them would "
-            "favour the devices never measured. The table gives each device's expected time beside its bound."
+            "favour the devices never measured. The table gives each measured device's expected time beside its "
+            "bound (n/a on the datasheet alone, where it would be the bound again)."
         )
     return "Ranked on the expected time" + (
         f" ({'; '.join(parts)})" if parts else " (datasheet roofs: the ideal bound)"

@@ -223,7 +223,15 @@ def point_picker(points, devices: dict, model_name: str, tp: int) -> tuple[str, 
         st.info("No chosen device can run this setup; the warnings above say why.")
         return None
     settle_choice("pick_hw", runnable)
-    pick_device = c1.selectbox("Device", runnable, key="pick_hw", bind="query-params")
+    # Another device opens at its own default batch: a batch carried over would not reach the link.
+    pick_device = c1.selectbox(
+        "Device",
+        runnable,
+        key="pick_hw",
+        bind="query-params",
+        on_change=st.session_state.pop,
+        args=("pick_batch", None),
+    )
     d = points.devices.index(pick_device)
     fitting = [int(b) for b, f in zip(points.batch, points.runs[d]) if f]
     if not fitting:
