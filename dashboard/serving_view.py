@@ -212,26 +212,18 @@ def unfit_warning(points, devices: dict, model_name: str, tp: int) -> str | None
 
 def point_picker(points, devices: dict, model_name: str, tp: int) -> tuple[str, int, list[int]] | None:
     """The device and decode batch that the One point and Techniques tabs open, both in the URL
-    (``pick_hw``, ``pick_batch``), with the batches that fit there; None, with the reason shown,
-    where there is no point to open. A link's device that is not among the page's runnable ones, or
-    its batch that does not fit, is named in a warning and the default taken; a choice of an earlier
-    run that a changed input took away (a device removed, a batch that no longer fits) falls back
-    to the default without one."""
+    (``pick_hw``, and ``pick_batch_<device>``: each device its own), with the batches that fit there;
+    None, with the reason shown, where there is no point to open. A link's device that is not among
+    the page's runnable ones, or its batch that does not fit, is named in a warning and the default
+    taken; a choice of an earlier run that a changed input took away (a device removed, a batch that
+    no longer fits) falls back to the default without one."""
     c1, c2 = st.columns(2)
     runnable = [hid for hid in points.devices if hid not in points.why_not]
     if not runnable:
         st.info("No chosen device can run this setup; the warnings above say why.")
         return None
     settle_choice("pick_hw", runnable)
-    # Another device opens at its own default batch: a batch carried over would not reach the link.
-    pick_device = c1.selectbox(
-        "Device",
-        runnable,
-        key="pick_hw",
-        bind="query-params",
-        on_change=st.session_state.pop,
-        args=("pick_batch", None),
-    )
+    pick_device = c1.selectbox("Device", runnable, key="pick_hw", bind="query-params")
     d = points.devices.index(pick_device)
     fitting = [int(b) for b, f in zip(points.batch, points.runs[d]) if f]
     if not fitting:
@@ -239,8 +231,11 @@ def point_picker(points, devices: dict, model_name: str, tp: int) -> tuple[str, 
             f"{md_escape(model_name)} does not fit on {md_escape(devices[pick_device].name)} at TP={tp} at any batch."
         )
         return None
-    settle_choice("pick_batch", fitting)
+    # One batch per device in the link (pick_batch_<device>), each with its own default: one slider
+    # for every device kept a batch across devices that the link never received.
+    key = f"pick_batch_{pick_device}"
+    settle_choice(key, fitting)
     pick_batch = c2.select_slider(
-        "Decode batch", fitting, value=fitting[len(fitting) // 2], key="pick_batch", bind="query-params"
+        "Decode batch", fitting, value=fitting[len(fitting) // 2], key=key, bind="query-params"
     )
     return pick_device, pick_batch, fitting

@@ -248,3 +248,30 @@ def test_a_bad_trace_upload_is_one_error_naming_the_file_as_it_is(app_url, brows
     error.wait_for(timeout=60_000)
     assert "trace: *em*_[x](y).csv has no requests" in error.inner_text()
     page.close()
+
+
+def test_the_serving_point_a_user_picks_is_in_the_link_and_the_link_reopens_it(app_url, browser):
+    """The One point tab's device and decode batch reach the link (they had not: a link reopened the
+    first device at its middle batch)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url + "/serving?view=One+point&hw=h100-sxm&hw=h200-sxm")
+    _wait_for_plot(page)
+    _wait_until_idle(page)
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Device").last.click()
+    page.get_by_role("option", name="h200-sxm").first.click()
+    _wait_until_idle(page)
+    thumb = page.locator("[data-testid=stSlider] input[type=range]").last
+    thumb.focus()
+    thumb.press("ArrowRight")
+    page.wait_for_function("() => location.search.includes('pick_batch_h200-sxm=')", timeout=30_000)
+    _wait_until_idle(page)
+    tiles = lambda p: p.locator('[data-testid="stMetric"]').all_inner_texts()[:3]  # noqa: E731
+    picked, link = tiles(page), _share_link(page)
+    assert "pick_hw=h200-sxm" in link and "pick_batch_h200-sxm=" in link
+    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    again.goto(link)
+    _wait_for_plot(again)
+    _wait_until_idle(again)
+    assert tiles(again) == picked
+    page.close()
+    again.close()

@@ -127,20 +127,20 @@ def test_the_cheapest_setup_says_how_each_engine_took_its_prompts_in():
 
 
 def test_the_point_a_link_opens_is_its_device_and_batch():
-    """The One point tab's device and decode batch are in the link: it opened the first device at
-    its middle batch whatever the link said. A link's device not on the page, or a batch that does
-    not fit, is named and the default taken; a batch that a changed device no longer fits falls
-    back without a warning."""
-    at = _view("One point", hw=["h100-sxm", "h200-sxm"], pick_hw="h200-sxm", pick_batch="392")
-    assert (at.selectbox(key="pick_hw").value, at.select_slider(key="pick_batch").value) == ("h200-sxm", 392)
+    """The One point tab's device and each device's decode batch are in the link: it opened the
+    first device at its middle batch whatever the link said. A link's device not on the page, or a
+    batch that does not fit, is named and the default taken."""
+    at = _view("One point", hw=["h100-sxm", "h200-sxm"], pick_hw="h200-sxm", **{"pick_batch_h200-sxm": "392"})
+    assert (at.selectbox(key="pick_hw").value, at.select_slider(key="pick_batch_h200-sxm").value) == ("h200-sxm", 392)
     assert "NVIDIA H200" in " ".join(c.value for c in at.caption) and not at.warning
-    bad = _view("One point", hw=["h100-sxm", "h200-sxm"], pick_hw="mi300x", pick_batch="7")
+    bad = _view("One point", hw=["h100-sxm", "h200-sxm"], pick_hw="mi300x", **{"pick_batch_h100-sxm": "7"})
     warned = " ".join(w.value for w in bad.warning)
-    assert "`pick_hw`" in warned and "mi300x" in warned and "`pick_batch`" not in warned
-    assert bad.selectbox(key="pick_hw").value == "h100-sxm" and bad.select_slider(key="pick_batch").value == 7
-    odd = _view("Techniques", hw="h100-sxm", pick_batch="64")
-    assert "`pick_batch`: '64' is not allowed" in " ".join(w.value for w in odd.warning)
-    assert odd.select_slider(key="pick_batch").value == 30  # the middle of the H100's 1..601
-    at.selectbox(key="pick_hw").set_value("h100-sxm").run()  # 392 sequences do not fit on the H100
+    assert "`pick_hw`" in warned and "mi300x" in warned and "`pick_batch_h100-sxm`" not in warned
+    assert bad.selectbox(key="pick_hw").value == "h100-sxm"
+    assert bad.select_slider(key="pick_batch_h100-sxm").value == 7
+    odd = _view("Techniques", hw="h100-sxm", **{"pick_batch_h100-sxm": "64"})
+    assert "`pick_batch_h100-sxm`: '64' is not allowed" in " ".join(w.value for w in odd.warning)
+    assert odd.select_slider(key="pick_batch_h100-sxm").value == 30  # the middle of the H100's 1..601
+    at.selectbox(key="pick_hw").set_value("h100-sxm").run()  # each device its own batch: the H100 at its default
     assert not at.exception and not at.warning
-    assert at.select_slider(key="pick_batch").value < 392
+    assert at.select_slider(key="pick_batch_h100-sxm").value == 30
