@@ -80,8 +80,9 @@ def targets_columns() -> dict:
         # Pinned, so a phone scrolling to the precision or the cost splits still sees which device.
         "device": st.column_config.TextColumn(pinned=True),
         "TTFT": st.column_config.TextColumn(
-            help="the steps that carry a new prompt, in the steady state with no queue (Under load adds the "
-            "queue): one step where the prompt fits the token budget beside the batch"
+            help="a prompt's first token in the steady state, with no queue (Under load adds the queue): the "
+            "steps that carry the prompt where prompts ride the decodes' steps (one, where it fits the token "
+            "budget beside the batch), else its prefill step"
         ),
         "TPOT": st.column_config.TextColumn(
             help="the mean step a decoding sequence waits for, the steps that carry prompts included"
