@@ -260,3 +260,15 @@ def test_matmul_says_what_rate_a_tiny_gemm_is_predicted_beside_the_roofline_it_c
     out = capsys.readouterr().out
     assert "attainable: 1.1 TFLOPS of 989.4 peak (the roofline at this intensity)" in out
     assert "predicted:  1.67 MFLOPS expected, 1.67 MFLOPS at the ideal bound" in out
+
+
+def test_serve_plans_a_device_named_twice_once(capsys):
+    """serve --hardware h100-sxm --hardware h100-sxm printed the H100's row twice, and a simulation
+    of one device refused it as two."""
+    from roofline.cli import main
+
+    argv = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--hardware", "h100-sxm", "--json"]
+    assert main(argv) == 0
+    assert [b["hardware"] for b in json.loads(capsys.readouterr().out)["best"]] == ["h100-sxm"]
+    assert main([*argv, "--rate", "2", "--requests", "20"]) == 0
+    assert json.loads(capsys.readouterr().out)["hardware"] == "h100-sxm"

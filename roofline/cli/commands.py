@@ -252,6 +252,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from roofline.known_error import for_settings
 
     check_flags_used(args)
+    if args.hardware:  # a device named twice is planned once
+        args.hardware = list(dict.fromkeys(args.hardware))
     if args.trace is None and args.measured is None:  # else the lengths are the file's
         longest = (args.prompt_max or args.prompt_len) + (args.output_max or args.output_len)
         if longest > (model := get_model(args.model, args.model_dir)).max_context:
