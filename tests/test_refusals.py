@@ -272,3 +272,14 @@ def test_serve_plans_a_device_named_twice_once(capsys):
     assert [b["hardware"] for b in json.loads(capsys.readouterr().out)["best"]] == ["h100-sxm"]
     assert main([*argv, "--rate", "2", "--requests", "20"]) == 0
     assert json.loads(capsys.readouterr().out)["hardware"] == "h100-sxm"
+
+
+def test_load_refuses_a_host_with_no_ram(capsys):
+    """load --host-ram-gb 0 had been taken, every method then 'not fitting the host'."""
+    from roofline.cli import main
+
+    with pytest.raises(SystemExit) as stopped:  # argparse's refusal
+        main(["load", "--model", "llama-3.1-8b", "--host-ram-gb", "0"])
+    assert stopped.value.code == 2
+    assert "--host-ram-gb: expected a finite number > 0, got '0'" in capsys.readouterr().err
+    assert main(["load", "--model", "llama-3.1-8b", "--host-ram-gb", "64", "--json"]) == 0

@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tp", type=positive_int, default=1, help="devices the model is split over, one process each on one host"
     )
-    p.add_argument("--host-ram-gb", type=non_negative_float, default=None, help="the host's RAM, GB, to check against")
+    p.add_argument("--host-ram-gb", type=positive_float, default=None, help="the host's RAM, GB, to check against")
     p.add_argument(
         "--measure",
         action="store_true",
