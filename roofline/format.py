@@ -23,6 +23,11 @@ def fmt_flops(flops: float) -> str:
     return _scaled(flops, "FLOP")
 
 
+def fmt_rate(per_s: float, unit: str) -> str:
+    """A rate with an SI prefix on its unit: 1.67 MFLOPS, 989 TFLOPS."""
+    return _scaled(per_s, unit)
+
+
 def fmt_bytes(n_bytes: float) -> str:
     return _scaled(n_bytes, "B")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from roofline.cli.render_plans import load, measure, serve, train  # noqa: F401 (callers use render.<name>)
 from roofline.defaults import FUSED_MOE_PREFIX
 from roofline.dtypes import peak_unit
-from roofline.format import fmt_bytes, fmt_flops, fmt_seconds, ranks_of, table
+from roofline.format import fmt_bytes, fmt_flops, fmt_rate, fmt_seconds, ranks_of, table
 
 
 def num(value: object) -> str:
@@ -65,12 +65,8 @@ def hardware_show(d: dict) -> str:
 
 
 def _rate(tflops: float, dtype: str) -> str:
-    """A rate in the dtype's peak unit, read at any size: 1.1 TFLOPS, 0.83 MFLOPS of it."""
-    unit = peak_unit(dtype)  # TFLOPS or TOPS
-    for scale, prefix in ((1.0, "T"), (1e-3, "G"), (1e-6, "M"), (1e-9, "k")):
-        if tflops >= scale or scale == 1e-9:
-            return f"{tflops / scale:.3g} {prefix}{unit[1:]}"
-    return f"{tflops:.3g} {unit}"
+    """A rate given in the dtype's peak unit (TFLOPS or TOPS), at the prefix that suits its size."""
+    return fmt_rate(tflops * 1e12, peak_unit(dtype)[1:])
 
 
 def matmul(d: dict) -> str:
