@@ -173,9 +173,9 @@ def test_advise_gives_each_device_its_math(capsys):
     run = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--weight-dtype", "fp8", "--rate", "2"]
     assert main([*run, "--requests", "20"]) == 0
     assert "Math (auto, as the serving engines run these weights): fp8, W8A8" in capsys.readouterr().out
-    # A dense model's experts' format is moot: not an extra precision to search.
-    assert main([*serve, "--expert-weight-dtype", "fp8", "--json"]) == 0
-    assert "precision set here" not in json.loads(capsys.readouterr().out)["searched"]
+    # A dense model has no experts' format: refused by name, not searched as an extra precision.
+    assert main([*serve, "--expert-weight-dtype", "fp8", "--json"]) == 2
+    assert "--expert-weight-dtype: Llama 3.1 8B has no routed experts" in capsys.readouterr().err
 
 
 def test_the_advisor_pages_math_column_shows_where_devices_compute_apart():

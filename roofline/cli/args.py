@@ -337,7 +337,11 @@ def add_calibration(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def precision_from_args(args: argparse.Namespace) -> Precision:
+def precision_from_args(args: argparse.Namespace, model=None) -> Precision:
+    """The precision the flags give, refused where they contradict each other or ``model``."""
+    from roofline.cli.consistency import check_precision_flags
+
+    check_precision_flags(args, model)
     return Precision(
         weight_dtype=args.weight_dtype,
         act_dtype=getattr(args, "act_dtype", MATH_AUTO),

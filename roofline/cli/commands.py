@@ -10,6 +10,7 @@ from collections.abc import Callable
 import roofline.cli.render as render
 from roofline.api import hardware_summary, matmul_result, model_summary
 from roofline.cli.args import CliError, calibration_from_args, precision_from_args
+from roofline.cli.consistency import serve_models
 from roofline.cli.outputs import require_writable
 from roofline.cli.setting_flags import flag_error, settings_from_args
 from roofline.format import dumps_strict
@@ -67,13 +68,14 @@ def cmd_model_show(args: argparse.Namespace) -> None:
 
 
 def workload_from_args(args: argparse.Namespace, phase: str, seq_len: int, output_len: int = 1) -> Workload:
+    model = get_model(args.model, args.model_dir)
     return Workload(
-        get_model(args.model, args.model_dir),
+        model,
         phase,
         args.batch,
         seq_len,
         output_len,
-        precision_from_args(args),
+        precision_from_args(args, model),
         args.tp,
         getattr(args, "attention", "flash"),
         getattr(args, "cuda_graphs", False),
@@ -104,7 +106,7 @@ def cmd_kv(args: argparse.Namespace) -> None:
 
     model = get_model(args.model, args.model_dir)
     hw = get_hardware(args.hardware, args.hardware_dir)
-    precision = precision_from_args(args)
+    precision = precision_from_args(args, model)
     w = Workload(
         model, "decode", precision=precision, tp=args.tp, cuda_graphs=args.cuda_graphs, attention_dp=args.attention_dp
     )
@@ -265,9 +267,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         return cmd_simulate(args, emit, render)
     if args.ramp_s:
         raise CliError("--ramp-s: the clients' ramp is a closed loop's; give it with --concurrency")
-    if (
-        args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio or args.attention_dp > 1
-    ):  # (--prompt-graph-tokens and --launch-overhead-us time the frontier's eager prompt steps too)
+    # (--prompt-graph-tokens and --launch-overhead-us time the frontier's eager prompt steps too)
+    if args.recv_interval > 1 or args.batch_wait_iters or args.batch_wait_ratio or args.attention_dp > 1:
         raise CliError(
             "--recv-interval, --batch-wait-iters, --batch-wait-ratio and --attention-dp act in the simulation: add "
             "--rate, --concurrency, --trace, --measured, --sweep or --capacity"
@@ -289,13 +290,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
         splittable_tps,
     )
 
-    model = get_model(args.model, args.model_dir)
+    model, draft = serve_models(args)  # the draft model checked against the target
     every = load_hardware(args.hardware_dir)
     devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
     if args.ttft_ms <= 0 or args.tpot_ms <= 0:
         raise CliError("--ttft-ms and --tpot-ms must be positive")
     traffic = Traffic(args.prompt_len, args.output_len)
-    precision = precision_from_args(args)
+    precision = precision_from_args(args, model)
     settings = settings_from_args(args)
     shipped = load_prices()
     prices = {k: v.usd_per_hour for k, v in shipped.items()}
@@ -326,7 +327,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
         hw = every[primary.hardware]
         batch, tp = int(primary.point["batch"]), int(primary.point["tp"])
         spec_batches = np.unique(np.round(np.geomspace(1, max(batch, 2), 12)).astype(int))
-        draft = get_model(args.draft_model, args.model_dir) if args.draft_model else None
         at = primary.precision  # the levers run at the chosen setup's precision, batch and TP
         spec = speculative(
             model, hw, traffic, spec_batches, args.spec_k, args.spec_alpha, draft, at, tp=tp, settings=settings

@@ -15,6 +15,7 @@ from roofline.cli.args import (
     positive_float,
     positive_int,
 )
+from roofline.cli.consistency import check_serve_flags
 from roofline.defaults import (
     CHUNKED_SETTINGS,
     DEFAULT_LAUNCH_OVERHEAD_S,
@@ -263,6 +264,7 @@ def check_flags_used(args: argparse.Namespace) -> None:
     run = "--capacity" if args.capacity else "--sweep" if args.sweep else (given or [None])[0]
     if run is None and args.ramp_up_strategy is not None:
         run = "--rate"
+    check_serve_flags(args, run)  # speculative decoding beside a load, lengths beside a trace
     for flag, (default, runs) in _FLAG_RUNS.items():
         if getattr(args, flag[2:].replace("-", "_")) == default or run in runs:
             continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import CliError, measured_from_args
+from roofline.cli.consistency import check_batch_within_seqs
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.settings import _INTEGERS, _RANGES, Settings
 
@@ -44,6 +45,7 @@ def flag_error(settings_error: ValueError, args: argparse.Namespace, flags: dict
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    check_batch_within_seqs(args)  # a --batch past the --max-num-seqs given beside it
     measured = measured_from_args(args).settings_fields()
     try:
         return _settings(args, measured)
@@ -92,9 +94,11 @@ def command_flags(settings: Settings, precision=None) -> tuple[list[str], list[s
             flags += ["--" + field.replace("_", "-"), str(value)]
     if precision is not None:
         base = Precision()
+        used = {"group_size": "int4" in (precision.weight_dtype, precision.expert_weight_dtype)}
+        used["fp8_scaling"] = precision.has_fp8_weights  # else the command refuses the flag
         for field in ("weight_dtype", "act_dtype", "kv_dtype", "expert_weight_dtype", "fp8_scaling", "group_size"):
             value = getattr(precision, field)
-            if value != getattr(base, field):
+            if value != getattr(base, field) and used.get(field, True):
                 flags += ["--" + field.replace("_", "-"), str(value)]
     left = []
     if settings.calibration is not None:

@@ -1,0 +1,90 @@
+"""Flags that each parse but contradict one another or the model: refused by name before any work,
+where the command would otherwise drop one of them in silence (a ``--group-size`` beside bf16
+weights, a batch past ``--max-num-seqs``, speculative decoding beside a simulated load)."""
+
+from __future__ import annotations
+
+import argparse
+
+from roofline.cli.args import CliError
+from roofline.defaults import DEFAULT_INT4_GROUP_SIZE
+
+
+def _weights_words(args: argparse.Namespace) -> str:
+    experts = getattr(args, "expert_weight_dtype", None)
+    return args.weight_dtype + (f" (experts {experts})" if experts else "")
+
+
+def check_precision_flags(args: argparse.Namespace, model=None) -> None:
+    """Refuse precision flags the weights given do not use: ``--group-size`` without int4 weights,
+    ``--fp8-scaling`` other than auto without fp8 weights, and, where the model is known,
+    ``--expert-weight-dtype`` on a model with no routed experts."""
+    experts = getattr(args, "expert_weight_dtype", None)
+    if model is not None and experts is not None and model.moe is None:
+        raise CliError(
+            f"--expert-weight-dtype: {model.name} has no routed experts (a dense model); give its weights' "
+            "format with --weight-dtype"
+        )
+    formats = (args.weight_dtype, experts)
+    if getattr(args, "group_size", DEFAULT_INT4_GROUP_SIZE) != DEFAULT_INT4_GROUP_SIZE and "int4" not in formats:
+        raise CliError(
+            f"--group-size: sets int4 weights' elements per scale; the weights here are {_weights_words(args)} "
+            "(give --weight-dtype int4 or --expert-weight-dtype int4)"
+        )
+    if getattr(args, "fp8_scaling", "auto") != "auto" and "fp8" not in formats:
+        raise CliError(
+            f"--fp8-scaling: sets how fp8 weights carry their scales; the weights here are {_weights_words(args)} "
+            "(give --weight-dtype fp8 or --expert-weight-dtype fp8)"
+        )
+
+
+def check_batch_within_seqs(args: argparse.Namespace) -> None:
+    """Refuse a ``--batch`` of more sequences than the ``--max-num-seqs`` given beside it: no step of
+    that engine runs them (left to the engine's own cap where the flag is not given)."""
+    cap = getattr(args, "max_num_seqs", None)
+    batch = getattr(args, "batch", None)
+    if cap is not None and batch is not None and batch > cap:
+        raise CliError(
+            f"--batch: {batch:,} sequences exceed --max-num-seqs {cap:,}, the most a step runs; raise "
+            "--max-num-seqs or lower --batch"
+        )
+
+
+SPEC_DEFAULTS = {"--spec-k": 4, "--spec-alpha": 0.7, "--draft-model": None}
+
+
+def check_serve_flags(args: argparse.Namespace, load: str | None) -> None:
+    """Refuse ``serve`` flags the run asked for would ignore: speculative decoding beside a
+    simulated load or rate sweep (``load``: the run's flag, None for the steady-state plan), and
+    the lengths beside a trace or a measured file, which carry their own."""
+    if load is not None:
+        for flag, default in SPEC_DEFAULTS.items():
+            if getattr(args, flag[2:].replace("-", "_")) != default:
+                raise CliError(
+                    f"{flag}: speculative decoding is priced beside the steady-state plan (serve without a load); "
+                    f"the simulation of {load} decodes one token a step, so it would be ignored"
+                )
+    if load in ("--trace", "--measured"):
+        for flag, default in (("--prompt-len", 1024), ("--output-len", 256)):
+            if getattr(args, flag[2:].replace("-", "_")) != default:
+                carried = "its lines' lengths" if load == "--trace" else "each point's own lengths"
+                raise CliError(f"{flag}: {load} carries {carried}; it would be ignored")
+
+
+def serve_models(args: argparse.Namespace):
+    """``serve``'s model and its ``--draft-model`` (None: n-gram drafting), a draft no smaller than
+    the target refused by the parameters one token reads (an MoE's active ones): its k steps would
+    cost more than the target steps they save."""
+    from roofline.models import get_model
+
+    model = get_model(args.model, args.model_dir)
+    if args.draft_model is None:
+        return model, None
+    draft = get_model(args.draft_model, args.model_dir)
+    draft_b, target_b = (m.param_counts()["active_per_token"] / 1e9 for m in (draft, model))
+    if draft_b >= target_b:
+        raise CliError(
+            f"--draft-model: {draft.name} ({draft_b:,.1f} B parameters a token) is not smaller than the target "
+            f"{model.name} ({target_b:,.1f} B); a draft model drafts for a larger one"
+        )
+    return model, draft
