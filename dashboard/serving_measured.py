@@ -44,7 +44,13 @@ def _compared(runs: tuple[MeasuredRun, ...], model, hw, precision, tp: int, sett
 
 
 def measured_gaps(runs: list[MeasuredRun], model, hw, precision, tp: int, settings, chunked: bool) -> pd.DataFrame:
-    """Per point and metric: measured and simulated p50 and p90 and their ratio."""
+    """Per point and metric: measured and simulated p50 and p90 and their ratio, after a warning
+    where the file's model is not recognizably the model simulated."""
+    from roofline.models import load_models
+    from roofline.serving.measured.naming import model_mismatch
+
+    if note := model_mismatch(model, (r.model for r in runs), load_models().values(), "the Model picker"):
+        st.warning(f"Measured results: {note}.")
     try:
         points = cached(_compared, tuple(runs), model, hw, precision, tp, settings, chunked)
     except MeasuredError as exc:

@@ -120,6 +120,8 @@ def render_measured(d: dict, model_name: str, hw_name: str) -> str:
         f"{model_name} on {d['tp']} x {hw_name} predicted beside {d['file']} ({d['format']}); "
         "ratio = predicted / measured, nothing fitted"
     ]
+    if d.get("model_check"):
+        lines.append(f"  warning: {d['model_check']}")
     labels = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "end-to-end"}
     for point in d["points"]:
         m = point["measured"]

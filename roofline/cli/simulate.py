@@ -181,7 +181,9 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
 
 def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
     """Each point of a measured result file simulated at its load, measured beside predicted."""
+    from roofline.models import load_models
     from roofline.serving.measured import compare, read_measured, simulator
+    from roofline.serving.measured.naming import model_mismatch
 
     runs = read_measured(args.measured)
     simulated = sum(min(r.requests or args.requests, MAX_SIMULATED_REQUESTS) for r in runs)
@@ -209,6 +211,7 @@ def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
         "fitted": False,
         "ratio": "predicted / measured",
         "points": compare(runs, simulate_fn),
+        "model_check": model_mismatch(model, (r.model for r in runs), load_models(args.model_dir).values()),
     }
     emit(args, data, lambda: render_measured(data, model.name, hw.name))
 
