@@ -110,3 +110,16 @@ def test_the_serving_pages_command_leaves_out_what_its_precision_does_not_use():
     assert "--fp8-scaling" not in command and "--group-size" not in command and "--expert" not in command
     args = build_parser().parse_args(command.split()[3:])
     assert precision_from_args(args, model) == Precision()
+
+
+def test_train_measure_names_the_flag_whose_setup_the_harness_does_not_run(capsys):
+    """The default precision (mixed) is not measured: the error named a field ("precision: ..."),
+    now the flag, and says it is the default."""
+    pytest.importorskip("torch")
+    argv = ["train", "--model", "smollm2-135m", "--hardware", "h100-sxm", "--micro-batch", "1", "--seq-len", "64"]
+    assert main([*argv, "--measure", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --precision: mixed (16-bit weights with an fp32 master copy, the default)")
+    assert "measure amp, fp32 or pure-bf16 (with --measure)" in err
+    assert main([*argv, "--measure", "cpu", "--precision", "amp", "--optimizer", "adamw-8bit"]) == 2
+    assert capsys.readouterr().err.startswith("error: --optimizer: adamw-8bit needs bitsandbytes")

@@ -24,6 +24,7 @@ from roofline.cli.args import (
 )
 from roofline.cli.load_args import add_load
 from roofline.cli.profile_cmd import add_profile_parser
+from roofline.cli.train_cmd import cmd_train
 from roofline.defaults import (
     CHUNKED_SETTINGS,
     DEFAULT_GRAPH_LAUNCH_OVERHEAD_S,
@@ -153,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also run a real training step of this setup here (needs torch) and print its peak memory and time",
     )
-    p.set_defaults(func=commands.cmd_train)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("load", help="peak host RAM and device memory of each way to load a checkpoint")
     p.add_argument("--model", required=True, help="a model id or a config.json")

@@ -56,8 +56,8 @@ def check_measurable(s: TrainSetup) -> None:
         raise ValueError("method: qlora needs bitsandbytes' NF4 kernels; measure lora or full here")
     if s.precision == "mixed":
         raise ValueError(
-            "precision: mixed (16-bit weights with an fp32 master copy) is a framework's scheme; "
-            "measure amp, fp32 or pure-bf16"
+            "precision: mixed (16-bit weights with an fp32 master copy, the default) is a framework's scheme "
+            "that the measured step does not run; measure amp, fp32 or pure-bf16"
         )
     if s.dp > 1 or s.zero or s.offload_optimizer:
         raise ValueError("dp, zero and offload are not measured on one device")
