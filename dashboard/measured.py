@@ -119,10 +119,11 @@ def measured_panel() -> Measured:
         return Measured(cal, coll, origin, roofs)
 
 
-def roofs_caption(measured: Measured, device_ids: list[str]) -> str | None:
-    """Which measured roofs each device used, and why not where they were not (the pages'
-    header line; the command line prints the same sentences)."""
+def roofs_caption(measured: Measured, device_ids: list[str], tp: int | None = None) -> str | None:
+    """Which measured roofs each device used, and why not where they were not, and where the
+    all-reduce's ranks are not the page's ``tp`` (the pages' header line; the command line prints
+    the same sentences)."""
     if not measured.roofs.any:
         return None
-    lines = [line[0].lower() + line[1:].rstrip(".") for line in measured.roofs.lines(device_ids)]
+    lines = [line[0].lower() + line[1:].rstrip(".") for line in measured.roofs.lines(device_ids, [tp] if tp else [])]
     return "Roofs: " + md_escape("; ".join(lines)) + "."

@@ -10,6 +10,7 @@ then every figure says so. Nothing is applied in silence, and nothing is dropped
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -78,8 +79,23 @@ class MeasuredRoofs:
             fields["collective_latency_s"] = DEFAULT_COLLECTIVE_LATENCY_S
         return fields
 
-    def report(self, device_ids: list[str]) -> dict[str, object]:
-        """What was applied to which of ``device_ids`` and, for the others, why not (JSON)."""
+    def ranks_note(self, tps: Iterable[int]) -> str:
+        """Where the all-reduce was measured over another number of ranks than a TP degree it is
+        applied at (``tps``), what carries over and what does not ("" where none differs)."""
+        coll = self.collectives.collectives if self.collectives is not None else None
+        other = sorted({int(t) for t in tps if t and int(t) > 1 and int(t) != coll.world_size}) if coll else []
+        if not other:
+            return ""
+        at = ", ".join(map(str, other))
+        return (
+            f"measured over {coll.world_size} ranks, applied at TP {at}: its bus bandwidth carries over where the "
+            f"GPUs meet at a switch, not its latency, which grows with the ranks (measure over {other[-1]} ranks "
+            "for that TP's own figure)"
+        )
+
+    def report(self, device_ids: list[str], tps: Iterable[int] = ()) -> dict[str, object]:
+        """What was applied to which of ``device_ids`` and, for the others, why not (JSON); with
+        ``tps``, the TP degrees asked for, whether the all-reduce's ranks were theirs."""
         data: dict[str, object] = {}
         cal = self.calibration
         if cal is not None:
@@ -112,13 +128,14 @@ class MeasuredRoofs:
                 "not_applied_to": [d for d in device_ids if d not in on],
                 "why_not": why if any(d != target for d in device_ids) and target != "*" else "",
                 "note": why,
+                "ranks_note": self.ranks_note(tps) if on else "",
             }
         return data
 
-    def lines(self, device_ids: list[str]) -> list[str]:
+    def lines(self, device_ids: list[str], tps: Iterable[int] = ()) -> list[str]:
         """The report as sentences (the command line's text output and the pages' header)."""
         lines = []
-        report = self.report(device_ids)
+        report = self.report(device_ids, tps)
         for key, what in (("calibration", "calibrated roofs"), ("collectives", "the measured all-reduce")):
             entry = report.get(key)
             if entry is None:
@@ -128,6 +145,8 @@ class MeasuredRoofs:
                 text = f"{what}{source} applied to {', '.join(entry['applied_to'])}"
                 if key == "collectives" and entry["forced"]:
                     text += f" (forced: {entry['note']})"
+                if entry.get("ranks_note"):
+                    text += f" ({entry['ranks_note']})"
             else:
                 text = f"{what}{source} not applied"
             if entry["not_applied_to"]:

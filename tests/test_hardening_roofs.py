@@ -146,6 +146,22 @@ def test_an_nccl_all_reduce_applies_to_its_own_device_only(tmp_path):
         assert data["measured_roofs"]["collectives"]["applied_to"] == ([device] if applied else [])
 
 
+def test_an_all_reduce_measured_over_other_ranks_than_the_tp_says_so(tmp_path):
+    """A two-rank all-reduce had been applied at TP 8 without a word; now the output says what
+    carries over (the bus bandwidth, over a switch) and what does not (the latency)."""
+    nccl = _collectives_file(tmp_path, "NVIDIA H100 80GB HBM3", "cuda", "nccl", "h100-sxm", bus_bandwidth_gbps=50.0)
+    _, data = _total(_cli(*TP8, "--hardware", "h100-sxm", "--collectives", str(nccl)))
+    note = data["measured_roofs"]["collectives"]["ranks_note"]
+    assert note.startswith("measured over 2 ranks, applied at TP 8:") and "measure over 8 ranks" in note
+    code, text, _ = _cli(*TP8[:-1], "--hardware", "h100-sxm", "--collectives", str(nccl))
+    assert code == 0 and "applied to h100-sxm (measured over 2 ranks, applied at TP 8" in text
+    at_two = [a if a != "8" else "2" for a in TP8]
+    _, data = _total(_cli(*at_two, "--hardware", "h100-sxm", "--collectives", str(nccl)))
+    assert data["measured_roofs"]["collectives"]["ranks_note"] == ""  # its own ranks
+    _, data = _total(_cli(*TP8, "--hardware", "b200", "--collectives", str(nccl)))
+    assert data["measured_roofs"]["collectives"]["ranks_note"] == ""  # not applied: nothing to say
+
+
 def test_a_calibration_for_another_device_is_said_not_applied():
     cal = str(ROOT / "examples" / "h100-sxm-kernel-sweeps.json")
     base = ["analyze", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "1024"]

@@ -110,6 +110,33 @@ def test_this_sessions_calibration_moves_its_device_on_the_llm_page():
     assert plain != calibrated
 
 
+def test_the_llm_page_says_where_an_all_reduce_ran_over_other_ranks_than_its_tp():
+    """A two-rank NCCL all-reduce applied at TP 8: the roofs line says what carries over."""
+    from roofline.measure.schema import CollectivePoint, Collectives, DeviceInfo, Results
+
+    device = DeviceInfo(name="NVIDIA H100 80GB HBM3", kind="cuda", torch_version="2", date="2026")
+    results = Results(
+        mode="collectives",
+        device=device.model_copy(update={"matched_hardware_id": "h100-sxm"}),
+        collectives=Collectives(
+            backend="nccl",
+            world_size=2,
+            points=[CollectivePoint(message_bytes=2**20, time_s=1e-4, bus_bandwidth_gbps=50)],
+        ),
+    )
+    captions = {}
+    for tp in ("2", "8"):
+        at = AppTest.from_file(str(ROOT / "views/llm_page.py"), default_timeout=TIMEOUT)
+        at.query_params["hw"], at.query_params["model"], at.query_params["tp"] = ["h100-sxm"], "llama-3.1-70b", tp
+        at.session_state["measure_results"] = results
+        at.run()
+        at.radio(key="measured_source").set_value("the Measure page's results").run()
+        assert not at.exception and not at.error
+        captions[tp] = " ".join(c.value for c in at.caption if c.value.startswith("Roofs:"))
+    assert "applied to h100-sxm." in captions["2"] and "ranks" not in captions["2"]
+    assert "measured over 2 ranks, applied at TP 8" in captions["8"]
+
+
 def test_measure_page_without_torch(monkeypatch):
     import importlib.util
 

@@ -158,7 +158,7 @@ settings = Settings(
     **moe,
     **measured.settings_fields(),
 )
-roofs_note = roofs_caption(measured, list(devices))
+roofs_note = roofs_caption(measured, list(devices), int(tp))
 if roofs_note:
     st.caption(roofs_note)
 if engine != "ideal":  # which engine's kernels the expected times read, on the device diagnosed

@@ -130,7 +130,7 @@ settings = Settings(
     max_batched_tokens=None if mbt is None else int(mbt),
     calibration=measured.calibration,
 )
-roofs_note = roofs_caption(measured, list(selected))
+roofs_note = roofs_caption(measured, list(selected), int(tp))
 if roofs_note:
     st.caption(roofs_note)
 try:

@@ -159,7 +159,7 @@ settings = Settings(
     **moe,
     **measured.settings_fields(),
 )
-roofs_note = roofs_caption(measured, list(selected))
+roofs_note = roofs_caption(measured, list(selected), int(tp))
 if roofs_note:
     st.caption(roofs_note)
 st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))

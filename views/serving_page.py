@@ -133,7 +133,7 @@ if not selected:
 model = models[model_id]
 hws = [devices[h] for h in selected]
 settings = Settings(calibration=measured.calibration, engine=engine, **moe)
-note = roofs_caption(measured, list(selected))
+note = roofs_caption(measured, list(selected), int(tp))
 if note:
     st.caption(note)
 st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))
