@@ -91,7 +91,8 @@ Record = TypeVar("Record", bound=BaseModel)
 PROBLEMS: list[str] = []
 
 
-def _report(problem: str) -> None:
+def report_problem(problem: str) -> None:
+    """Add "file: reason" to ``PROBLEMS`` once."""
     if problem not in PROBLEMS:
         PROBLEMS.append(problem)
 
@@ -219,7 +220,7 @@ def search_dirs(shipped: Path, env_var: str, extra_dir: str | Path | None) -> tu
         if _is_dir(Path(entry)):
             dirs.append(Path(entry))
         else:  # an ambient setting: reported, not fatal (a folder named on the command line is)
-            _report(f"${env_var}: {shown_path(entry)}: not a folder (ignored)")
+            report_problem(f"${env_var}: {shown_path(entry)}: not a folder (ignored)")
     if extra_dir:
         dirs.append(Path(extra_dir))
     return tuple(dirs)
@@ -238,7 +239,7 @@ def load_dirs(dirs: tuple[Path, ...], schema: type[Record], kind: str) -> dict[s
             try:
                 record = load_record(path, schema, directory)
             except DataError as exc:
-                _report(f"{exc} (this {kind} file is skipped)")
+                report_problem(f"{exc} (this {kind} file is skipped)")
                 continue
             records[record.id] = record
     return records

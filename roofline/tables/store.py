@@ -7,7 +7,6 @@ A file in an earlier folder hides one of the same name in a later one.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -26,11 +25,45 @@ def search_dirs() -> list[Path]:
     return [d for d in dirs if (d / "manifest.json").exists()]
 
 
+MAX_MANIFEST_BYTES = 4 * 2**20
+_ENTRY_KEYS = ("file", "device", "engine", "version")
+
+
+def _manifest(folder: Path) -> dict | None:
+    """A folder's manifest, or None with the reason in ``PROBLEMS`` (the command line prints it as
+    a warning, the Hardware page lists it): a malformed or wrong-shaped one hides nothing of the
+    folders after it."""
+    from roofline.datafiles import DataError, read_regular_file, report_problem, shown_path, strict_json
+
+    path = folder / "manifest.json"
+    try:
+        manifest = strict_json(read_regular_file(path, MAX_MANIFEST_BYTES))
+    except DataError as exc:
+        report_problem(f"{exc}; its kernel tables are not read")
+        return None
+    except (ValueError, UnicodeDecodeError) as exc:
+        report_problem(f"{shown_path(path)}: not readable JSON ({exc}); its kernel tables are not read")
+        return None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    good = isinstance(files, list) and all(
+        isinstance(f, dict) and all(isinstance(f.get(k), str) for k in _ENTRY_KEYS) for f in files
+    )
+    if not good or not all(isinstance(manifest.get(k), str) for k in ("source", "licence")):
+        report_problem(
+            f"{shown_path(path)}: expected an object with 'source', 'licence' and 'files' (each with "
+            f"{', '.join(map(repr, _ENTRY_KEYS))}), as `python -m roofline tables import` writes; its kernel tables "
+            "are not read"
+        )
+        return None
+    return manifest
+
+
 def entries() -> list[dict]:
     """Every (device, engine, version) file available, first folder winning, with its source."""
     seen: dict[str, dict] = {}
     for d in search_dirs():
-        manifest = json.loads((d / "manifest.json").read_text())
+        if (manifest := _manifest(d)) is None:
+            continue
         for f in manifest["files"]:
             if f["file"] not in seen and (d / f["file"]).exists():
                 seen[f["file"]] = {

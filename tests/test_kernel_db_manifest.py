@@ -1,0 +1,40 @@
+"""A kernel-table folder named by ``$ROOFLINE_KERNEL_DB`` whose manifest is malformed: it had stopped
+every command (a JSON error with no file named, or a KeyError traceback); now the folder is skipped
+with a warning naming the file, and the shipped tables still answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from roofline.cli import main
+
+ANALYZE = ["analyze", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--phase", "decode", "--seq-len", "1024"]
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("{bad", "manifest.json: not readable JSON (Expecting property name"),
+        ('{"files": [], "source": "x"}', "manifest.json: expected an object with 'source', 'licence' and 'files'"),
+        ("[1, 2]", "manifest.json: expected an object with 'source', 'licence' and 'files'"),
+        ('{"source": "x", "licence": "y", "files": [{"file": 1}]}', "(each with 'file', 'device', 'engine'"),
+        ('{"source": "x", "licence": "y", "files": [], "n": NaN}', "not readable JSON (NaN is not allowed"),
+    ],
+)
+def test_a_malformed_manifest_is_skipped_and_named(text, said, tmp_path, monkeypatch, capsys):
+    from roofline.datafiles import PROBLEMS
+
+    from tests.table_fixtures import clear_caches
+
+    clear_caches()  # the tables are read afresh, from the folders as they are now
+    before = PROBLEMS[:]
+    PROBLEMS.clear()  # this test's reports alone (the command line prints the list it imported)
+    (tmp_path / "manifest.json").write_text(text)
+    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(tmp_path))
+    plain = main([*ANALYZE, "--json"])
+    out, err = capsys.readouterr()
+    assert plain == 0 and "Traceback" not in err
+    assert f"warning: {tmp_path / 'manifest.json'}" in err and said in err and "kernel tables are not read" in err
+    PROBLEMS[:] = before
+    clear_caches()
+    assert '"roof_source"' in out and "vLLM" in out  # the shipped tables answered
