@@ -38,3 +38,25 @@ def test_a_malformed_manifest_is_skipped_and_named(text, said, tmp_path, monkeyp
     PROBLEMS[:] = before
     clear_caches()
     assert '"roof_source"' in out and "vLLM" in out  # the shipped tables answered
+
+
+def test_tables_import_names_the_source_as_given(tmp_path, capsys):
+    """A wheel without the tables had been reported under the temporary folder it was unpacked to
+    ("no aiconfigurator_core/systems/data under /tmp/tmp…/unpacked"), a missing path as a folder
+    without data, and an empty one as ".": each now names --source as given."""
+    import zipfile
+
+    wheel = tmp_path / "other-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("other/__init__.py", "")
+    out = tmp_path / "db"
+    cases = [
+        (str(wheel), f"--source: no aiconfigurator_core/systems/data in {wheel} (an aiconfigurator-core wheel"),
+        (str(tmp_path / "missing"), f"--source: {tmp_path / 'missing'} does not exist"),
+        ("", "--source: expected an aiconfigurator-core wheel or folder, got ''"),
+    ]
+    for source, said in cases:
+        assert main(["tables", "import", "--source", source, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "unpacked" not in err and "Traceback" not in err
+    assert not out.exists()  # nothing written

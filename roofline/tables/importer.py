@@ -18,6 +18,7 @@ from pathlib import Path
 
 import roofline.tables.convert as convert
 import roofline.tables.store as store
+from roofline.datafiles import shown_path
 
 
 def import_database(
@@ -41,13 +42,23 @@ def import_database(
             if not wheels:
                 raise FileNotFoundError(f"pip downloaded no wheel of {package_spec}")
             source = wheels[0]
-        source = Path(source)
+        if not str(source):
+            raise ValueError("--source: expected an aiconfigurator-core wheel or folder, got ''")
+        given = source = Path(source)
+        if not given.exists():
+            raise ValueError(f"--source: {shown_path(given)} does not exist (an aiconfigurator-core wheel or folder)")
         if source.suffix == ".whl":
             try:
                 source = convert.unpack_wheel(source, tmp_path / "unpacked")
             except zipfile.BadZipFile:
                 raise ValueError(f"--source: {source} is not a wheel (a zip file)") from None
-        systems = convert.find_systems_dir(source)
+        try:
+            systems = convert.find_systems_dir(source)
+        except FileNotFoundError:  # named as given, not as the temporary folder a wheel was unpacked to
+            raise ValueError(
+                f"--source: no aiconfigurator_core/systems/data in {shown_path(given)} (an aiconfigurator-core wheel "
+                "or its unpacked package)"
+            ) from None
         # Converted apart first: an import that finds nothing leaves the folder as it was.
         fresh = tmp_path / "converted"
         manifest = convert.convert(systems, fresh, devices, package_version=convert.package_version_of(systems))
