@@ -42,4 +42,9 @@ def get_model(model_id: str, extra_dir: str | Path | None = None) -> ModelConfig
     try:
         return models[model_id]
     except KeyError:
+        folder = Path(model_id)
+        if ("/" in model_id or "\\" in model_id) and folder.is_dir():  # a checkpoint's folder, not its config
+            config = folder / "config.json"
+            what = f"give its config.json ({shown_path(config)})" if config.is_file() else "it holds no config.json"
+            raise ValueError(f"model {shown_path(model_id)!r} is a folder: {what}") from None
         raise ValueError(f"unknown model {shown_path(model_id)!r}; allowed: {', '.join(sorted(models))}") from None

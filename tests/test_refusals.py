@@ -283,3 +283,27 @@ def test_load_refuses_a_host_with_no_ram(capsys):
     assert stopped.value.code == 2
     assert "--host-ram-gb: expected a finite number > 0, got '0'" in capsys.readouterr().err
     assert main(["load", "--model", "llama-3.1-8b", "--host-ram-gb", "64", "--json"]) == 0
+
+
+def test_a_checkpoint_folder_given_as_the_model_is_told_to_give_its_config(tmp_path, capsys):
+    """A folder had been called an unknown model id, with the 31 ids listed."""
+    from roofline.cli import main
+
+    argv = ["analyze", "--hardware", "h100-sxm", "--phase", "decode", "--seq-len", "10", "--model"]
+    assert main([*argv, str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: model {str(tmp_path)!r} is a folder: it holds no config.json\n"
+    (tmp_path / "config.json").write_text("{}")
+    assert main([*argv, f"{tmp_path}/"]) == 2
+    assert f"is a folder: give its config.json ({tmp_path / 'config.json'})" in capsys.readouterr().err
+
+
+def test_a_results_files_version_written_as_a_string_is_named_so(tmp_path, capsys):
+    """It read "version '2' is not supported; this build reads version 2"."""
+    from roofline.cli import main
+
+    data = json.loads((ROOT / "examples" / "h100-sxm-kernel-sweeps.json").read_text()) | {"version": "2"}
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    argv = ["analyze", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--phase", "decode", "--seq-len", "64"]
+    assert main([*argv, "--calibration", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {path}: \"version\" must be the number 2, not the string '2'\n"

@@ -269,7 +269,10 @@ def parse_results(text: str | bytes, origin: str = "results file") -> Results:
         raise ResultsError(f"{origin}: not JSON ({str(exc)[:120]})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
         raise ResultsError(f'{origin}: not a roofline measurement file (expected "schema": "{SCHEMA_NAME}")')
-    if data.get("version") != SCHEMA_VERSION:
+    version = data.get("version")
+    if isinstance(version, str) and version.strip() == str(SCHEMA_VERSION):
+        raise ResultsError(f'{origin}: "version" must be the number {SCHEMA_VERSION}, not the string {version!r}')
+    if version != SCHEMA_VERSION:
         raise ResultsError(
             f"{origin}: results format version {data.get('version')!r} is not supported; this build reads "
             f"version {SCHEMA_VERSION} (measure again with this version)"
