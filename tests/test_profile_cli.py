@@ -110,3 +110,20 @@ def test_cuda_on_a_machine_without_it_is_a_clear_error(capsys):
 
     assert main(["profile", "--json", "--model", "smollm2-135m", "--device", "cuda"]) == 2
     assert "--device cuda: PyTorch sees 0 CUDA device(s) here" in capsys.readouterr().err
+
+
+def test_a_trace_given_twice_is_refused_not_counted_as_two_ranks(trace_file, capsys):
+    """The same file twice, or by another spelling, is named as given twice (a trace without its
+    rank recorded had been read as two ranks, every op doubled)."""
+    bare = {k: v for k, v in gpu_trace().items() if k != "distributedInfo"}
+    trace_file.write_text(json.dumps(bare))
+    again = f"{trace_file.parent}/./{trace_file.name}"
+    for twice in ([str(trace_file), str(trace_file)], [str(trace_file), again]):
+        assert main(["profile", "--trace", *twice, "--hardware", "h100-sxm"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: --trace: {twice[1]} is given twice; give each rank's trace once\n"
+    other = trace_file.parent / "rank1.json"
+    trace_file.write_text(json.dumps(gpu_trace(0)))
+    other.write_text(json.dumps(gpu_trace(1)))  # each rank's own file: two ranks
+    assert main(["profile", "--trace", str(trace_file), str(other), "--hardware", "h100-sxm", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["ranks"]) == 2

@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 
 from roofline.cli.args import CliError, add_common, add_model_dir, positive_int
 from roofline.cli.outputs import require_writable
+from roofline.datafiles import shown_path
 from roofline.format import dumps_strict, fmt_bytes, fmt_flops, fmt_seconds, table
 
 LEVELS = ("aten", "kernel", "module")
@@ -125,6 +127,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
         raise CliError(f"--device: expected cpu, cuda or cuda:N (profiling here), got {args.device!r}")
     if args.trace and any(not path for path in args.trace):
         raise CliError("--trace: expected trace files, got an empty path")
+    if args.trace and (twice := _given_twice(args.trace)):  # one file per rank: a repeat is a rank counted twice
+        raise CliError(f"--trace: {shown_path(twice)} is given twice; give each rank's trace once")
     require_writable("--out", args.out)  # before the profiling, not after it
     require_writable("--save-trace", args.save_trace)
     if args.max_trace_mib > MAX_TRACE_MIB:
@@ -226,3 +230,17 @@ def _check_it_fits(model, args: argparse.Namespace) -> None:
         f"model: {model.id} with {layers} layers needs about {need / 1e9:,.1f} GB to profile here "
         f"({'a training step' if args.train else 'a forward pass'}, fp32), and {free / 1e9:,.1f} GB is free{hint}"
     )
+
+
+def _given_twice(paths: list[str]) -> str | None:
+    """The first trace named again (the same file by another spelling counts), or None."""
+    seen: set[str] = set()
+    for path in paths:
+        try:
+            key = str(Path(path).resolve())
+        except (OSError, RuntimeError):
+            key = path
+        if key in seen:
+            return path
+        seen.add(key)
+    return None
