@@ -33,6 +33,8 @@ SERVE = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
             [*ANALYZE, "--expert-weight-dtype", "fp8"],
             "--expert-weight-dtype: Llama 3.1 8B has no routed experts (a dense model)",
         ),
+        ([*SERVE, "--rate", "2", "--expert-weight-dtype", "fp8"], "--expert-weight-dtype: Llama 3.1 8B has no routed"),
+        ([*SERVE, "--capacity", "--group-size", "32"], "--group-size: sets int4 weights' elements per scale"),
         (
             [*ANALYZE, "--batch", "8", "--max-num-seqs", "1"],
             "--batch: 8 sequences exceed --max-num-seqs 1, the most a step runs",

@@ -42,7 +42,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         Lengths(args.prompt_len, args.prompt_max),
         Lengths(args.output_len, args.output_max),
         targets,
-        precision_from_args(args),
+        precision_from_args(args, model),
         tuple(dict.fromkeys(args.tp or (1,))),
         settings,
         prices,
@@ -159,7 +159,7 @@ def cmd_simulate(args: argparse.Namespace, emit, render) -> None:
     if args.replicas > MAX_REPLICAS:
         raise CliError(f"--replicas: at most {MAX_REPLICAS}, got {args.replicas}")
     settings = settings_from_args(args)
-    precision = precision_from_args(args)
+    precision = precision_from_args(args, model)
     sim = simulate_serving(
         model,
         hw,
@@ -195,7 +195,7 @@ def cmd_measured(args: argparse.Namespace, model, hw, emit) -> None:
     simulate_fn = simulator(
         model,
         hw,
-        precision_from_args(args),
+        precision_from_args(args, model),
         tp,
         settings_from_args(args),
         chunked_setting(args),
@@ -233,7 +233,7 @@ def cmd_sweep(args: argparse.Namespace, emit, requests: int | None) -> None:
         model,
         hw,
         Traffic(args.prompt_len, args.output_len),
-        precision_from_args(args),
+        precision_from_args(args, model),
         tp,
         settings_from_args(args),
         (chunked := chunked_setting(args)),
