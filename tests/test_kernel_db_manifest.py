@@ -23,7 +23,6 @@ ANALYZE = ["analyze", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--ph
 )
 def test_a_malformed_manifest_is_skipped_and_named(text, said, tmp_path, monkeypatch, capsys):
     from roofline.datafiles import PROBLEMS
-
     from tests.table_fixtures import clear_caches
 
     clear_caches()  # the tables are read afresh, from the folders as they are now

@@ -77,7 +77,7 @@ def test_a_row_that_is_not_a_run_is_left_out_with_its_reason(tmp_path, field, va
 def test_a_missing_input_or_output_path_is_named_not_blamed_on_stdout(tmp_path):
     missing = tmp_path / "no" / "x.csv"
     for args, said in (
-        (["tables", "import", "--source", str(tmp_path / "none")], "no aiconfigurator_core/systems/data under"),
+        (["tables", "import", "--source", str(tmp_path / "none")], f"--source: {tmp_path / 'none'} does not exist"),
         (["validate", "--csv", str(missing)], f"--csv: cannot write {missing} (folder {missing.parent} is missing"),
         (["validate", "--load", "--csv", str(missing)], f"--csv: cannot write {missing}"),
         (["validate", "--report", str(tmp_path)], f"--report: expected a file to write, got '{tmp_path}'"),

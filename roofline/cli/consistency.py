@@ -50,7 +50,9 @@ def check_batch_within_seqs(args: argparse.Namespace) -> None:
         )
 
 
+# serve's defaults (the parser reads them here): a value other than these was given.
 SPEC_DEFAULTS = {"--spec-k": 4, "--spec-alpha": 0.7, "--draft-model": None}
+SERVE_LENGTHS = {"--prompt-len": 1024, "--output-len": 256}
 
 
 def check_serve_flags(args: argparse.Namespace, load: str | None) -> None:
@@ -65,7 +67,7 @@ def check_serve_flags(args: argparse.Namespace, load: str | None) -> None:
                     f"the simulation of {load} decodes one token a step, so it would be ignored"
                 )
     if load in ("--trace", "--measured"):
-        for flag, default in (("--prompt-len", 1024), ("--output-len", 256)):
+        for flag, default in SERVE_LENGTHS.items():
             if getattr(args, flag[2:].replace("-", "_")) != default:
                 carried = "its lines' lengths" if load == "--trace" else "each point's own lengths"
                 raise CliError(f"{flag}: {load} carries {carried}; it would be ignored")

@@ -22,6 +22,7 @@ from roofline.cli.args import (
     positive_float,
     positive_int,
 )
+from roofline.cli.consistency import SERVE_LENGTHS, SPEC_DEFAULTS
 from roofline.cli.load_args import add_load
 from roofline.cli.profile_cmd import add_profile_parser
 from roofline.cli.train_cmd import cmd_train
@@ -183,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--hardware", action="append", default=None, help="a device to plan for (repeat; default: every device)"
     )
-    p.add_argument("--prompt-len", type=positive_int, default=1024, help="mean prompt tokens")
-    p.add_argument("--output-len", type=positive_int, default=256, help="mean output tokens")
+    p.add_argument("--prompt-len", type=positive_int, default=SERVE_LENGTHS["--prompt-len"], help="mean prompt tokens")
+    p.add_argument("--output-len", type=positive_int, default=SERVE_LENGTHS["--output-len"], help="mean output tokens")
     p.add_argument("--ttft-ms", type=non_negative_float, default=2000.0, help="TTFT target (p50), ms")
     p.add_argument("--tpot-ms", type=non_negative_float, default=50.0, help="TPOT target (p50), ms")
     p.add_argument("--tp", type=positive_int, action="append", default=None, help="TP degrees to try (repeat)")
@@ -206,8 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-chunked-prefill", action="store_true", help="the same as --chunked-prefill off")
     add_precision(p)
-    p.add_argument("--spec-k", type=positive_int, default=4, help="speculative decoding: drafted tokens per step")
-    p.add_argument("--spec-alpha", type=fraction_or_zero, default=0.7, help="speculative decoding: acceptance rate")
+    p.add_argument(
+        "--spec-k",
+        type=positive_int,
+        default=SPEC_DEFAULTS["--spec-k"],
+        help="speculative decoding: drafted tokens per step",
+    )
+    p.add_argument(
+        "--spec-alpha",
+        type=fraction_or_zero,
+        default=SPEC_DEFAULTS["--spec-alpha"],
+        help="speculative decoding: acceptance rate",
+    )
     p.add_argument("--draft-model", default=None, help="speculative decoding's draft model (default: n-gram drafting)")
     p.add_argument(
         "--kv-link-gb-per-s",
