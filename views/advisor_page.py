@@ -19,7 +19,7 @@ from dashboard.advisor_view import (
 from dashboard.cache import cached
 from dashboard.llm_view import fit_to_context
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.precision_pickers import fp8_scaling_note, precision_params, precision_pickers
+from dashboard.precision_pickers import fp8_scaling_note, moot_precision_note, precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     boolean,
@@ -161,6 +161,8 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(devices), int(tp))
 if roofs_note:
     st.caption(roofs_note)
+if moot := moot_precision_note(precision, model):  # picks this model does not use
+    st.caption(moot)
 if engine != "ideal":  # which engine's kernels the expected times read, on the device diagnosed
     st.caption(engine_notes(engine, devices, [target_id], **moe, calibration=measured.calibration))
     if scaling_note := fp8_scaling_note(precision, model, engine):

@@ -19,7 +19,7 @@ from dashboard.kv_view import (
     no_fit_from,
 )
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.precision_pickers import precision_params, precision_pickers
+from dashboard.precision_pickers import moot_precision_note, precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     ATTENTION_DP_HELP,
@@ -133,6 +133,8 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(selected), int(tp))
 if roofs_note:
     st.caption(roofs_note)
+if moot := moot_precision_note(precision, model):  # picks this model does not use
+    st.caption(moot)
 try:
     workload = Workload(model, "decode", precision=precision, tp=int(tp), attention_dp=ranks)
 except ValueError as exc:

@@ -19,7 +19,7 @@ from dashboard.llm_view import (
     steps_summary,
 )
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.precision_pickers import fp8_scaling_note, precision_params, precision_pickers
+from dashboard.precision_pickers import fp8_scaling_note, moot_precision_note, precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
     ATTENTION_DP_HELP,
@@ -162,6 +162,8 @@ settings = Settings(
 roofs_note = roofs_caption(measured, list(selected), int(tp))
 if roofs_note:
     st.caption(roofs_note)
+if moot := moot_precision_note(precision, model):  # picks this model does not use
+    st.caption(moot)
 st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))
 if scaling_note := fp8_scaling_note(precision, model, engine):
     st.caption(scaling_note)

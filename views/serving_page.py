@@ -12,7 +12,7 @@ from dashboard import custom
 from dashboard.basis import basis_label, basis_short, rests_on_sentence
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
-from dashboard.precision_pickers import precision_params, precision_pickers, setup_params
+from dashboard.precision_pickers import moot_precision_note, precision_params, precision_pickers, setup_params
 from dashboard.serving_arrivals import TRACE_NOTE
 from dashboard.serving_load import render_load_section
 from dashboard.serving_prices import PRICE_PARAM, price_inputs
@@ -136,6 +136,8 @@ settings = Settings(calibration=measured.calibration, engine=engine, **moe)
 note = roofs_caption(measured, list(selected), int(tp))
 if note:
     st.caption(note)
+if moot := moot_precision_note(precision, model):  # picks this model does not use
+    st.caption(moot)
 st.caption(engine_notes(engine, devices, selected, **moe, calibration=measured.calibration))
 if math_note := auto_math_summary(precision, hws, moe=model.moe is not None):
     st.caption(math_note)
