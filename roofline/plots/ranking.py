@@ -13,6 +13,9 @@ from roofline.format import fmt_seconds
 from roofline.plots.style import REGIME_COLORS, legend_key, style_figure
 
 NO_FIT = "#CCCCCC"
+LOG_SPAN = 10.0  # the largest bar over the smallest past which the axis turns logarithmic
+# An axis title's line at 390 px: the plot's width less the device names ("ideal bound: time (ms)" fits).
+TITLE_LINE_CHARS = 24
 
 
 def time_unit(values_s: Sequence[float]) -> tuple[float, str]:
@@ -40,8 +43,14 @@ def ranking_figure(
     if latency:
         scale, unit = time_unit(values)
         axis = f"time ({unit})"
-    if on_ideal:
-        axis = f"ideal bound: {axis}"
+    # Values more than LOG_SPAN apart (2 ms beside 50 ms) on a linear axis leave the leaders as
+    # slivers no one can tell apart: a log axis then, said in its title (only where every bar has a length).
+    finite = [float(v) for v in values if np.isfinite(v)]
+    log = len(finite) == len(values) > 1 and min(finite) > 0 and max(finite) / min(finite) > LOG_SPAN
+    lines = [f"ideal bound: {axis}"] if on_ideal else [axis]
+    if len(lines[0]) > TITLE_LINE_CHARS and on_ideal:
+        lines = ["ideal bound:", axis]
+    axis = "<br>".join(lines + (["log scale"] if log else []))
 
     def hover_value(r: dict, v: float) -> str:
         shown = fmt_seconds(v) if latency else f"{v:,.4g} {label}"
@@ -83,7 +92,9 @@ def ranking_figure(
     if on_ideal:  # bars of ideal bounds, coloured by what binds each device's expected time: said so
         fig.update_layout(legend_title=dict(text="colour: regime of the expected time", side="top"))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
-    fig.update_xaxes(title=axis, gridcolor="#E5E5E5")
+    fig.update_xaxes(title=axis, gridcolor="#E5E5E5", type="log" if log else "linear")
     fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label too small to read is left out
-    style_figure(fig, max(320, 16 * len(rows) + 100), "ranking", title, margin=dict(l=10, r=20, t=40, b=40))
+    extra = 18 * axis.count("<br>")  # room for the title's further lines
+    margin = dict(l=10, r=20, t=40, b=40 + extra)
+    style_figure(fig, max(320, 16 * len(rows) + 100 + extra), "ranking", title, margin=margin)
     return fig
