@@ -196,3 +196,22 @@ def test_a_wide_tables_narrow_first_column_stays_in_view_on_a_phone():
     # A page that pinned its own row names keeps just those: the LLM page's op table pins "op", not "phase".
     ops = page("views/llm_page.py", view="Op table").dataframe[0]
     assert [k for k, v in json.loads(ops.proto.columns).items() if v.get("pinned")] == ["op"]
+
+
+def test_the_op_tables_share_of_roof_is_left_out_where_the_op_rests_on_the_datasheet():
+    """Elementwise ops, which no kernel table times, had read "100%" of their roof: their expected
+    time is their ideal bound, not a reading. "—" there; the ops the tables time keep theirs."""
+    at = page("views/llm_page.py", view="Op table")
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("op")
+    datasheet = table["rests on"].str.startswith("datasheet")
+    assert datasheet.any() and (~datasheet).any()
+    assert table.loc[datasheet, "% of its roof"].isna().all()
+    measured = table.loc[~datasheet, "% of its roof"]
+    assert measured.notna().all() and (measured <= 100 + 1e-9).all() and (measured < 100).any()
+    assert (
+        "— where the op rests on the datasheet"
+        in json.loads(at.dataframe[0].proto.columns)["% of its roof"]["help"]
+    )
+    ideal = page("views/llm_page.py", view="Op table", engine="ideal").dataframe[0].value
+    assert ideal["% of its roof"].isna().all()  # every op on the datasheet: nothing read

@@ -9,6 +9,7 @@ from dashboard import custom
 from dashboard.cache import cached, per_device
 from dashboard.llm_view import (
     OP_FORMATS,
+    ROOF_SHARE_HELP,
     decode_sweeps,
     decode_trajectories,
     device_rows,
@@ -347,8 +348,12 @@ if is_open(ops_tab):
             op_frames(tables)[1],
             hide_index=True,
             width="stretch",
+            placeholder="—",  # a share of roof the datasheet cannot read
             column_config={"op": st.column_config.TextColumn(pinned=True)}
-            | {col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()},
+            | {col: st.column_config.NumberColumn(format=f) for col, f in OP_FORMATS.items()}
+            | {
+                "% of its roof": st.column_config.NumberColumn(format=OP_FORMATS["% of its roof"], help=ROOF_SHARE_HELP)
+            },
         )
 # Below every tab: the files hold the whole analysis, whichever view is open (built when clicked).
 d1, d2 = st.columns(2)
