@@ -209,9 +209,6 @@ def test_the_op_tables_share_of_roof_is_left_out_where_the_op_rests_on_the_datas
     assert table.loc[datasheet, "% of its roof"].isna().all()
     measured = table.loc[~datasheet, "% of its roof"]
     assert measured.notna().all() and (measured <= 100 + 1e-9).all() and (measured < 100).any()
-    assert (
-        "— where the op rests on the datasheet"
-        in json.loads(at.dataframe[0].proto.columns)["% of its roof"]["help"]
-    )
+    assert "— where the op rests on the datasheet" in json.loads(at.dataframe[0].proto.columns)["% of its roof"]["help"]
     ideal = page("views/llm_page.py", view="Op table", engine="ideal").dataframe[0].value
     assert ideal["% of its roof"].isna().all()  # every op on the datasheet: nothing read
