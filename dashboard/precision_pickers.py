@@ -97,14 +97,14 @@ def precision_pickers(math: bool = True) -> Precision:
 
 
 def moot_precision_note(precision: Precision, model) -> str:
-    """A caption where a precision picker changes nothing for this model, as the command line
-    refuses the same flags: an experts' format on a dense model, an FP8 scaling without fp8
-    weights ("" where every pick applies)."""
-    experts = precision.expert_weight_dtype if model.moe else None
+    """A caption where a precision picker changes nothing for this model (``Precision.unused_fields``),
+    as the command line refuses the same flags: an experts' format on a dense model, an FP8 scaling
+    without fp8 weights ("" where every pick applies)."""
+    unused = precision.unused_fields(model)
     moot = []
-    if precision.expert_weight_dtype is not None and model.moe is None:
+    if "expert_weight_dtype" in unused:
         moot.append(f"MoE expert weight dtype ({precision.expert_weight_dtype}): {model.name} has no routed experts")
-    if precision.fp8_scaling != "auto" and "fp8" not in (precision.weight_dtype, experts):
+    if "fp8_scaling" in unused:
         moot.append(f"FP8 weight scaling ({precision.fp8_scaling}): no weights here are fp8")
     return ("Changes nothing here: " + "; ".join(moot) + ".") if moot else ""
 

@@ -5,8 +5,6 @@ picking another device computes only that one."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import streamlit as st
 
 from dashboard.basis import basis_short
@@ -35,8 +33,7 @@ def capacity_command(
     for flag, value_s in (("--ttft-ms", targets.ttft_s), ("--tpot-ms", targets.tpot_s)):
         if value_s is not None:
             argv += [flag, f"{value_s * 1e3:g}"]
-    dense = model.moe is None  # a dense model's experts' format is no flag of its command
-    flags, left = command_flags(settings, replace(precision, expert_weight_dtype=None) if dense else precision)
+    flags, left = command_flags(settings, precision, model)
     argv += ["--tp", str(tp), *flags, "--capacity", "--requests", str(SWEEP_REQUESTS), "--percentile", str(pct)]
     argv += (["--seed", str(seed)] if seed else []) + {None: [], True: ["--chunked-prefill", "on"]}.get(
         chunked, ["--chunked-prefill", "off"]

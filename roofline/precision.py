@@ -114,6 +114,19 @@ class Precision:
     def has_fp8_weights(self) -> bool:
         return "fp8" in (self.weight_dtype, self.expert_weight_dtype)
 
+    def unused_fields(self, model: ModelConfig | None = None) -> tuple[str, ...]:
+        """The fields set away from their defaults that change nothing: an experts' format on a dense
+        ``model`` (known only with the model), an fp8 scaling without fp8 weights, an int4 group
+        size without int4 weights (a dense model's experts' format not counting)."""
+        dense = model is not None and model.moe is None
+        formats = (self.weight_dtype, None if dense else self.expert_weight_dtype)
+        unused = ["expert_weight_dtype"] if dense and self.expert_weight_dtype is not None else []
+        if self.fp8_scaling != "auto" and "fp8" not in formats:
+            unused.append("fp8_scaling")
+        if self.group_size != DEFAULT_INT4_GROUP_SIZE and "int4" not in formats:
+            unused.append("group_size")
+        return tuple(unused)
+
     def resolved(self, model: ModelConfig) -> Precision:
         """This precision as it applies to ``model``: "auto" fp8 scaling made the model's own FP8
         checkpoint's (model_db's ``fp8_checkpoint``), per-tensor where the model records none, and

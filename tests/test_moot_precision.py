@@ -46,3 +46,21 @@ def test_the_kv_page_says_so_of_the_experts_format():
     assert not at.exception, [e.message for e in at.exception]
     said = [c.value for c in at.caption if c.value.startswith("Changes nothing here")]
     assert said == ["Changes nothing here: MoE expert weight dtype (int4): Llama 3.1 8B has no routed experts."]
+
+
+def test_the_fields_that_change_nothing_are_one_rule_for_the_command_line_and_the_pages():
+    """``Precision.unused_fields`` is what the command line refuses, the pages caption and the
+    Serving page's command leaves out."""
+    from roofline.models import get_model
+    from roofline.workload import Precision
+
+    dense, moe = get_model("llama-3.1-8b"), get_model("qwen3-30b-a3b")
+    picks = Precision(expert_weight_dtype="fp8", fp8_scaling="block", group_size=64)
+    assert picks.unused_fields(dense) == ("expert_weight_dtype", "fp8_scaling", "group_size")
+    assert picks.unused_fields(moe) == ("group_size",)  # the experts are fp8: their scaling applies
+    assert picks.unused_fields() == ("group_size",)  # no model: the experts' format is taken as given
+    assert Precision(expert_weight_dtype="int4", group_size=64).unused_fields(dense) == (
+        "expert_weight_dtype",
+        "group_size",
+    )
+    assert Precision(weight_dtype="int4", group_size=64).unused_fields(dense) == ()

@@ -341,8 +341,7 @@ def precision_from_args(args: argparse.Namespace, model=None) -> Precision:
     """The precision the flags give, refused where they contradict each other or ``model``."""
     from roofline.cli.consistency import check_precision_flags
 
-    check_precision_flags(args, model)
-    return Precision(
+    precision = Precision(
         weight_dtype=args.weight_dtype,
         act_dtype=getattr(args, "act_dtype", MATH_AUTO),
         kv_dtype=args.kv_dtype,
@@ -350,6 +349,8 @@ def precision_from_args(args: argparse.Namespace, model=None) -> Precision:
         expert_weight_dtype=args.expert_weight_dtype,
         fp8_scaling=getattr(args, "fp8_scaling", "auto"),
     )
+    check_precision_flags(precision, model)
+    return precision
 
 
 def measured_from_args(args: argparse.Namespace) -> MeasuredRoofs:

@@ -7,33 +7,28 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import CliError
-from roofline.defaults import DEFAULT_INT4_GROUP_SIZE
 
 
-def _weights_words(args: argparse.Namespace) -> str:
-    experts = getattr(args, "expert_weight_dtype", None)
-    return args.weight_dtype + (f" (experts {experts})" if experts else "")
-
-
-def check_precision_flags(args: argparse.Namespace, model=None) -> None:
-    """Refuse precision flags the weights given do not use: ``--group-size`` without int4 weights,
-    ``--fp8-scaling`` other than auto without fp8 weights, and, where the model is known,
-    ``--expert-weight-dtype`` on a model with no routed experts."""
-    experts = getattr(args, "expert_weight_dtype", None)
-    if model is not None and experts is not None and model.moe is None:
+def check_precision_flags(precision, model=None) -> None:
+    """Refuse precision flags that change nothing (``Precision.unused_fields``): ``--group-size``
+    without int4 weights, ``--fp8-scaling`` other than auto without fp8 weights, and, where the
+    model is known, ``--expert-weight-dtype`` on a model with no routed experts."""
+    unused = precision.unused_fields(model)
+    if "expert_weight_dtype" in unused:
         raise CliError(
             f"--expert-weight-dtype: {model.name} has no routed experts (a dense model); give its weights' "
             "format with --weight-dtype"
         )
-    formats = (args.weight_dtype, experts)
-    if getattr(args, "group_size", DEFAULT_INT4_GROUP_SIZE) != DEFAULT_INT4_GROUP_SIZE and "int4" not in formats:
+    experts = precision.expert_weight_dtype
+    weights = precision.weight_dtype + (f" (experts {experts})" if experts else "")
+    if "group_size" in unused:
         raise CliError(
-            f"--group-size: sets int4 weights' elements per scale; the weights here are {_weights_words(args)} "
+            f"--group-size: sets int4 weights' elements per scale; the weights here are {weights} "
             "(give --weight-dtype int4 or --expert-weight-dtype int4)"
         )
-    if getattr(args, "fp8_scaling", "auto") != "auto" and "fp8" not in formats:
+    if "fp8_scaling" in unused:
         raise CliError(
-            f"--fp8-scaling: sets how fp8 weights carry their scales; the weights here are {_weights_words(args)} "
+            f"--fp8-scaling: sets how fp8 weights carry their scales; the weights here are {weights} "
             "(give --weight-dtype fp8 or --expert-weight-dtype fp8)"
         )
 

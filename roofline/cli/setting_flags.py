@@ -76,9 +76,10 @@ def _settings(args: argparse.Namespace, measured: dict) -> Settings:
     )
 
 
-def command_flags(settings: Settings, precision=None) -> tuple[list[str], list[str]]:
+def command_flags(settings: Settings, precision=None, model=None) -> tuple[list[str], list[str]]:
     """The flags that give a command ``settings`` and ``precision`` (the inverse of
-    ``settings_from_args``; defaults left out, ``--engine`` always given), and what no flag can
+    ``settings_from_args``; defaults left out, and the precision's fields that change nothing for
+    ``model``, which the command would refuse; ``--engine`` always given), and what no flag can
     carry (a calibration or a measured link is a file the user picks; what-if scales)."""
     from roofline.workload import Precision
 
@@ -94,11 +95,10 @@ def command_flags(settings: Settings, precision=None) -> tuple[list[str], list[s
             flags += ["--" + field.replace("_", "-"), str(value)]
     if precision is not None:
         base = Precision()
-        used = {"group_size": "int4" in (precision.weight_dtype, precision.expert_weight_dtype)}
-        used["fp8_scaling"] = precision.has_fp8_weights  # else the command refuses the flag
+        unused = precision.unused_fields(model)  # the command refuses those flags
         for field in ("weight_dtype", "act_dtype", "kv_dtype", "expert_weight_dtype", "fp8_scaling", "group_size"):
             value = getattr(precision, field)
-            if value != getattr(base, field) and used.get(field, True):
+            if value != getattr(base, field) and field not in unused:
                 flags += ["--" + field.replace("_", "-"), str(value)]
     left = []
     if settings.calibration is not None:
