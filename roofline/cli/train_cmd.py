@@ -76,9 +76,11 @@ def _measure_training(setup, device: str) -> dict:
         flag = _MEASURE_FLAGS.get(field)
         if flag is None:
             raise
-        raise CliError(f"{flag}:{rest} (with --measure)") from None
+        raise CliError(f"{flag}:{rest}" + ("" if flag == "--measure" else " (with --measure)")) from None
 
 
+# The harness's fields as the flags that set them.
 _MEASURE_FLAGS = {f: f"--{f}" for f in ("precision", "optimizer", "method", "model")} | {
-    "dp, zero and offload": "--dp, --zero and --offload-optimizer"
+    "dp, zero and offload": "--dp, --zero and --offload-optimizer",
+    "device": "--measure",
 }

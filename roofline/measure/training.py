@@ -299,7 +299,7 @@ def measure(s: TrainSetup, device: str = "cpu", timeout_s: float = 600) -> dict:
     with the prediction for the same setup as this device runs it (fused or decomposed norms)."""
     check_measurable(s)
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--measure: {device} requested but torch sees no CUDA device; allowed here: cpu")
+        raise ValueError(f"device: {device} requested but torch sees no CUDA device; allowed here: cpu")
     s = replace(s, fused_norms=norms_are_fused(device))
     if device == "cpu":  # a GPU's own allocator refuses what does not fit; a host would swap
         check_ram(float(training_memory(s).peak_bytes), f"train --measure cpu of {s.model.id}")
