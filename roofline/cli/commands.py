@@ -199,9 +199,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     check_flags_used(args)
     if args.hardware:  # a device named twice is planned once
         args.hardware = list(dict.fromkeys(args.hardware))
+    model, draft = serve_models(args)  # the draft model checked against the target
     if args.trace is None and args.measured is None:  # else the lengths are the file's
         longest = (args.prompt_max or args.prompt_len) + (args.output_max or args.output_len)
-        if longest > (model := get_model(args.model, args.model_dir)).max_context:
+        if longest > model.max_context:
             raise CliError(
                 f"--prompt-len + --output-len (or their --*-max): {longest:,} tokens exceed {model.name}'s maximum "
                 f"context of {model.max_context:,}"
@@ -233,7 +234,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
         splittable_tps,
     )
 
-    model, draft = serve_models(args)  # the draft model checked against the target
     every = load_hardware(args.hardware_dir)
     devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
     if args.ttft_ms <= 0 or args.tpot_ms <= 0:
