@@ -3,6 +3,9 @@ ramp) and, when one of its requests ends, its next, within the load's one budget
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
+
 import numpy as np
 
 from roofline.serving.simulation.load import Requests
@@ -25,10 +28,10 @@ def next_client_request(arrival: np.ndarray, sent: int, t: float) -> None:
     takes its place before them and their starts move one request on (every request's lengths
     were drawn alike). The load's requests are one budget, as aiperf counts them: once none is
     left but the starts', the client takes the last start's request, and that client never starts."""
-    pending = np.flatnonzero(np.isnan(arrival[sent:]))
-    if pending.size:
-        j = sent + int(pending[0])  # the first request with no arrival yet
-    else:
+    # The requests with no arrival yet are the array's tail (each call gives the first of them one),
+    # so the first is found by bisection, not by a scan of every request a finish.
+    j = bisect_left(range(sent, arrival.size), True, key=lambda k: math.isnan(arrival[k])) + sent
+    if j >= arrival.size:
         j = arrival.size - 1  # the request of the client that would start last
         if j < sent or not arrival[j] > t:
             return  # every request is sent or due: the budget is spent

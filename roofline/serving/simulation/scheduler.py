@@ -53,6 +53,7 @@ import numpy as np
 from roofline.defaults import RECV_OTHER_WEIGHT  # what a step other than a decode adds to SGLang's intake counter
 
 POLICIES = ("vllm", "sglang", "trtllm")
+RELEASE_BY_REMOVAL = 8  # finished requests taken out of the running list one by one, below a scan of it
 array_sum = np.add.reduce  # an array's sum without ndarray.sum's Python wrapper (called several times a step)
 
 
@@ -301,5 +302,9 @@ def release(pool: Pool, done: np.ndarray) -> None:
         return
     pool.free_blocks += int(array_sum(pool.blocks[done]))
     pool.blocks[done] = 0
+    if done.size <= RELEASE_BY_REMOVAL:  # a few: each found and removed in the list, in C
+        for i in done.tolist():
+            pool.running.remove(i)
+        return
     gone = set(done.tolist())
     pool.running[:] = [i for i in pool.running if i not in gone]
