@@ -362,6 +362,7 @@ def diagnose(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETTINGS) -
         "bound_label": label,
         "time_is_lower_bound": lower,
         "time_s": base.time_s,
+        "tokens_per_s": base.tokens_per_s,
         "fits": base.fits,
         "top_ops": top,
         "levers": [lv.to_json() for lv in moves],

@@ -277,3 +277,23 @@ def test_per_watt_devices_that_do_not_fit_follow_the_objective_too():
     # The datasheet alone: seconds x watts, what per-watt ranks by.
     joules = [r.time_s * devices[r.hardware].tdp_w for r in rest]
     assert len(rest) > 3 and joules == sorted(joules)
+
+
+def test_the_batch_lever_reads_as_more_tokens_not_as_a_slower_step():
+    """Batch 1 to 4 of a memory-bound decode: the step is a little slower (the cache read of four
+    sequences), and each step yields four tokens; the table says both, apart."""
+    from tests.page_helpers import page
+
+    w = Workload(LLAMA8, "decode", 1, 1024, cuda_graphs=True)
+    result = diagnose(w, get_hardware("h100-sxm"))
+    assert result["tokens_per_s"] == pytest.approx(1 / result["time_s"])  # one sequence, one token a step
+    at = page("views/advisor_page.py", view="Diagnosis")
+    table = next(d.value for d in at.dataframe if "tokens/s ×" in d.value.columns)
+    assert "speed-up" not in table.columns and "step speed-up" in table.columns
+    batch = table[table["lever"].str.startswith("batch")].iloc[0]
+    assert batch["step speed-up"] < 1 < batch["tokens/s ×"]
+    times = float(batch["lever"].split("(")[1].rstrip("×)"))  # "batch 4 (4×)": four tokens a step
+    assert batch["tokens/s ×"] == pytest.approx(times * batch["step speed-up"])
+    others = table[~table["lever"].str.startswith("batch")]  # one token a step, as before
+    np.testing.assert_allclose(others["tokens/s ×"], others["step speed-up"])
+    assert any("Step speed-up" in c.value for c in at.caption)
