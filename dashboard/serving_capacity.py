@@ -13,7 +13,8 @@ from roofline.engines import chunked_words
 from roofline.format import fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
-from roofline.serving.simulation.capacity import rank_capacity, ranking_key
+from roofline.serving.basis import MIXED_BASIS_WORDS
+from roofline.serving.simulation.capacity import mixed_basis, rank_capacity, ranked
 from roofline.serving.simulation.metrics import PERCENTILES
 from roofline.serving.simulation.sweep import SWEEP_REQUESTS
 
@@ -68,7 +69,7 @@ def render_capacity(
     found, why_not = [], {}
     with st.spinner(f"Searching each device's largest rate within the p{pct} targets…"):
         for hw in devices:
-            ranked, why = cached(
+            setups, why = cached(
                 rank_capacity,
                 model,
                 [hw],
@@ -84,9 +85,9 @@ def render_capacity(
                 seed,
                 chunked=chunked,
             )
-            found += ranked
+            found += setups
             why_not |= why
-    found.sort(key=ranking_key)  # rank_capacity's order, over the devices ranked one at a time
+    found = ranked(found)  # rank_capacity's order, over the devices ranked one at a time
     known = {hw.id: for_settings(settings, hw) for hw in devices}
     frame = pd.DataFrame(
         [
@@ -147,7 +148,9 @@ def render_capacity(
         "the server's full throughput. Cheapest per million output tokens first "
         f"where priced. The command line runs the same search: `{command}`. "
         "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
-        "ideal bound, so a device on the datasheet alone looks better than it will run) and the engine's host work; "
+        "ideal bound, so a device on the datasheet alone looks better than it will run"
+        + (f"; here {MIXED_BASIS_WORDS}" if mixed_basis(found) else "")
+        + ") and the engine's host work; "
         "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "
         "so the rate is overstated)."
     )

@@ -26,8 +26,11 @@ def test_the_cheapest_setup_is_ranked_by_what_a_request_costs():
     prices = {"h100-sxm": 6.155, "h200-sxm": 6.305, "b200": 8.60, "l40s": 2.25}
     plans = best_under_targets(LLAMA, devices, Traffic(1024, 256), 2.0, 0.05, Settings(engine="vllm"), prices=prices)
     best = [b for b in plans if b.meets]
-    all_in = [b.point["usd_per_million_output_all_in"] for b in best]
-    assert all_in == sorted(all_in) and len(best) >= 3
+    # The L40S has no vLLM tables: on the datasheet alone it comes after the measured devices, which
+    # rank among themselves (tests/test_ranking_basis.py).
+    assert best[-1].hardware == "l40s"
+    all_in = [b.point["usd_per_million_output_all_in"] for b in best[:-1]]
+    assert all_in == sorted(all_in) and len(best) >= 4
     for b in best:  # by hand: the device-hours over the output tokens of the chosen batch
         per_s = prices[b.hardware] * b.point["tp"] / 3600
         assert b.point["usd_per_million_output_all_in"] == pytest.approx(per_s / b.point["tokens_per_s"] * 1e6)

@@ -63,6 +63,8 @@ from roofline.serving import (
     speculative,
     splittable_tps,
 )
+from roofline.serving.basis import MIXED_BASIS_WORDS
+from roofline.serving.plan import plan_basis_mixed
 from roofline.settings import Settings
 from roofline.workload import Workload
 
@@ -316,7 +318,8 @@ if is_open(targets_tab):
             + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
-            "device on the datasheet alone looks better than it will run."
+            "device on the datasheet alone looks better than it will run"
+            + (f"; here {MIXED_BASIS_WORDS}." if plan_basis_mixed(best, roofs) else ".")
             + (
                 " Where the TTFT equals the TPOT, every step carries a new prompt beside the decodes and each prompt "
                 "fits one step: its first token comes one step later, the step every decode waits for too."

@@ -32,6 +32,8 @@ def render_capacity(d: dict, model_name: str) -> str:
             )
     for key, why in d["not_run"].items():
         lines.append(f"  {key}: {why}")
+    if d.get("ranking_basis"):
+        lines.append(f"Ranking: {d['ranking_basis']}.")
     if d["ranking"]:
         lines.append(
             "tok/s: the rate x the output length of the requests admitted (a server within its targets carries all "

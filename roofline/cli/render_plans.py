@@ -193,8 +193,11 @@ def serve(d: dict, model_name: str) -> str:
     notes = list(d.get("roofs", {}).values())
     lines += notes[:12] + ([f"... and {len(notes) - 12} more devices"] if len(notes) > 12 else [])
     if len({": engine-measured roofs" in n for n in notes}) > 1:
+        from roofline.serving.basis import MIXED_BASIS_WORDS
+
         lines.append(
-            "Devices on the datasheet's ideal roofs are flattered beside those with an engine's measured kernels."
+            f"Devices on the datasheet's ideal roofs are flattered beside those with an engine's measured "
+            f"kernels: {MIXED_BASIS_WORDS}."
         )
     from roofline.known_error import ON_EVERY_DEVICE  # numpy and the report's reader, not at --help
 

@@ -27,7 +27,8 @@ DEFAULT_REQUESTS = 1000
 
 def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, float]) -> None:
     from roofline.known_error import for_settings
-    from roofline.serving.simulation.capacity import rank_capacity
+    from roofline.serving.basis import MIXED_BASIS_WORDS
+    from roofline.serving.simulation.capacity import mixed_basis, rank_capacity
     from roofline.serving.simulation.load import Lengths
     from roofline.serving.simulation.metrics import Targets
 
@@ -63,6 +64,7 @@ def cmd_capacity(args: argparse.Namespace, emit, devices, prices: dict[str, floa
         "target_rate_per_s": args.target_rate,
         "ranking": [c.to_json(args.target_rate) | {"known_error": known[c.hardware].to_json()} for c in found],
         "not_run": why_not,
+        "ranking_basis": MIXED_BASIS_WORDS if mixed_basis(found) else None,
         "method": f"largest {arrivals_words(args.burstiness)} rate whose p{args.percentile} TTFT and TPOT meet the "
         f"targets, by bisection over simulated benchmarks of {args.requests:,} requests each (a finite run, as a "
         f"benchmark is), {chunked_words(chunked, settings.engine)}",

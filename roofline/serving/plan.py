@@ -10,6 +10,7 @@ from roofline.engines import prompt_words, vllm_default_words
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
+from roofline.serving.basis import measured_first
 from roofline.serving.steady import ServingPoints, serving_sweep
 from roofline.serving.traffic import Traffic
 from roofline.settings import Settings
@@ -189,7 +190,17 @@ def best_under_targets(
     missing = [b for b in out if not b.meets]
     priced.sort(key=lambda b: b.point["usd_per_million_output_all_in"])
     unpriced.sort(key=lambda b: -b.point["tokens_per_s_per_device"])
-    return priced + unpriced + missing
+    # Measured roofs before the datasheet alone where the two are mixed (roofline.serving.basis).
+    on = {hw.id: hw for hw in devices}
+    source = {b.hardware: (settings or Settings()).ceilings(on[b.hardware], 1, True).source for b in priced + unpriced}
+    ranked, _ = measured_first(priced + unpriced, lambda b: source[b.hardware] == "datasheet")
+    return ranked + missing
+
+
+def plan_basis_mixed(best: list[Best], sources: dict[str, str]) -> bool:
+    """Whether the setups that meet the targets rest some on measured roofs, some on the datasheet alone
+    (``sources``: each device's roof source, as ``Settings.ceilings`` gives it)."""
+    return measured_first([b for b in best if b.meets], lambda b: sources.get(b.hardware) == "datasheet")[1]
 
 
 def _what_binds(pts: ServingPoints, d: int, ttft_s: float, tpot_s: float, previous) -> tuple[str, float]:

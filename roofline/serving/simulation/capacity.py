@@ -20,6 +20,7 @@ import numpy as np
 
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
+from roofline.serving.basis import measured_first
 from roofline.serving.simulation.api import most_in_flight, simulate_serving
 from roofline.serving.simulation.load import Lengths, Load, make_requests
 from roofline.serving.simulation.metrics import Targets, per_request
@@ -250,8 +251,7 @@ def rank_capacity(
             why_not[f"{hw.id} TP={tp}"] = answer
         else:
             found.append(answer)
-    found.sort(key=ranking_key)
-    return found, why_not
+    return ranked(found), why_not
 
 
 def _counted(answers: Iterable, total: int, progress: Callable[[int, int], None] | None) -> list:
@@ -261,6 +261,24 @@ def _counted(answers: Iterable, total: int, progress: Callable[[int, int], None]
         if progress is not None:
             progress(len(out), total)
     return out
+
+
+def ranked(found: list[Capacity]) -> list[Capacity]:
+    """The ranking's order (``ranking_key``), the setups on measured roofs before those on the datasheet
+    alone where they are mixed (``roofline.serving.basis``); setups that meet no target last."""
+    found = sorted(found, key=ranking_key)
+    meet = [c for c in found if c.rate_per_s > 0]
+    return measured_first(meet, on_datasheet)[0] + [c for c in found if c.rate_per_s <= 0]
+
+
+def on_datasheet(c: Capacity) -> bool:
+    """Whether the setup's times rest on the datasheet alone (its ideal bound)."""
+    return c.roofs.startswith("datasheet")
+
+
+def mixed_basis(found: list[Capacity]) -> bool:
+    """Whether the setups that meet the targets rest some on measured roofs, some on the datasheet alone."""
+    return measured_first([c for c in found if c.rate_per_s > 0], on_datasheet)[1]
 
 
 def ranking_key(c: Capacity) -> tuple:
