@@ -236,8 +236,14 @@ if is_open(memory_tab):
         report.subheader(f"Memory at batch {batch}, context {context:,}")
         report.chart(memory_bar_figure(memory_rows(results)), width="stretch", theme=None, key="memory_bar")
         report.caption(
-            f"Per sequence: {fmt_bytes(per_seq)} of cache, of which {fmt_bytes(result.paging_waste_bytes)} is the "
-            f"partly filled last block ({block}-token blocks). Reserved is non-torch memory (CUDA context, library "
+            f"Per sequence: {fmt_bytes(per_seq)} of cache, "
+            + (
+                f"of which {fmt_bytes(result.paging_waste_bytes)} is the partly filled last block ({block}-token "
+                "blocks). "
+                if result.paging_waste_bytes
+                else f"none of it a partly filled last block: the context fills whole {block}-token blocks. "
+            )
+            + "Reserved is non-torch memory (CUDA context, library "
             "workspaces, communication buffers)."
             + (
                 " The black mark is each device's usable memory: what stacks past it does not fit."

@@ -304,7 +304,8 @@ if is_open(roofline_tab):
         report.chart(fig, width="stretch", theme=None, key="llm_roofline")
         report.caption(
             "Marker area is the op's share of its step's time; colour is its regime. Points sit at the "
-            "performance the model predicts (FLOPs / time), so launch-bound ops fall below the roof."
+            "performance the model predicts (FLOPs / time), so overhead-bound ops (a launch or a kernel's floor "
+            "sets their time) fall below the roof."
         )
 
 if is_open(breakdown_tab):

@@ -368,6 +368,7 @@ if is_open(techniques_tab):
             )
             try:
                 disagg = disaggregation(model, hw, traffic, pick_batch, precision, int(tp), settings)
+                st.markdown(f"**Prefill/decode disaggregation at batch {pick_batch}**")  # the report: the table's
                 report.table(
                     disaggregation_frame(disagg),
                     f"Prefill/decode disaggregation at batch {pick_batch}",
@@ -377,7 +378,8 @@ if is_open(techniques_tab):
                 report.caption(
                     "Separate pools: decode steps carry no prompt chunks (lower TPOT), prompts prefill at full speed "
                     "(lower TTFT), and each prompt's KV cache crosses the device's scale-up link; the prefill pool is "
-                    f"sized to keep pace with the decode pool. Times rest on the {basis_label(roofs[pick_device])}."
+                    "sized to keep pace with the decode pool, and its devices count in the tokens/s per device. "
+                    f"Times rest on the {basis_label(roofs[pick_device])}."
                 )
             except ValueError as exc:
                 st.info(f"Disaggregation: {exc}")

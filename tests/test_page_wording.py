@@ -1,0 +1,28 @@
+"""Words on the pages that had read wrong: a caption naming a regime the legend does not, a waste
+of 0 B said as a waste, a table with no heading."""
+
+from __future__ import annotations
+
+from tests.page_helpers import page
+
+
+def test_the_kv_memory_caption_names_the_last_blocks_waste_only_where_there_is_some():
+    # Context 1,000 in 16-token blocks: 63 blocks hold 1,008 slots, 8 of them empty.
+    partly = page("views/kv_page.py", view="Memory", context="1000")
+    (line,) = [c.value for c in partly.caption if c.value.startswith("Per sequence")]
+    assert "is the partly filled last block (16-token blocks)" in line and "of which 0 B" not in line
+    whole = page("views/kv_page.py", view="Memory", context="8192")  # 512 whole blocks
+    (line,) = [c.value for c in whole.caption if c.value.startswith("Per sequence")]
+    assert "none of it a partly filled last block: the context fills whole 16-token blocks" in line
+
+
+def test_the_disaggregation_table_has_a_heading_and_says_whose_devices_it_counts():
+    at = page("views/serving_page.py", view="Techniques")
+    assert any(m.value.startswith("**Prefill/decode disaggregation at batch") for m in at.markdown)
+    assert any("its devices count in the tokens/s per device" in c.value for c in at.caption)
+
+
+def test_the_llm_roofline_caption_names_the_regime_its_legend_names():
+    at = page("views/llm_page.py")
+    (line,) = [c.value for c in at.caption if c.value.startswith("Marker area")]
+    assert "overhead-bound" in line and "launch-bound" not in line
