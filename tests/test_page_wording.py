@@ -26,3 +26,20 @@ def test_the_llm_roofline_caption_names_the_regime_its_legend_names():
     at = page("views/llm_page.py")
     (line,) = [c.value for c in at.caption if c.value.startswith("Marker area")]
     assert "overhead-bound" in line and "launch-bound" not in line
+
+
+def test_the_hardware_table_leads_with_what_a_roofline_rests_on():
+    """Capacity, bandwidth, the bf16 and fp8 peaks and the ridge before the rest: at 1440 px the table
+    shows about ten columns before it scrolls, and these had been past them."""
+    at = page("views/hardware_page.py")
+    columns = list(at.dataframe[0].value.columns)
+    assert columns[:7] == [
+        "id",
+        "device",
+        "memory GB",
+        "bandwidth TB/s",
+        "bf16 TFLOPS",
+        "fp8 TFLOPS",
+        "bf16 ridge FLOP/B",
+    ]
+    assert {"fp64 TFLOPS", "TDP W", "source"} <= set(columns)  # nothing dropped

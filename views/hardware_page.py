@@ -46,16 +46,25 @@ vendor_filter = st.multiselect("Vendors", vendors, default=vendors, key="vendor"
 
 
 def table_row(s: dict) -> dict:
+    """One device's row: what a roofline and a model's fit rest on first (memory, bandwidth, the
+    bf16 and fp8 peaks, the ridge), so a 1440-px page shows them before it scrolls; then the rest."""
     link = s["interconnect"]
-    row = {"id": s["id"], "device": s["name"], "vendor": s["vendor"], "year": s["launch_year"]}
-    row.update({f"{d} {peak_unit(d)}": s["peak_tflops"].get(d) for d in COMPUTE_DTYPES})
+    peaks = {f"{d} {peak_unit(d)}": s["peak_tflops"].get(d) for d in COMPUTE_DTYPES}
+    first = [k for k in peaks if k.split()[0] in ("bf16", "fp8")]
+    row = {
+        "id": s["id"],
+        "device": s["name"],
+        "memory GB": s["memory_gb"],
+        "bandwidth TB/s": s["memory_bandwidth_tbps"],
+    }
+    row.update({k: peaks[k] for k in first})
+    row["bf16 ridge FLOP/B"] = round(s["ridge_intensity"]["bf16"], 1) if "bf16" in s["ridge_intensity"] else None
+    row.update({"vendor": s["vendor"], "year": s["launch_year"]})
+    row.update({k: v for k, v in peaks.items() if k not in first})
     row["fp32 matrix TFLOPS"] = s["fp32_matrix_tflops"]
     row.update(
         {
-            "memory GB": s["memory_gb"],
             "exposed GiB": round(s["memory_exposed_bytes"] / 2**30, 2) if s["memory_exposed_bytes"] else None,
-            "bandwidth TB/s": s["memory_bandwidth_tbps"],
-            "bf16 ridge FLOP/B": round(s["ridge_intensity"]["bf16"], 1) if "bf16" in s["ridge_intensity"] else None,
             "LLC MB": s["l2_cache_mb"],
             "compute units": s["compute_units"],
             "interconnect": link["kind"] if link else None,
