@@ -95,13 +95,13 @@ def render_capacity(
                 "device": c.hardware,
                 "TP": c.tp,
                 "max requests/s": c.rate_per_s,
+                "$ per M output (all-in)": c.usd_per_million_output_tokens,  # what it is ranked by: in view
                 "rests on": basis_short(c.roofs.split(" roofs")[0]),
                 "published bias": known[c.hardware].short(),
                 "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
                 f"p{c.percentile} TTFT": fmt_seconds(c.ttft_s) if c.ttft_s is not None else "",
                 f"p{c.percentile} TPOT": fmt_seconds(c.tpot_s) if c.tpot_s is not None else "",
                 "output tokens/s": round(c.output_tokens_per_s),
-                "$ per M output (all-in)": c.usd_per_million_output_tokens,
                 "saturation requests/s": c.saturation_per_s,
             }
             for c in found

@@ -55,16 +55,17 @@ def targets_frame(best: list, roofs: dict[str, str]):
                 "$ per M output (all-in)": b.point["usd_per_million_output_all_in"] if b.meets else None,
                 "meets": b.meets,
                 "what binds": REGIME_LABELS.get(b.binding, f"{b.binding}-bound") if b.meets else b.binding,
+                # What the times rest on and the throughput in view beside the rank (ranked: basis.py).
+                "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
+                "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,
                 "TP": b.point["tp"] if b.meets else None,
                 "batch": b.point["batch"] if b.meets else None,
                 "weights / math / KV": f"{b.weights} / {b.act_dtype} / {b.kv_dtype}" if b.meets else "",
                 "TTFT": fmt_seconds(b.point["ttft_s"]) if b.meets else "",
                 "TPOT": fmt_seconds(b.point["tpot_s"]) if b.meets else "",
-                "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,
                 "$ per M input (prefill share)": b.point["usd_per_million_input"] if b.meets else None,
                 "$ per M output (decode share)": b.point["usd_per_million_output"] if b.meets else None,
                 "tokens per joule": b.point["tokens_per_joule"] if b.meets else None,
-                "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
             }
             for b in best
         ]
