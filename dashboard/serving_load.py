@@ -260,8 +260,8 @@ def _one_device(
         "input sizes the one run below); lines are p50, bands p90 to p99. "
         f"The knee is the saturation rate, {sweep['saturation_per_s']:.3g} requests/s: what the server completes "
         f"with {most_in_flight(settings, hw)} requests always in flight. Below it the batch grows with the rate "
-        "and TPOT with the batch; past it the queue grows and TTFT takes off (a finite run sees only the start of "
-        "that). "
+        "and TPOT with the batch; past it (shaded) the queue grows and TTFT takes off (a finite run sees only the "
+        "start of that, so its points there read lower than a server held at that rate gives). "
         "Dotted: the Frontier view's steady-state model at each run's mean running batch, a bound with no queueing "
         "(on engine-measured kernels it keeps the timings' own steps, so a larger batch can read a few percent less)."
         + (

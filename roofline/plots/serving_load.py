@@ -21,6 +21,7 @@ TARGET_COLOR = "#D62728"
 
 
 MS = 1e3  # the figures draw latencies in milliseconds, as the metrics beside them read
+PAST_SATURATION = "past saturation: a finite run sees the start of a queue that grows without bound"
 
 
 def _vline(fig: go.Figure, x: float, text: str, color: str, dash: str, y: float, side: str = "left") -> None:
@@ -117,7 +118,9 @@ def latency_rate_figure(
         running = np.full(rate.size, np.nan) if mean_running is None else np.asarray(mean_running, float)
         hover = [
             f"<b>{label}</b> at {r:.3g} requests/s<br>p50 {fmt_seconds(a / MS)} · p90 {fmt_seconds(b / MS)} · "
-            f"p99 {fmt_seconds(c / MS)}" + (f"<br>mean running batch {m:.1f}" if np.isfinite(m) else "")
+            f"p99 {fmt_seconds(c / MS)}"
+            + (f"<br>mean running batch {m:.1f}" if np.isfinite(m) else "")
+            + (f"<br>{PAST_SATURATION}" if 0 < saturation_per_s < r else "")
             for r, a, b, c, m in zip(rate, p[50], p[90], p[99], running)
         ]
         fig.add_trace(
@@ -164,6 +167,21 @@ def latency_rate_figure(
     def side(x: float) -> str:  # labels of lines in the right half go to their left
         return "right" if math.log10(x) > (lo + hi) / 2 else "left"
 
+    if 0 < saturation_per_s < 10**hi:
+        # Past the knee a finite run sees only the start of a queue that a longer run grows without bound:
+        # its points read lower than a server held at that rate would give.
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=saturation_per_s,
+            x1=10**hi,
+            y0=0,
+            y1=1,
+            fillcolor="rgba(120, 120, 120, 0.10)",
+            line_width=0,
+            layer="below",
+        )
     if saturation_per_s > 0:
         _vline(
             fig,
