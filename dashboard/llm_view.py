@@ -104,12 +104,12 @@ def op_frames(tables: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
             * 100,
             "% of step": frame["time_s"] / step_time_s * 100,
             "regime": frame["bound"].map(REGIME_LABELS),
+            "FLOP/B": frame["intensity"],  # where the op sits on the roofline, in view beside its regime
             "GFLOP": frame["flops"] / 1e9,
             "MB moved": frame["bytes"] / 1e6,
             "weights MB": frame["weight_bytes"] / 1e6,
             "activations MB": frame["activation_bytes"] / 1e6,
             "KV MB": frame["kv_bytes"] / 1e6,
-            "FLOP/B": frame["intensity"],
             "rests on": frame["rests_on"],
         }
     )

@@ -43,3 +43,20 @@ def test_the_hardware_table_leads_with_what_a_roofline_rests_on():
         "bf16 ridge FLOP/B",
     ]
     assert {"fp64 TFLOPS", "TDP W", "source"} <= set(columns)  # nothing dropped
+
+
+def test_the_gemm_table_puts_the_ideal_bounds_three_terms_beside_it():
+    """Compute, memory and the kernel floor, the largest of which names the regime, come right after
+    the regime: at 1440 px they had been past the columns shown."""
+    at = page("views/roofline_page.py")
+    table = next(d.value for d in at.dataframe if "regime" in d.value.columns)
+    first = ["device", "time", "ideal bound", "regime", "compute time", "memory time", "kernel floor"]
+    assert list(table.columns[:7]) == first
+    assert {"expected TFLOP/s", "attainable (ideal bound) TFLOP/s", "rests on"} <= set(table.columns)
+
+
+def test_the_op_table_gives_each_ops_intensity_beside_its_regime():
+    at = page("views/llm_page.py", view="Op table")
+    table = next(d.value for d in at.dataframe if "op" in d.value.columns and "regime" in d.value.columns)
+    columns = list(table.columns)
+    assert columns[columns.index("regime") + 1] == "FLOP/B"
