@@ -27,7 +27,10 @@ from pathlib import Path
 from roofline.accuracy import REPORT_COMMAND, REPORT_PATH, Score, load_report, score
 
 MIN_RUNS = 20
-ON_EVERY_DEVICE = f"*: on every device's test runs (fewer than {MIN_RUNS} on this one)"
+ON_EVERY_DEVICE = (
+    f"*: pooled over every device's test runs (fewer than {MIN_RUNS} on this one), so the devices "
+    "without their own runs share one figure"
+)
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 METRICS = ("ttft", "tpot")
 # What each part of the report scored, for the words: the runs simulated under load, or one steady-state step.

@@ -159,7 +159,7 @@ def test_the_capacity_ranking_carries_each_devices_published_bias():
     # No vLLM tables for the L40S: the ideal engine, scored by the ideal bound of every engine's test runs.
     assert known["l40s"]["whose"].startswith("the ideal bound") and known["l40s"]["short"].endswith("*")
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert "published bias" in text and "*: on every device's test runs" in text
+    assert "published bias" in text and "*: pooled over every device's test runs" in text
 
 
 def test_the_steady_state_is_scored_by_the_reports_steady_part(small_report):
