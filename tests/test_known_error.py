@@ -188,7 +188,7 @@ def test_the_steady_bias_sentence_shows_names_and_stars_as_written():
     odd = hw.model_copy(update={"name": "*My* [card](x)"})
     said = steady_bias_sentence(Settings(engine="auto"), [odd])
     # The L40S has no tables: the ideal bound of every device's runs, starred; nothing read as Markdown.
-    assert r"\*My\* \[card\]\(x\) TPOT −" in said and r"%\*" in said and r"(\*\: on every device" in said
+    assert r"\*My\* \[card\]\(x\) TPOT −" in said and r"%\*" in said and r"(\*\: pooled over every device" in said
 
 
 def test_an_unscored_prediction_on_the_serving_page_links_to_no_runs():
