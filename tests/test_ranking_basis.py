@@ -4,10 +4,14 @@ devices never measured ahead (the Which hardware? page ranks such a mix on the i
 
 from __future__ import annotations
 
+import json
+
+from roofline.cli import main
 from roofline.hardware import get_hardware
 from roofline.models import get_model
 from roofline.serving import Traffic, best_under_targets
 from roofline.serving.basis import MIXED_BASIS_WORDS, measured_first
+from roofline.serving.plan import plan_basis_mixed
 from roofline.serving.simulation.capacity import Capacity, mixed_basis, rank_capacity, ranked
 from roofline.serving.simulation.load import Lengths
 from roofline.serving.simulation.metrics import Targets
@@ -42,6 +46,8 @@ def test_the_cheapest_setups_and_the_capacity_rank_measured_devices_first():
     devices = [get_hardware("l40s"), get_hardware("h100-sxm")]
     best = best_under_targets(model, devices, Traffic(1024, 256), 2.0, 0.05, settings, {"l40s": 1.0, "h100-sxm": 3.0})
     assert [b.hardware for b in best] == ["h100-sxm", "l40s"]
+    assert [b.roof_source for b in best] == ["engine-measured", "datasheet"] and plan_basis_mixed(best)
+    assert not plan_basis_mixed(best[1:])  # the L40S alone: one basis
     found, _ = rank_capacity(
         model, devices, Lengths(512), Lengths(64), Targets(2.0, 0.05), settings=settings, requests=40
     )
@@ -59,3 +65,11 @@ def test_the_serving_page_says_why_a_cheaper_device_on_the_datasheet_comes_last(
     assert any(MIXED_BASIS_WORDS in c.value for c in at.caption)
     alone = page("views/serving_page.py", view="Cheapest setup", hw=["l40s", "mi300x"])
     assert not any(MIXED_BASIS_WORDS in c.value for c in alone.caption)  # one basis: nothing to say
+
+
+def test_serve_says_why_its_plan_ranks_a_cheaper_datasheet_device_last(capsys):
+    main(["serve", "--model", "llama-3.1-8b", "--hardware", "l40s", "--hardware", "h100-sxm", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert [b["hardware"] for b in data["best"]] == ["h100-sxm", "l40s"]
+    assert [b["roof_source"] for b in data["best"]] == ["engine-measured", "datasheet"]
+    assert data["ranking_basis"] == MIXED_BASIS_WORDS

@@ -319,7 +319,7 @@ if is_open(targets_tab):
             "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
             "device on the datasheet alone looks better than it will run"
-            + (f"; here {MIXED_BASIS_WORDS}." if plan_basis_mixed(best, roofs) else ".")
+            + (f"; here {MIXED_BASIS_WORDS}." if plan_basis_mixed(best) else ".")
             + (
                 " Where the TTFT equals the TPOT, every step carries a new prompt beside the decodes and each prompt "
                 "fits one step: its first token comes one step later, the step every decode waits for too."

@@ -233,6 +233,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         speculative,
         splittable_tps,
     )
+    from roofline.serving.basis import MIXED_BASIS_WORDS
+    from roofline.serving.plan import plan_basis_mixed
 
     every = load_hardware(args.hardware_dir)
     devices = [get_hardware(h, args.hardware_dir) for h in args.hardware] if args.hardware else list(every.values())
@@ -329,6 +331,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "roofs": {hw.id: settings.roofs_note(hw) for hw in devices},
         "known_error": {hw.id: for_settings(settings, hw, "steady").to_json() for hw in devices},
         "best": [b.to_json() for b in best],
+        "ranking_basis": MIXED_BASIS_WORDS if plan_basis_mixed(best) else None,
         "frontier": frontier,
         "levers": levers,
     }

@@ -192,12 +192,10 @@ def serve(d: dict, model_name: str) -> str:
     lines += list(d.get("skipped_tp", {}).values())
     notes = list(d.get("roofs", {}).values())
     lines += notes[:12] + ([f"... and {len(notes) - 12} more devices"] if len(notes) > 12 else [])
-    if len({": engine-measured roofs" in n for n in notes}) > 1:
-        from roofline.serving.basis import MIXED_BASIS_WORDS
-
+    if d.get("ranking_basis"):
         lines.append(
-            f"Devices on the datasheet's ideal roofs are flattered beside those with an engine's measured "
-            f"kernels: {MIXED_BASIS_WORDS}."
+            "Devices on the datasheet's ideal roofs are flattered beside those with measured kernels: "
+            f"{d['ranking_basis']}."
         )
     from roofline.known_error import ON_EVERY_DEVICE  # numpy and the report's reader, not at --help
 

@@ -31,6 +31,7 @@ class Best:
     act_dtype: str | None = None  # the math: fp8 with fp8 weights where the device computes in fp8 (W8A8)
     fp8_scaling: str | None = None  # fp8 weights' scales, per-tensor or block (None: no fp8 weights)
     precision: Precision | None = None  # the setup's precision as the device runs it (levers run at it)
+    roof_source: str | None = None  # what its times rest on (``Ceilings.source``: datasheet, engine-measured, ...)
 
     @property
     def weights(self) -> str | None:
@@ -47,6 +48,7 @@ class Best:
             "fp8_scaling": self.fp8_scaling,
             "binding": self.binding,
             "notes": list(self.notes),
+            "roof_source": self.roof_source,
             **(self.point or {}),
         }
 
@@ -180,7 +182,10 @@ def best_under_targets(
             _, row, p = best[hw.id]
             p = p.on(hw, need_peak=False)[0]  # as the device runs it: fp16 where it has no bf16 (V100, T4)
             scaling = p.fp8_scaling if p.has_fp8_weights else None
-            out.append(Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype, scaling, p))
+            source = (settings or Settings()).ceilings(hw, 1, True).source  # the same on every TP degree
+            out.append(
+                Best(hw.id, True, row, p.weight_dtype, p.kv_dtype, row["bound"], notes, p.act_dtype, scaling, p, source)
+            )
         else:
             cannot = "no TP degree searched splits the model" if not tps else "it cannot run this model"
             reason = near.get(hw.id, (cannot, np.inf))[0]
@@ -191,16 +196,17 @@ def best_under_targets(
     priced.sort(key=lambda b: b.point["usd_per_million_output_all_in"])
     unpriced.sort(key=lambda b: -b.point["tokens_per_s_per_device"])
     # Measured roofs before the datasheet alone where the two are mixed (roofline.serving.basis).
-    on = {hw.id: hw for hw in devices}
-    source = {b.hardware: (settings or Settings()).ceilings(on[b.hardware], 1, True).source for b in priced + unpriced}
-    ranked, _ = measured_first(priced + unpriced, lambda b: source[b.hardware] == "datasheet")
+    ranked, _ = measured_first(priced + unpriced, _on_datasheet)
     return ranked + missing
 
 
-def plan_basis_mixed(best: list[Best], sources: dict[str, str]) -> bool:
-    """Whether the setups that meet the targets rest some on measured roofs, some on the datasheet alone
-    (``sources``: each device's roof source, as ``Settings.ceilings`` gives it)."""
-    return measured_first([b for b in best if b.meets], lambda b: sources.get(b.hardware) == "datasheet")[1]
+def _on_datasheet(b: Best) -> bool:
+    return b.roof_source == "datasheet"
+
+
+def plan_basis_mixed(best: list[Best]) -> bool:
+    """Whether the setups that meet the targets rest some on measured roofs, some on the datasheet alone."""
+    return measured_first([b for b in best if b.meets], _on_datasheet)[1]
 
 
 def _what_binds(pts: ServingPoints, d: int, ttft_s: float, tpot_s: float, previous) -> tuple[str, float]:
