@@ -48,6 +48,11 @@ class Capacity:
     roofs: str
 
     @property
+    def roof_source(self) -> str:
+        """What its times rest on (``Ceilings.source``), the first words of ``roofs``."""
+        return self.roofs.split(" roofs")[0]
+
+    @property
     def usd_per_million_output_tokens(self) -> float | None:
         if self.usd_per_hour is None or self.output_tokens_per_s <= 0:
             return None
@@ -273,7 +278,7 @@ def ranked(found: list[Capacity]) -> list[Capacity]:
 
 def on_datasheet(c: Capacity) -> bool:
     """Whether the setup's times rest on the datasheet alone (its ideal bound)."""
-    return c.roofs.startswith("datasheet")
+    return c.roof_source == "datasheet"
 
 
 def mixed_basis(found: list[Capacity]) -> bool:
