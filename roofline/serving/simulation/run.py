@@ -143,6 +143,7 @@ class Replica:
             self._admit(now)
             if self.arriving:  # one still unseen enters at the next step: no stretch past this one
                 upcoming_s = now
+        preempted_before = pool.preempted
         chosen, take = schedule(pool, knobs)
         waiting_now = len(pool.waiting) + len(pool.inbox)
         if not chosen.size:  # nothing fits until something finishes: should not happen with running work
@@ -168,8 +169,9 @@ class Replica:
             float(take_total), float(sampled_count), float(decodes), mean_context, chunks, prefixes, graphed
         )
         steps, first_step_s, last_step_s = 1, step_s, step_s
-        if all_decode and not pool.waiting and len(pool.running) == chosen.size:
-            # The same decode step repeats until a request finishes or arrives: take them together.
+        if all_decode and len(pool.running) == chosen.size and (not pool.waiting or self._held(preempted_before)):
+            # The same decode step repeats until a request finishes or arrives (requests waiting stay
+            # out of it: ``_held``): take them together.
             steps, step_s, last_step_s = _decode_stretch(
                 pool,
                 chosen,
@@ -221,6 +223,14 @@ class Replica:
         self.log["waiting"].append(waiting_now)
         self.log["kv"].append(1 - pool.free_blocks / self.kv_blocks)
         return done
+
+    def _held(self, preempted_before: int) -> bool:
+        """Whether the requests waiting stay out of a stretch of decode steps: the step just
+        composed admitted none without preempting, so the cache it ran short of only fills as the
+        decodes grow, the running count and the token budget stay, and each next step admits none
+        either until a request finishes. Held-back prompts (``batch_wait_iters``) wait a count of
+        steps instead, so they end a stretch as before."""
+        return self.pool.preempted == preempted_before and not self.knobs.batch_waits
 
     def cuttable_step(self) -> None:
         """A step where the next arrival this replica receives is not known yet (a fleet behind a

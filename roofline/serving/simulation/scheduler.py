@@ -127,6 +127,7 @@ class Pool:
     inbox: deque[int] | None = None  # arrived, not yet taken in (``recv_interval``)
     recv_count: int = 0  # the intake counter
     wait_iters: int = 0  # steps prompts have been held so far (``batch_wait_iters``)
+    preempted: int = 0  # preemptions so far, all requests together
 
     def take_in(self, knobs: EngineKnobs) -> None:
         """Move arrived requests into the queue where the intake counter allows (module notes)."""
@@ -293,6 +294,7 @@ def _preempt(pool: Pool, i: int) -> None:
     pool.blocks[i] = 0
     pool.computed[i] = 0
     pool.preemptions[i] += 1
+    pool.preempted += 1
     pool.waiting.appendleft(i)
 
 
