@@ -228,10 +228,9 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
     """vLLM V1 and TensorRT-LLM: running requests first, then admissions, in one step."""
     budget = knobs.max_num_batched_tokens
     cap = knobs.long_prefill_token_threshold or budget
-    chosen: list[int] = []
-    taken: list[int] = []
     preempted = False
     run = np.asarray(pool.running, np.int64)
+    take = run  # no running request: nothing taken (an empty array)
     if run.size:
         computed = pool.computed[run]
         take = np.minimum(pool.tokens[run] - computed, cap)  # every running request has a token to compute
@@ -258,13 +257,15 @@ def _mixed(pool: Pool, knobs: EngineKnobs) -> tuple[np.ndarray, np.ndarray]:
         budget -= take_sum
         if preempted or not pool.waiting or budget <= 0:  # nobody is admitted: the arrays are the step
             return _batch_wait(pool, knobs, run, take, run.size)
-        chosen, taken = run.tolist(), take.tolist()
-    # A step that had to preempt admits nobody: the cache is short already (vLLM V1 does the same).
-    running_before = len(chosen)
-    if not preempted:
-        _admit(pool, knobs, budget, cap, chosen, taken)
-    chosen_a, taken_a = np.asarray(chosen, np.int64), np.asarray(taken, np.int64)
-    return _batch_wait(pool, knobs, chosen_a, taken_a, running_before)
+    # A step that had to preempt admits nobody (returned above): the cache is short already (vLLM
+    # V1 does the same). The admitted join the running requests' arrays.
+    admitted: list[int] = []
+    admitted_take: list[int] = []
+    _admit(pool, knobs, budget, cap, admitted, admitted_take)
+    if admitted:
+        run = np.concatenate((run, np.asarray(admitted, np.int64)))
+        take = np.concatenate((take, np.asarray(admitted_take, np.int64)))
+    return _batch_wait(pool, knobs, run, take, run.size - len(admitted))
 
 
 def _batch_wait(pool: Pool, knobs: EngineKnobs, chosen: np.ndarray, taken: np.ndarray, running_before: int):
