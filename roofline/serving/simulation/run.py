@@ -352,7 +352,8 @@ def _decode_stretch(
     if left <= 1:
         return 1, first_s, first_s
     d = float(chosen.size)
-    slope = times.decode_attention_s(d, mean_context + 1) - times.decode_attention_s(d, mean_context)
+    at_first = times.decode_attention_s(d, mean_context)  # the first step's, as it was priced (kept)
+    slope = times.decode_attention_s(d, mean_context + 1) - at_first
     if times.overhead_overlaps and first_s <= times.host_s(d):
         slope = 0.0  # the host's work sets these steps, not the growing cache read
 

@@ -86,9 +86,14 @@ class Table2:
         self._lx = [math.log(g) for g in self.gx]
         self._ly = [math.log(g) for g in self.gy]
         self._lt = np.log(np.maximum(self.seconds, 1e-15)).tolist()
+        self._last = (math.nan, math.nan, math.nan)  # the last point asked for and its value (one tuple: thread-safe)
 
     def at(self, x: float, y: float) -> float:
-        """One value, in plain Python: the simulation calls this several times a step."""
+        """One value, in plain Python: the simulation calls this several times a step, a decode
+        stretch again at the point its step was priced at (the last value is kept)."""
+        last = self._last
+        if last[0] == x and last[1] == y:
+            return last[2]
         lx, ly, t = self._lx, self._ly, self._lt
         i, fx = _place(lx, 0.0 if x <= 1.0 else math.log(x))  # NaN stays NaN, as log(max(x, 1)) kept it
         j, fy = _place(ly, 0.0 if y <= 1.0 else math.log(y))
@@ -96,7 +101,9 @@ class Table2:
         j1 = j + 1 if j + 1 < len(ly) else j
         low = t[i][j] * (1 - fx) + t[i1][j] * fx
         high = t[i][j1] * (1 - fx) + t[i1][j1] * fx
-        return math.exp(low * (1 - fy) + high * fy)
+        value = math.exp(low * (1 - fy) + high * fy)
+        self._last = (x, y, value)
+        return value
 
     def many(self, x, y) -> np.ndarray:
         return np.vectorize(self.at, otypes=[float])(np.asarray(x, float), np.asarray(y, float))
