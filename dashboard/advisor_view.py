@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import streamlit as st
 
 from dashboard.share import CELL_PAD_PX, CHAR_PX
@@ -20,10 +22,38 @@ VENDORS = ("NVIDIA ", "AMD ", "Google ", "AWS ", "Intel ")
 
 
 def short_name(name: str, limit: int = 26) -> str:
-    """A device name short enough for a chart axis on a phone (the hover has it in full)."""
+    """A device name short enough for a chart axis on a phone (the hover has it in full): the
+    vendor left out, then a word the name repeats in its brackets, then the brackets (an ellipsis
+    says something was left out), then whole words from the end; never cut inside a word."""
     for vendor in VENDORS:
         name = name.removeprefix(vendor)
-    return name if len(name) <= limit else name[: limit - 1].rstrip(" (,") + "…"
+    if len(name) <= limit:
+        return name
+    base, bracket, rest = name.partition(" (")
+    if bracket:
+        first = base.split()[0] if base.split() else ""
+        inner = ", ".join(" ".join(w for w in part.split() if w != first) for part in rest.rstrip(")").split(", "))
+        deduped = f"{base} ({inner})"
+        if len(deduped) <= limit:
+            return deduped
+        name = base
+        if len(name) + 1 <= limit:
+            return name + "…"
+    words = name.split()
+    kept = words[:1]
+    for w in words[1:]:
+        if len(" ".join(kept + [w])) + 1 > limit:
+            break
+        kept.append(w)
+    return " ".join(kept)[: limit - 1] + "…"
+
+
+def short_names(names: list[str], limit: int = 26) -> list[str]:
+    """``short_name`` of each, unique: where two shorten alike (a chart would draw them as one bar),
+    those keep their names whole."""
+    short = [short_name(n, limit) for n in names]
+    seen = Counter(short)
+    return [s if seen[s] == 1 else short_name(n, 10**6) for s, n in zip(short, names)]
 
 
 def ranked_figure(r: dict, key: str) -> float:
@@ -76,7 +106,7 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
     key_heading = {"latency": "time", "throughput": "tokens/s", "per-watt": "tokens/s/W"}[objective]
     apart = maths_apart(r.get("math") for r in ranking)  # a column where the devices compute apart
     rows = []
-    for r in ranking:
+    for r, name in zip(ranking, short_names([r["name"] for r in ranking])):
         # Beside devices timed on measured kernels, one on the datasheet alone has no expected figure:
         # its time would be its ideal bound again, and would read as faster than the measured ones.
         unknown = on_ideal and r["roofs"] == "datasheet"
@@ -100,7 +130,7 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
             first = {key_heading: figures.pop(key_heading)}
         rows.append(
             {
-                "device": short_name(r["name"]),
+                "device": name,
                 **first,
                 "#": r["rank"],
                 **figures,

@@ -297,3 +297,22 @@ def test_the_batch_lever_reads_as_more_tokens_not_as_a_slower_step():
     others = table[~table["lever"].str.startswith("batch")]  # one token a step, as before
     np.testing.assert_allclose(others["tokens/s ×"], others["step speed-up"])
     assert any("Step speed-up" in c.value for c in at.caption)
+
+
+def test_device_names_shorten_at_word_and_bracket_boundaries():
+    from dashboard.advisor_view import short_name, short_names
+    from roofline.hardware import load_hardware
+
+    assert short_name("NVIDIA H100 SXM5 80GB") == "H100 SXM5 80GB"  # short enough: only the vendor goes
+    assert short_name("NVIDIA GB300 (per GPU, GB300 NVL72)") == "GB300 (per GPU, NVL72)"  # the repeat goes
+    assert short_name("NVIDIA GH200 Grace Hopper (GPU, 144GB HBM3e)") == "GH200 Grace Hopper…"  # the brackets go
+    assert short_name("NVIDIA RTX PRO 6000 Blackwell Workstation Edition") == "RTX PRO 6000 Blackwell…"  # whole words
+    assert short_name("Supercalifragilisticexpialidocious", 10) == "Supercali…"  # one word longer than the limit
+    names = [h.name for h in load_hardware().values()]
+    short = short_names(names)
+    assert len(set(short)) == len(names) and all(len(s) <= 26 for s in short)
+    # Two that shorten alike would be one bar on the chart: they keep their names whole.
+    assert short_names(["Acme X1 (fast, 48GB, edition one)", "Acme X1 (fast, 48GB, edition two)"], 12) == [
+        "Acme X1 (fast, 48GB, edition one)",
+        "Acme X1 (fast, 48GB, edition two)",
+    ]

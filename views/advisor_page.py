@@ -13,7 +13,7 @@ from dashboard.advisor_view import (
     on_ideal_bound,
     ranked_figure,
     ranking_table,
-    short_name,
+    short_names,
     short_regime,
 )
 from dashboard.cache import cached
@@ -201,7 +201,7 @@ if is_open(ranking_tab):
         on_ideal = on_ideal_bound(ranking)
         fig = ranking_figure(
             shown,
-            [short_name(r["name"]) for r in shown],
+            short_names([r["name"] for r in shown]),
             [ranked_figure(r, key) for r in shown],
             objective == "latency",
             label,
