@@ -6,7 +6,7 @@ from collections import Counter
 
 import streamlit as st
 
-from dashboard.share import CELL_PAD_PX, CHAR_PX
+from dashboard.share import CELL_PAD_PX, CHAR_PX, md_escape
 from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_seconds
 from roofline.lazy import pandas as pd
@@ -165,3 +165,35 @@ def ranking_table(ranking: list[dict], objective: str) -> tuple[pd.DataFrame, di
 def short_regime(bound: str) -> str:
     """A regime as a tile fits it, in the chart regions' words ("memory-bound" for memory-bandwidth-bound)."""
     return "memory-bound" if bound == "memory" else REGIME_LABELS[bound]
+
+
+def coinciding_roofs(ceilings: list, dtype: str) -> str:
+    """A sentence naming the roofs that lie on each other on the top devices' chart (memory
+    bandwidths, or the ``dtype`` peaks, within 3%: the chart draws those as stripes), or ''."""
+    from roofline.plots.style import bandwidth_text
+
+    def together(value) -> list[list]:
+        groups: list[list] = []
+        for c in ceilings:
+            for g in groups:
+                if abs(value(c) - value(g[0])) <= 0.03 * value(g[0]):
+                    g.append(c)
+                    break
+            else:
+                groups.append([c])
+        return [g for g in groups if len({c.name for c in g}) > 1]
+
+    def names(g: list) -> str:
+        n = [md_escape(c.name) for c in g]
+        return ", ".join(n[:-1]) + " and " + n[-1]
+
+    parts = [
+        f"the memory slopes of {names(g)} lie on each other ({bandwidth_text(g[0].memory_bandwidth_bytes_per_s)})"
+        for g in together(lambda c: c.memory_bandwidth_bytes_per_s)
+    ]
+    if all(c.has_peak(dtype) for c in ceilings):  # a device with no published peak has no flat roof
+        parts += [
+            f"the {dtype} peaks of {names(g)} too ({g[0].peak(dtype) / 1e12:,.0f} TFLOP/s)"
+            for g in together(lambda c: c.peak(dtype))
+        ]
+    return ("Within 3%, " + "; ".join(parts) + ": drawn as stripes, the first in rank order widest.") if parts else ""

@@ -316,3 +316,19 @@ def test_device_names_shorten_at_word_and_bracket_boundaries():
         "Acme X1 (fast, 48GB, edition one)",
         "Acme X1 (fast, 48GB, edition two)",
     ]
+
+
+def test_the_top_roofs_caption_names_the_roofs_that_lie_on_each_other():
+    from dashboard.advisor_view import coinciding_roofs
+    from roofline.hardware import get_hardware
+    from roofline.settings import Settings
+
+    s = Settings()
+    roofs = [s.ceilings(get_hardware(h), 1, True) for h in ("gb200", "gb300", "mi350x")]
+    text = coinciding_roofs(roofs, "bf16")
+    # 8 TB/s on all three; a bf16 peak of 2,500 TFLOP/s on the GB200 and the GB300, 2,300 on the MI350X.
+    assert "memory slopes of NVIDIA GB200" in text and "and AMD Instinct MI350X lie on each other (8 TB/s)" in text
+    assert "bf16 peaks of NVIDIA GB200" in text and "GB300 NVL72\\) too (2,500 TFLOP/s)" in text
+    assert "MI350X too" not in text
+    # 3.35 and 2.04 TB/s, 989 and 312 TFLOP/s: nothing to say.
+    assert coinciding_roofs([s.ceilings(get_hardware(h), 1, True) for h in ("h100-sxm", "a100-sxm-80gb")], "bf16") == ""

@@ -303,6 +303,9 @@ def test_advisor_page_defaults():
     assert "ranked by latency" in chart_titles(at)[0]
     at = page("views/advisor_page.py", view="Diagnosis")
     assert any("memory-bandwidth-bound" in md.value for md in at.markdown)
+    at = page("views/advisor_page.py", view="Top roofs")  # GB200, GB300 and MI350X: 8 TB/s each
+    assert not at.exception and [c.key for c in at.get("plotly_chart")] == ["top_roofs_chart"]
+    assert any("lie on each other (8 TB/s)" in c.value for c in at.caption)
 
 
 def test_advisor_page_names_the_engine_its_expected_times_read():

@@ -10,6 +10,7 @@ from dashboard import custom
 from dashboard.advisor_view import (
     RANKED_BY,
     basis_caption,
+    coinciding_roofs,
     on_ideal_bound,
     ranked_figure,
     ranking_table,
@@ -357,7 +358,8 @@ if is_open(top_tab):
             report.caption(
                 "Roofs of the fastest devices that fit, in rank order: "
                 + ", ".join(md_escape(hw.name) for hw in top)
-                + f". The ops are placed on the first ({md_escape(top[0].name)})."
+                + f". The ops are placed on the first ({md_escape(top[0].name)}). "
+                + coinciding_roofs(top_ceilings, run.precision.act_dtype)
             )
         else:
             report.caption("No device fits this workload at this TP degree, so there are no top roofs to show.")
