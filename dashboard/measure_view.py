@@ -296,18 +296,26 @@ def step_roofs_name(step: StepMeasurement) -> str:
 
 
 def step_op_rows(step: StepMeasurement) -> list[dict[str, object]]:
-    """Each op's measured time beside its predictions, and the rates it reached."""
+    """Each op's measured time beside its prediction on the step's roofs (calibrated where the file
+    has them) and their ratio, first, where a table's width shows them; then its predictions on the
+    other roofs and the rates it reached."""
     roofs_name = step_roofs_name(step)
+    order = (roofs_name, *(r for r in ROOFS if r != roofs_name))
     rows = []
     for op in step.ops:
         predicted = op.predicted_s.get(roofs_name)
+        predictions = {
+            f"predicted, {basis_short(r)} (µs)": op.predicted_s[r] * 1e6 for r in order if r in op.predicted_s
+        }
+        first = next(iter(predictions.items()), None) if predicted else None
         rows.append(
             {
                 "op": op.name,
                 "class": op.op_class,
                 "measured (µs)": op.time_s * 1e6,
-                **{f"predicted, {basis_short(r)} (µs)": op.predicted_s[r] * 1e6 for r in ROOFS if r in op.predicted_s},
+                **dict([first] if first else []),
                 f"measured / predicted ({basis_short(roofs_name)})": op.time_s / predicted if predicted else None,
+                **predictions,
                 "GB/s": op.bytes / op.time_s / 1e9 if op.time_s else None,
                 "TFLOP/s": op.flops / op.time_s / 1e12 if op.time_s else None,
                 **(

@@ -82,3 +82,30 @@ def test_the_calibration_table_marks_a_fitted_slope_beside_its_share_of_the_data
     rows = {r["class"]: r for r in calibration_rows(results, Settings().ceilings(get_hardware("h100-sxm")))}
     assert rows["norm"]["% of datasheet bandwidth"] == "110% (a slope: see below)"
     assert rows["linear_m1"]["% of datasheet bandwidth"] == "87%"  # 2,907 GB/s: under the measured roof
+
+
+def test_a_step_op_table_sets_the_prediction_it_compares_beside_the_measurement():
+    """The shipped H100 quick run has calibrated roofs: its op table reads measured, predicted on
+    the calibrated roofs, their ratio, then the other roofs' predictions, so the comparison shows
+    at a table's first width. Embedding gather: 2.77 µs measured, 4.80 µs predicted, 0.58."""
+    from dashboard.measure_view import step_op_rows
+    from roofline.measure.schema import load_results
+
+    rows = step_op_rows(load_results("examples/h100-sxm-quick-run.json").steps[0])
+    assert list(rows[0])[:7] == [
+        "op",
+        "class",
+        "measured (µs)",
+        "predicted, calibrated (µs)",
+        "measured / predicted (calibrated)",
+        "predicted, ideal bound (µs)",
+        "predicted, measured roofs (µs)",
+    ]
+    first = rows[0]
+    assert first["op"] == "embedding gather"
+    ratio = first["measured / predicted (calibrated)"]
+    assert (
+        ratio
+        == pytest.approx(first["measured (µs)"] / first["predicted, calibrated (µs)"])
+        == pytest.approx(0.577, abs=1e-3)
+    )
