@@ -82,6 +82,19 @@ def test_speculative_expected_tokens_and_where_it_stops_paying():
     assert with_draft["speedup"][0] < r["speedup"][0]
 
 
+def test_the_no_gain_line_is_labelled_where_the_curve_is_not():
+    """The curve starts above 1 (batch 1 gains) and ends below it: the label sits under the line at
+    the left; where even batch 1 loses (acceptance 0: one token per verify), above it."""
+    from roofline.plots.serving import speculative_figure
+
+    batches = np.array([1, 16, 2048])
+    gains = speculative_figure(speculative(LLAMA, H100, Traffic(64, 64), batches, 4, 0.3), "")
+    loses = speculative_figure(speculative(LLAMA, H100, Traffic(64, 64), batches, 4, 0.0), "")
+    (a,), (b,) = gains.layout.annotations, loses.layout.annotations
+    assert a.text == b.text == "no gain"
+    assert (a.xanchor, a.yanchor, a.x) == ("left", "top", 0) and (b.xanchor, b.yanchor, b.x) == ("left", "bottom", 0)
+
+
 def test_disaggregated_kv_transfer_for_one_prompt():
     # Llama 3.1 8B, bf16 KV: 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B per token; a
     # 1,024-token prompt's cache is 134,217,728 B; over NVLink 4 at 450 GB/s per direction: 298.3 us.

@@ -194,8 +194,17 @@ def speculative_figure(spec: dict[str, np.ndarray], title: str) -> go.Figure:
             hovertemplate="%{text}<extra></extra>",
         )
     )
-    # A horizontal line on a linear y axis: its label can ride on add_hline here.
-    fig.add_hline(y=1.0, line=dict(color="#D62728", dash="dash"), annotation_text="no gain")
+    # A horizontal line on a linear y axis: its label can ride on add_hline here, at the left, on the
+    # side of the line the curve is not on there (the curve crosses it towards the right, where a
+    # label at the end sat on its last markers).
+    below = float(spec["speedup"][int(np.argmin(spec["batch"]))]) >= 1.0
+    fig.add_hline(
+        y=1.0,
+        line=dict(color="#D62728", dash="dash"),
+        annotation_text="no gain",
+        annotation_position="bottom left" if below else "top left",
+        annotation_font=dict(color="#D62728"),
+    )
     ticks, labels = log_ticks(float(np.min(spec["batch"])), float(np.max(spec["batch"])))
     fig.update_xaxes(type="log", title="decode batch (sequences)", gridcolor="#E5E5E5", tickvals=ticks, ticktext=labels)
     fig.update_yaxes(title="speed-up (below 1: slower)", gridcolor="#E5E5E5", rangemode="tozero")
