@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dashboard.share import md_escape
-from roofline.format import count_of
+from roofline.format import count_of, fmt_bytes
 from roofline.kvcache import KVResult, analyze_kv
 from roofline.report import Metric
 
@@ -77,3 +77,20 @@ def holds_past_cap(results: dict[str, KVResult], settings) -> bool:
     return any(
         r.curve_max_batch.max(initial=0) > settings.for_device(r.hardware).max_num_seqs for r in results.values()
     )
+
+
+def reserved_words(results: dict[str, KVResult]) -> str:
+    """What the memory bars' thin 'reserved' band holds, with its size on each device."""
+    if not results:
+        return ""
+    sizes = {r.hardware.name: float(r.footprint.reserved_bytes) for r in results.values()}
+    first = next(iter(results.values()))
+    same = len({round(v / 1e7) for v in sizes.values()}) == 1
+    size = (
+        f"{fmt_bytes(next(iter(sizes.values())))} on {'each device' if len(sizes) > 1 else 'the device'}"
+        if same
+        else ", ".join(f"{fmt_bytes(v)} on {md_escape(n)}" for n, v in sizes.items())
+    )
+    held = "CUDA context, library workspaces" + (", communication buffers" if first.workload.tp > 1 else "")
+    graphs = " and the CUDA graphs' memory" if first.footprint.cuda_graph_bytes else ""
+    return f"Reserved ({size}) is non-torch memory ({held}){graphs}: the thin band after the activations."

@@ -14,6 +14,14 @@ def test_the_kv_memory_caption_names_the_last_blocks_waste_only_where_there_is_s
     whole = page("views/kv_page.py", view="Memory", context="8192")  # 512 whole blocks
     (line,) = [c.value for c in whole.caption if c.value.startswith("Per sequence")]
     assert "none of it a partly filled last block: the context fills whole 16-token blocks" in line
+    # Reserved: 256 MiB (268 MB) of non-torch memory, a band too thin on a 0-190 GB axis to read
+    # without its size; at TP=2 the communication buffers' 1.95 GB join it.
+    assert "Reserved (268 MB on each device) is non-torch memory (CUDA context, library workspaces):" in line
+    tp2 = page("views/kv_page.py", view="Memory", tp="2")
+    (line,) = [c.value for c in tp2.caption if c.value.startswith("Per sequence")]
+    assert (
+        "Reserved (2.22 GB on each device) is non-torch memory (CUDA context, library workspaces, communication" in line
+    )
 
 
 def test_the_disaggregation_table_has_a_heading_and_says_whose_devices_it_counts():

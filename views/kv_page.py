@@ -17,6 +17,7 @@ from dashboard.kv_view import (
     holds_past_cap,
     memory_rows,
     no_fit_from,
+    reserved_words,
 )
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.precision_pickers import moot_precision_note, precision_params, precision_pickers
@@ -243,8 +244,7 @@ if is_open(memory_tab):
                 if result.paging_waste_bytes
                 else f"none of it a partly filled last block: the context fills whole {block}-token blocks. "
             )
-            + "Reserved is non-torch memory (CUDA context, library "
-            "workspaces, communication buffers)."
+            + reserved_words(results)
             + (
                 " The black mark is each device's usable memory: what stacks past it does not fit."
                 if any_over_capacity(results)
