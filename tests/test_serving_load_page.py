@@ -115,6 +115,8 @@ def test_the_url_sets_the_load():
     assert not at.exception and not at.warning
     assert at.number_input(key="load_conc").value == 16
     assert values(chart(at, "load_tpot_chart")["data"][0]["x"]).size == 300
+    placed = [t for t in chart(at, "load_rate_chart")["data"] if t.get("name", "").startswith("this run")]
+    assert len(placed) == 6  # p50, p90 and p99 of TTFT and of TPOT
 
 
 def test_decode_context_is_the_prompt_plus_the_outputs_so_far():

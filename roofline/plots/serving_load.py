@@ -170,18 +170,19 @@ def latency_rate_figure(
     if 0 < saturation_per_s < 10**hi:
         # Past the knee a finite run sees only the start of a queue that a longer run grows without bound:
         # its points read lower than a server held at that rate would give.
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="paper",
-            x0=saturation_per_s,
-            x1=10**hi,
-            y0=0,
-            y1=1,
-            fillcolor="rgba(120, 120, 120, 0.10)",
-            line_width=0,
-            layer="below",
-        )
+        for yref in ("y domain", "y2 domain"):  # each panel, not the gap between them
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref=yref,
+                x0=saturation_per_s,
+                x1=10**hi,
+                y0=0,
+                y1=1,
+                fillcolor="rgba(120, 120, 120, 0.10)",
+                line_width=0,
+                layer="below",
+            )
     if saturation_per_s > 0:
         _vline(
             fig,
@@ -365,6 +366,31 @@ def add_measured_points(fig: go.Figure, points: list[dict]) -> None:
                         for p in shown
                     ],
                     hovertemplate="%{text}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+
+
+def add_run_points(fig: go.Figure, rate_per_s: float, run: Mapping, label: str) -> None:
+    """One simulated run's latencies (``summary``'s ``ttft_s`` and ``tpot_s`` percentiles) on
+    ``latency_rate_figure`` at the rate it achieved: p50 a filled square, p90 and p99 open ones."""
+    for row, (metric, name, color) in enumerate((("ttft_s", "TTFT", TTFT_COLOR), ("tpot_s", "TPOT", TPOT_COLOR)), 1):
+        for stat, symbol in (("p50", "square"), ("p90", "square-open"), ("p99", "square-open")):
+            value = run[metric].get(stat)
+            if value is None:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[rate_per_s],
+                    y=[value * MS],
+                    mode="markers",
+                    marker=dict(size=10, symbol=symbol, color=color, line=dict(width=2, color=REFERENCE_COLOR)),
+                    name=f"{label} {stat}",
+                    legendgroup=f"run-{stat}",
+                    showlegend=row == 1,
+                    hovertemplate=f"<b>{label}: {name} {stat}</b> {fmt_seconds(value)}<br>at {rate_per_s:.3g} "
+                    "requests/s<extra></extra>",
                 ),
                 row=row,
                 col=1,
