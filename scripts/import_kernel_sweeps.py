@@ -96,7 +96,7 @@ def main(source: str, target: str) -> None:
             "linear layers (F.linear, bf16) over M, decode SDPA with enable_gqa over batch x context, causal prefill "
             "SDPA, and RMSNorm / residual add / SiLU x up over tokens.",
             "Host dispatch of one eager op on that host: "
-            + ", ".join(f"{k.removesuffix('_host_s')} {v * 1e6:.1f} us" for k, v in dispatch.items()),
+            + ", ".join(f"{k.removesuffix('_host_s')} {v * 1e6:.1f} µs" for k, v in dispatch.items()),
             "No whole model step and no ceilings were measured in this run; the calibration is fitted on the sweeps.",
         ],
         sweeps=sweeps,

@@ -67,6 +67,10 @@ def test_measure_page_opens_the_shipped_h100_example():
     assert set(calibration["class"]) >= {"linear_m1", "linear_large", "attention_decode"}
     names = trace_names(at, 0)
     assert "linear m1" in names and "attention decode" in names
+    # No whole model step in this file: the calibration's caption does not point to one below.
+    fit = next(c.value for c in at.caption if c.value.startswith("time = latency"))
+    assert "this file measured no whole model step to check it on" in fit and "held-out check" not in fit
+    assert any("add 10.6 µs, tiny" in c.value for c in at.caption)  # the file's note, in µs
 
 
 def test_measure_page_shows_an_uploaded_collectives_file():
@@ -159,6 +163,8 @@ def test_measure_page_opens_the_shipped_quick_run_in_one_click():
     assert not at.exception and not at.error
     results = at.session_state["measure_results"]
     assert results.ceilings is not None and len(results.steps) == 2
+    fit = next(c.value for c in at.caption if c.value.startswith("time = latency"))
+    assert "the model steps below are the held-out check" in fit
     keys = [c.key for c in at.get("plotly_chart")]
     assert keys == ["sweeps_roofline", "step_bars_0", "step_roofline_0", "step_bars_1", "step_roofline_1"]
     # The measured roofs are drawn at the kernels' dtype (bf16), not the first one measured (fp32).

@@ -195,8 +195,13 @@ if cal is not None:
     report.subheader("Calibration: achievable roofs per op class, fitted on the kernel sweeps")
     report.caption(
         "time = latency + max(bytes / bandwidth, FLOPs / peak), with an occupancy term where a kernel's parallelism "
-        "varies (decode attention: batch x KV heads). Fitted on the sweeps only; the model steps below are the "
-        "held-out check. Linear layers are fitted by the rows they see (GEMV, up to 64, more)."
+        "varies (decode attention: batch x KV heads). Fitted on the sweeps only; "
+        + (
+            "the model steps below are the held-out check. "
+            if results.steps
+            else "this file measured no whole model step to check it on. "
+        )
+        + "Linear layers are fitted by the rows they see (GEMV, up to 64, more)."
     )
     cal_table = pd.DataFrame(calibration_rows(results, datasheet))
     report.table(cal_table, "Calibration", hide_index=True, width="stretch", placeholder="—")
