@@ -111,8 +111,9 @@ def disaggregation_frame(disagg: dict):
                 "TTFT": fmt_seconds(v["ttft_s"]),
                 "TPOT": fmt_seconds(v["tpot_s"]),
                 "tok/s per device": round(v["tokens_per_s_per_device"]),
-                "KV per prompt": fmt_bytes(v["kv_bytes_per_prompt"]) if "kv_bytes_per_prompt" in v else "",
-                "KV transfer": fmt_seconds(v["kv_transfer_s"]) if "kv_transfer_s" in v else "",
+                # One pool moves no KV between devices: a dash, not a blank that reads as missing.
+                "KV per prompt": fmt_bytes(v["kv_bytes_per_prompt"]) if "kv_bytes_per_prompt" in v else "—",
+                "KV transfer": fmt_seconds(v["kv_transfer_s"]) if "kv_transfer_s" in v else "—",
             }
             for name, v in disagg.items()
         ]

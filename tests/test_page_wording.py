@@ -27,6 +27,9 @@ def test_the_kv_memory_caption_names_the_last_blocks_waste_only_where_there_is_s
 def test_the_disaggregation_table_has_a_heading_and_says_whose_devices_it_counts():
     at = page("views/serving_page.py", view="Techniques")
     assert any(m.value.startswith("**Prefill/decode disaggregation at batch") for m in at.markdown)
+    (table,) = [d.value for d in at.dataframe if "KV transfer" in d.value.columns]
+    one_pool = table[table["setup"].str.startswith("one pool")].iloc[0]
+    assert one_pool["KV per prompt"] == one_pool["KV transfer"] == "—"  # no KV moves between devices
     assert any("its devices count in the tokens/s per device" in c.value for c in at.caption)
 
 
