@@ -40,3 +40,12 @@ def test_the_breakdown_keeps_its_legend_above_the_panel_titles_with_the_row():
     legend = fig.layout.legend
     assert (legend.yref, legend.yanchor) == ("paper", "bottom") and legend.y > 1
     assert legend.title.text == "\u00a0"
+
+
+def test_the_breakdown_panels_carry_their_unit_in_their_titles():
+    """The upper panel's axis title had sat on the lower panel's title at 390 px: the unit is in each
+    panel's title and no x axis has a title of its own."""
+    rows = [{"group": "mlp", "time_s": 1e-3, "bound": "compute"}]
+    fig = time_breakdown_figure({"prefill": rows, "decode": rows})
+    assert [a.text for a in fig.layout.annotations] == ["prefill step: time (ms)", "decode step: time (ms)"]
+    assert not fig.layout.xaxis.title.text and not fig.layout.xaxis2.title.text

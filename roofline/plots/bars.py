@@ -49,10 +49,11 @@ def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210
 
     names = list(phases)
     shown: set[str] = set()
-    # 110 px between panels: the upper one's tick labels and axis title, then the lower one's title.
-    plot_px = (panel_height + 110) * len(names) - 110
+    # 80 px between panels: the upper one's tick labels, then the lower one's title, which carries the
+    # axis's unit (an axis title of its own had sat on that title at a phone's width).
+    plot_px = (panel_height + 80) * len(names) - 80
     fig = make_subplots(
-        rows=len(names), cols=1, subplot_titles=[f"{n} step" for n in names], vertical_spacing=110 / plot_px
+        rows=len(names), cols=1, subplot_titles=[f"{n} step: time (ms)" for n in names], vertical_spacing=80 / plot_px
     )
     for panel, name in enumerate(names, start=1):
         rows = phases[name]
@@ -76,7 +77,7 @@ def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210
                 col=1,
             )
             shown.add(regime)
-        fig.update_xaxes(title_text="time (ms)", row=panel, col=1, gridcolor="#E5E5E5")
+        fig.update_xaxes(row=panel, col=1, gridcolor="#E5E5E5")
         fig.update_yaxes(autorange="reversed", row=panel, col=1)
     # The legend goes above the panels' own titles, with style_figure's blank title row on top of it
     # where Plotly's toolbar appears.
@@ -85,7 +86,7 @@ def time_breakdown_figure(phases: dict[str, list[dict]], panel_height: int = 210
         plot_px + 100,
         "breakdown",
         barmode="stack",
-        margin=dict(l=10, r=10, t=40, b=60),
+        margin=dict(l=10, r=10, t=40, b=40),
         legend=dict(yref="paper", yanchor="bottom", y=1.0 + 40 / plot_px),
     )
     return fig
