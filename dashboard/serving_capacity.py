@@ -93,10 +93,10 @@ def render_capacity(
         [
             {
                 "device": c.hardware,
+                "rests on": basis_short(c.roof_source),  # beside the device: the ranking groups by it (basis.py)
                 "TP": c.tp,
                 "max requests/s": c.rate_per_s,
                 "$ per M output (all-in)": c.usd_per_million_output_tokens,  # what it is ranked by: in view
-                "rests on": basis_short(c.roof_source),
                 "published bias": known[c.hardware].short(),
                 "what stops a higher rate": "saturation" if c.binding.startswith("saturation") else c.binding,
                 f"p{c.percentile} TTFT": fmt_seconds(c.ttft_s) if c.ttft_s is not None else "",

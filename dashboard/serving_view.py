@@ -52,11 +52,12 @@ def targets_frame(best: list, roofs: dict[str, str]):
         [
             {
                 "device": b.hardware,
+                # What the times rest on beside the device: measured devices are ranked first (basis.py),
+                # so a cheaper device on the datasheet below a measured one reads as the grouping it is.
+                "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
                 "$ per M output (all-in)": b.point["usd_per_million_output_all_in"] if b.meets else None,
                 "meets": b.meets,
                 "what binds": REGIME_LABELS.get(b.binding, f"{b.binding}-bound") if b.meets else b.binding,
-                # What the times rest on and the throughput in view beside the rank (ranked: basis.py).
-                "rests on": basis_short(roofs[b.hardware]) if b.hardware in roofs else "",
                 "tok/s per device": round(b.point["tokens_per_s_per_device"]) if b.meets else None,
                 "TP": b.point["tp"] if b.meets else None,
                 "batch": b.point["batch"] if b.meets else None,
