@@ -26,15 +26,8 @@ from roofline.format import fmt_seconds, ranks_of
 from roofline.hardware import Hardware
 from roofline.known_error import for_settings
 from roofline.models import ModelConfig
-from roofline.plots.serving_load import (
-    TPOT_COLOR,
-    TTFT_COLOR,
-    add_measured_points,
-    add_run_points,
-    distribution_figure,
-    latency_rate_figure,
-    series_figure,
-)
+from roofline.plots.serving_load import TPOT_COLOR, TTFT_COLOR, distribution_figure, latency_rate_figure, series_figure
+from roofline.plots.serving_points import add_measured_points, add_run_points
 from roofline.report import Metric
 from roofline.serving import Traffic, serving_sweep
 from roofline.serving.simulation.api import chunking_words, graph_words, most_in_flight, rank_settings

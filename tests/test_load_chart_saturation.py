@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from roofline.plots.serving_load import PAST_SATURATION, add_run_points, latency_rate_figure
+from roofline.plots.serving_load import PAST_SATURATION, latency_rate_figure
+from roofline.plots.serving_points import add_run_points
 
 
 def _figure(saturation_per_s: float):

@@ -159,6 +159,11 @@ def test_the_server_series_holds_each_value_over_its_step():
     fig = series_figure(np.array([1.0, 2.0]), np.array([4, 2]), np.array([0, 0]), np.array([0.1, 0.2]))
     # Stamped at its step's end, a value is drawn from the step before's end: vertical first.
     assert {t.line.shape for t in fig.data} == {"vh"}
+    # Nothing queued: the queue's panel says so rather than showing an empty axis; a queue has no such note.
+    (note,) = [a for a in fig.layout.annotations if a.xref == "x2 domain"]
+    assert note.text.startswith("the queue stayed empty")
+    queued = series_figure(np.array([1.0, 2.0]), np.array([4, 2]), np.array([3, 0]), np.array([0.1, 0.2]))
+    assert not [a for a in queued.layout.annotations if a.xref == "x2 domain"]
 
 
 def test_the_rate_figure_marks_the_knee_on_log_axes():
@@ -218,7 +223,8 @@ def test_measured_results_go_on_the_rate_curves_with_their_gap():
     from dashboard.serving_measured import measured_gaps
     from roofline.hardware import get_hardware
     from roofline.models import get_model
-    from roofline.plots.serving_load import add_measured_points, latency_rate_figure
+    from roofline.plots.serving_load import latency_rate_figure
+    from roofline.plots.serving_points import add_measured_points
     from roofline.serving.measured import read_measured
     from roofline.settings import Settings
     from roofline.workload import Precision

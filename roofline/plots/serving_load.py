@@ -305,7 +305,7 @@ def series_figure(
             row=row,
             col=1,
         )
-        fig.update_yaxes(title_text=f"{name}<br>({unit})", rangemode="tozero", row=row, col=1)
+        fig.update_yaxes(title_text=f"{name}<br>({unit})", title_standoff=8, rangemode="tozero", row=row, col=1)
         if unit == "requests" and not np.any(y[np.isfinite(y)] >= 5):  # whole requests: no tick at 0.5
             fig.update_yaxes(dtick=1, row=row, col=1)
     top = float(np.nanmax(rows[0][0])) if t.size else 1.0
@@ -324,6 +324,17 @@ def series_figure(
             font=dict(size=11, color=REFERENCE_COLOR),
         )
     fig.update_yaxes(range=[0, 1.2 * max(top, 1.0)], row=1, col=1)
+    if t.size and not np.any(np.asarray(waiting, float) > 0):  # an empty panel says why it is empty
+        fig.add_annotation(
+            x=0.5,
+            y=0.5,
+            xref="x2 domain",
+            yref="y2 domain",
+            text="the queue stayed empty: no request waited for a place in the batch",
+            showarrow=False,
+            bgcolor="rgba(255,255,255,0.9)",  # over the marked step's line
+            font=dict(size=12, color=REFERENCE_COLOR),
+        )
     fig.update_yaxes(range=[0, 105], row=3, col=1)
     fig.update_xaxes(title_text="time since the first request (s)", row=3, col=1)
     if marked_s is not None:  # unlabelled: the text under the chart says which step it is
@@ -339,59 +350,3 @@ def series_figure(
         )
     style_figure(fig, height, "load_series", title, showlegend=False)
     return fig
-
-
-def add_measured_points(fig: go.Figure, points: list[dict]) -> None:
-    """Measured benchmark points (``roofline.serving.measured``'s records as JSON, open loop at a
-    rate) on ``latency_rate_figure``: each point's p50 as a filled diamond and its p90 and p99 as
-    open ones, at its request rate, TTFT on the top panel and TPOT on the bottom one."""
-    at_rate = [p for p in points if p.get("rate_per_s")]
-    for row, (metric, label, color) in enumerate((("ttft_s", "TTFT", TTFT_COLOR), ("tpot_s", "TPOT", TPOT_COLOR)), 1):
-        for stat, symbol in (("p50", "diamond"), ("p90", "diamond-open"), ("p99", "diamond-open")):
-            shown = [p for p in at_rate if p["latency"][metric][stat] is not None]
-            if not shown:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[p["rate_per_s"] for p in shown],
-                    y=[p["latency"][metric][stat] * MS for p in shown],
-                    mode="markers",
-                    marker=dict(size=10, symbol=symbol, color=MEASURED_COLOR, line=dict(width=1.5, color=color)),
-                    name=f"measured {label} {stat}",
-                    legendgroup=f"measured-{stat}",
-                    showlegend=row == 1,
-                    text=[
-                        f"<b>measured {label} {stat}</b> {fmt_seconds(p['latency'][metric][stat])}<br>"
-                        f"{p['label']} at {p['rate_per_s']:.3g} requests/s"
-                        for p in shown
-                    ],
-                    hovertemplate="%{text}<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
-
-
-def add_run_points(fig: go.Figure, rate_per_s: float, run: Mapping, label: str) -> None:
-    """One simulated run's latencies (``summary``'s ``ttft_s`` and ``tpot_s`` percentiles) on
-    ``latency_rate_figure`` at the rate it achieved: p50 a filled square, p90 and p99 open ones."""
-    for row, (metric, name, color) in enumerate((("ttft_s", "TTFT", TTFT_COLOR), ("tpot_s", "TPOT", TPOT_COLOR)), 1):
-        for stat, symbol in (("p50", "square"), ("p90", "square-open"), ("p99", "square-open")):
-            value = run[metric].get(stat)
-            if value is None:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[rate_per_s],
-                    y=[value * MS],
-                    mode="markers",
-                    marker=dict(size=10, symbol=symbol, color=color, line=dict(width=2, color=REFERENCE_COLOR)),
-                    name=f"{label} {stat}",
-                    legendgroup=f"run-{stat}",
-                    showlegend=row == 1,
-                    hovertemplate=f"<b>{label}: {name} {stat}</b> {fmt_seconds(value)}<br>at {rate_per_s:.3g} "
-                    "requests/s<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
