@@ -86,6 +86,14 @@ def test_roofline_page_calls_its_predictions_ideal_bounds_never_achieved():
     columns = list(at.dataframe[0].value.columns)
     assert "attainable (ideal bound) TFLOP/s" in columns
     assert not any("achieved" in c for c in columns)
+    # Shown under short headings (the CSV keeps the long names), each with its meaning in its help.
+    config = json.loads(at.dataframe[0].proto.columns)
+    shown = {k: config[k]["label"] for k in ("attainable (ideal bound) TFLOP/s", "roof at this intensity TFLOP/s")}
+    assert shown == {
+        "attainable (ideal bound) TFLOP/s": "ideal TFLOP/s",
+        "roof at this intensity TFLOP/s": "roof TFLOP/s",
+    }
+    assert "ideal bound" in config["attainable (ideal bound) TFLOP/s"]["help"]
     hovers = " ".join(
         str(t.get("text", "")) + str(t.get("hovertext", "")) + str(t.get("customdata", ""))
         for fig in figures(at)

@@ -333,13 +333,23 @@ if results:
         frame.drop(columns=["time_s"]),
         hide_index=True,
         width="stretch",
+        # Short headings on the rates (the CSV keeps the long names, the help says them): long ones had
+        # pushed the table's last rates past its right edge at 1440 px, their numbers cut off.
         column_config={
-            c: st.column_config.NumberColumn(format="%,.2f")
-            for c in (
-                "expected TFLOP/s",
-                "attainable (ideal bound) TFLOP/s",
-                "roof at this intensity TFLOP/s",
-                "peak TFLOP/s",
+            c: st.column_config.NumberColumn(label, format="%,.2f", help=words)
+            for c, label, words in (
+                ("expected TFLOP/s", None, "The GEMM's FLOPs over its expected time."),
+                (
+                    "attainable (ideal bound) TFLOP/s",
+                    "ideal TFLOP/s",
+                    "Attainable at the ideal bound: the FLOPs over the ideal bound's time (kernel floor included).",
+                ),
+                (
+                    "roof at this intensity TFLOP/s",
+                    "roof TFLOP/s",
+                    "The roof at the GEMM's arithmetic intensity: min(peak, bandwidth x intensity).",
+                ),
+                ("peak TFLOP/s", None, "The dtype's dense peak."),
             )
         }
         | {"ridge FLOP/B": st.column_config.NumberColumn(format="%,.1f")},
