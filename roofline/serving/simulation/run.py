@@ -226,10 +226,10 @@ class Replica:
 
     def _held(self, preempted_before: int) -> bool:
         """Whether the requests waiting stay out of a stretch of decode steps: the step just
-        composed admitted none without preempting, so the cache it ran short of only fills as the
-        decodes grow, the running count and the token budget stay, and each next step admits none
-        either until a request finishes. Held-back prompts (``batch_wait_iters``) wait a count of
-        steps instead, so they end a stretch as before."""
+        composed admitted none without preempting, and what held the first of them back (the queue
+        is first come, first served) only tightens until a request finishes: the cache fills as the
+        decodes grow, the running count and the token budget stay. Held-back prompts
+        (``batch_wait_iters``) wait a count of steps instead, so they end a stretch as before."""
         return self.pool.preempted == preempted_before and not self.knobs.batch_waits
 
     def cuttable_step(self) -> None:
