@@ -49,3 +49,16 @@ def test_the_breakdown_panels_carry_their_unit_in_their_titles():
     fig = time_breakdown_figure({"prefill": rows, "decode": rows})
     assert [a.text for a in fig.layout.annotations] == ["prefill step: time (ms)", "decode step: time (ms)"]
     assert not fig.layout.xaxis.title.text and not fig.layout.xaxis2.title.text
+
+
+def test_a_legend_of_two_line_entries_gets_the_height_it_needs_and_no_scroll_box():
+    """Eight roofs of two lines each (device and dtype, then peak and bandwidth) and two one-line
+    entries: 18 lines, 15 past the first three, 20 px each on top of the chart's height; the legend
+    may take what it needs (Plotly's default of half the figure had hidden a phone's last entries)."""
+    from roofline.plots.style import LEGEND_ROW_PX, legend_entries
+
+    roofs = [go.Scatter(x=[1], y=[1], name=f"device {i} · bf16<br>989.4 TFLOP/s, 3.35 TB/s") for i in range(8)]
+    fig = go.Figure(roofs + [go.Scatter(x=[1], y=[1], name="M sweep"), go.Scatter(x=[1], y=[1], name="GEMM")])
+    assert legend_entries(fig) == 18
+    style_figure(fig, 400, "r")
+    assert fig.layout.height == 400 + 15 * LEGEND_ROW_PX and fig.layout.legend.maxheight == 1

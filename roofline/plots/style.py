@@ -170,13 +170,15 @@ def legend_key(name: str, marker: dict, group: str | None = None) -> go.Scatter:
 
 
 def legend_entries(fig: go.Figure) -> int:
-    """How many entries the figure's legend lists (one per legend group)."""
-    seen = set()
+    """How many lines the figure's legend lists: one per legend group, more for an entry whose name
+    runs over several (a roof's device, and its peak and bandwidth under it)."""
+    seen: dict[str, int] = {}
     for i, trace in enumerate(fig.data):
         if trace.showlegend is False or not trace.name:
             continue
-        seen.add(trace.legendgroup or f"#{i}")
-    return len(seen)
+        key = trace.legendgroup or f"#{i}"
+        seen[key] = max(seen.get(key, 1), 1 + trace.name.count("<br>"))
+    return sum(seen.values())
 
 
 def toolbar_row(title: str | None = None) -> dict:
@@ -217,6 +219,9 @@ def style_figure(fig: go.Figure, height: int, revision: str, title: str = "", **
             x=0,
             font=dict(size=12),
             title=toolbar_row(fig.layout.legend.title.text),
+            # As tall as its entries need: the height above grows with them, where Plotly's default
+            # (half the figure) had hidden a phone's last entries in a scroll box.
+            maxheight=1,
         ),
         margin=dict(l=70, r=20, t=50 if title else 20, b=40),
     )
