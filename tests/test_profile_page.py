@@ -37,6 +37,8 @@ def test_a_trace_goes_on_the_roofline_with_its_split():
     assert len(specs) == 2  # the regime split and the roofline
     bars = {t["name"]: t["x"][0] for t in specs[0]["data"]}
     assert bars["communication-bound"] == pytest.approx(0.02)  # ms: the NCCL kernel
+    # No compute-bound kernel in this trace: no bar, and no legend entry naming one.
+    assert "compute-bound" not in bars and all(v > 0 for v in bars.values())
     names = [t.get("name", "") for t in specs[1]["data"]]
     assert "aten ops" in names
     assert any("H100" in n for n in names)

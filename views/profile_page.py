@@ -138,6 +138,7 @@ bar = go.Figure(
             hovertemplate=f"{REGIME_LABELS[r]}: %{{x:.3f}} ms<extra></extra>",
         )
         for r in REGIMES
+        if split.get(r)  # a regime with no time in the step: no bar, and no legend entry for one
     ]
 )
 bar.update_layout(barmode="stack", xaxis_title="ms per step")
