@@ -273,7 +273,8 @@ def test_serving_page():
     assert set(table.columns) >= {"device", "meets", "$ per M output (all-in)", "what binds"}
     assert not at.warning  # some device meets TPOT <= 10 ms
     at.number_input(key="tpot_ms").set_value(0.1).run()  # no device decodes a token in 0.1 ms
-    assert "No device meets" in at.warning[0].value and list(table.columns[:4])[-1] == "what binds"
+    # What stops each setup in view: after the device, what it rests on, its cost and whether it meets them.
+    assert "No device meets" in at.warning[0].value and list(table.columns[:5])[-1] == "what binds"
 
 
 def test_a_fractional_prefill_chunk_is_a_token_count_not_a_batch():
