@@ -10,6 +10,7 @@ from dashboard.share import CELL_PAD_PX, CHAR_PX, md_escape
 from roofline.engine import REGIME_LABELS
 from roofline.format import fmt_seconds
 from roofline.lazy import pandas as pd
+from roofline.plots.style import bandwidth_text
 from roofline.precision import maths_apart
 
 # The ranking's key figure for each objective: (field of a ranking row, column heading).
@@ -170,7 +171,6 @@ def short_regime(bound: str) -> str:
 def coinciding_roofs(ceilings: list, dtype: str) -> str:
     """A sentence naming the roofs that lie on each other on the top devices' chart (memory
     bandwidths, or the ``dtype`` peaks, within 3%: the chart draws those as stripes), or ''."""
-    from roofline.plots.style import bandwidth_text
 
     def together(value) -> list[list]:
         groups: list[list] = []
