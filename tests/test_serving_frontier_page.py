@@ -103,8 +103,12 @@ def test_serving_frontier_per_dollar_names_a_device_without_a_price():
     fig, _ = _frontier(xaxis="tokens per dollar")
     names = [t.get("name") or "" for t in fig["data"]]
     # The MI300X has no kernel tables: beside engine-measured devices its line is an ideal bound.
-    assert "AMD Instinct MI300X · ideal bound (no price: not drawn)" in names
+    assert "AMD Instinct MI300X · ideal bound (dashed) (no price: not drawn)" in names
     assert not any(n.startswith("NVIDIA H100") and "ideal bound" in n for n in names)
+    # Drawn apart from the engine-measured lines: a bound is not compared like for like.
+    line = {t.get("name"): t["line"] for t in fig["data"] if t.get("mode") == "lines+markers"}
+    assert line["AMD Instinct MI300X · ideal bound (dashed) (no price: not drawn)"]["dash"] == "dash"
+    assert not any(v.get("dash") for k, v in line.items() if k.startswith("NVIDIA H100"))
     assert fig["layout"]["xaxis"]["title"]["text"] == "output tokens per USD"
 
 
