@@ -97,12 +97,14 @@ def _rendered(value: float, fmt: str) -> str | None:
     return prefix + number + suffix.replace("%%", "%")
 
 
-def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int]:
-    """Each number column's width in pixels, from its widest value as shown and its header. The
-    browser sizes a table's columns once, when it first draws the table, and keeps those widths
-    across reruns: a number that grew a digit after a widget changed lost its leading digits with
-    no ellipsis ("92,581.21" for 492,581.21). A width set from the data follows the data."""
+def column_widths(frame: pd.DataFrame, formats: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, int]:
+    """Each number column's width in pixels, from its widest value as shown and its header (the
+    column's name, or the label ``labels`` gives it in place of the name). The browser sizes a
+    table's columns once, when it first draws the table, and keeps those widths across reruns: a
+    number that grew a digit after a widget changed lost its leading digits with no ellipsis
+    ("92,581.21" for 492,581.21). A width set from the data follows the data."""
     out = {}
+    labels = labels or {}
     for col, fmt in formats.items():
         if col not in frame.columns:  # a page may configure a column it shows only sometimes
             continue
@@ -112,7 +114,8 @@ def column_widths(frame: pd.DataFrame, formats: dict[str, str]) -> dict[str, int
         if None in texts:
             continue
         widest = max(map(len, texts), default=1)
-        out[col] = math.ceil(max(CHAR_PX * widest, HEADER_CHAR_PX * len(str(col)))) + CELL_PAD_PX
+        header = labels.get(col) or str(col)
+        out[col] = math.ceil(max(CHAR_PX * widest, HEADER_CHAR_PX * len(header))) + CELL_PAD_PX
     return out
 
 
@@ -181,7 +184,8 @@ class Report:
             if col not in config and "year" not in str(col) and pd.api.types.is_numeric_dtype(frame[col]):
                 if not pd.api.types.is_bool_dtype(frame[col]):
                     config[col] = st.column_config.NumberColumn(format="localized")
-        for col, px in column_widths(frame, _formats(config)).items():
+        labels = {c: cfg.get("label") for c, cfg in config.items() if isinstance(cfg, dict) and cfg.get("label")}
+        for col, px in column_widths(frame, _formats(config), labels).items():
             config[col] = {**config[col], "width": px}
         pinned = any(isinstance(c, dict) and c.get("pinned") for c in config.values())
         first = frame.columns[0] if len(frame.columns) else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,15 @@ def test_column_widths_follow_the_format_as_shown():
     signed = column_widths(pd.DataFrame({"bias": [2.0, -1234.0]}), {"bias": "%+,.0f%%"})
     assert signed["bias"] == 8 * len("-1,234%") + 26
     assert "absent" not in column_widths(frame, {"absent": "%d"})
+    # A column shown under a short label is as wide as the label, not as its long name: the long
+    # name's width had left "ideal TFLOP/s" on the Roofline table with its number past the right edge.
+    long = "attainable (ideal bound) TFLOP/s"
+    short = column_widths(pd.DataFrame({long: [827.87]}), {long: "%,.2f"}, {long: "ideal TFLOP/s"})
+    assert (
+        short[long]
+        == math.ceil(6.5 * len("ideal TFLOP/s")) + 26
+        < column_widths(pd.DataFrame({long: [827.87]}), {long: "%,.2f"})[long]
+    )
 
 
 @pytest.mark.parametrize(("objective", "key_figure"), [("latency", "ideal bound"), ("throughput", "ideal tokens/s")])
