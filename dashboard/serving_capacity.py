@@ -120,9 +120,11 @@ def render_capacity(
         column_config={
             "max requests/s": st.column_config.NumberColumn(format="%.2f"),
             "published bias": st.column_config.TextColumn(
+                # Under load: the Frontier's sentence gives the steady state's, another prediction's bias.
+                "published bias (under load)",
                 help="How far the same kind of prediction was off on the accuracy report's test runs of this engine "
                 "on this device (the ideal bound: every engine's): the median of predicted / measured - 1, below 0 "
-                f"too fast, so the rate is overstated. {ON_EVERY_DEVICE}"
+                f"too fast, so the rate is overstated. {ON_EVERY_DEVICE}",
             ),
             "saturation requests/s": st.column_config.NumberColumn(format="%.2f"),
             "output tokens/s": st.column_config.NumberColumn(
@@ -131,7 +133,9 @@ def render_capacity(
                 "its targets carries all it admits; one that can never fit the KV cache is rejected)",
             ),
             "$ per M output (all-in)": st.column_config.NumberColumn(
-                format="$%.3f", help="every device-hour at this rate over the output tokens it puts out"
+                format="$%.3f",
+                help="every device-hour at this rate over the output tokens it puts out (the Frontier and "
+                "Cheapest setup price a steady decode batch instead, so their figures differ)",
             ),
         },
         placeholder="—",

@@ -76,6 +76,9 @@ def test_the_section_shows_its_charts_table_and_a_step_link():
     # page shows about seven columns).
     assert list(capacity.columns[:5]) == ["device", "rests on", "TP", "max requests/s", "$ per M output (all-in)"]
     assert capacity["published bias"].str.startswith("TTFT ").all()
+    # Headed as the bias under load: the Frontier's sentence gives the steady state's, another figure.
+    table = next(d for d in at.dataframe if "max requests/s" in d.value.columns)
+    assert json.loads(table.proto.columns)["published bias"]["label"] == "published bias (under load)"
 
     link = next(m.value for m in at.markdown if "Open this step on the roofline" in m.value)
     assert "/roofline?hw=h100-sxm&llm=llama-3.1-8b&llm_phase=decode&llm_batch=" in link and "&llm_seq=" in link
