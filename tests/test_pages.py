@@ -117,6 +117,20 @@ def test_hardware_page_compare_changes_the_chart():
     at.multiselect(key="compare").set_value(["l4", "a10"]).run()
     after = [t["name"] for t in figure(at, 0)["data"]]
     assert before != after and after == ["NVIDIA L4 24GB", "NVIDIA A10 24GB"]
+    # On its log axis each peak is a dot, grouped by dtype: a bar's length there starts at an arbitrary floor.
+    peaks = figure(at, 0)
+    assert peaks["layout"]["yaxis"]["type"] == "log" and peaks["layout"]["scattermode"] == "group"
+    assert {t["type"] for t in peaks["data"]} == {"scatter"} and {t["mode"] for t in peaks["data"]} == {"markers"}
+
+
+def test_grouped_bars_stay_bars_on_a_linear_axis_and_skip_an_unknown_value():
+    from roofline.plots import grouped_bar_figure
+
+    fig = grouped_bar_figure(["bf16", "fp8"], {"A": [1.0, None], "B": [2.0, 4.0]}, "TFLOPS")
+    assert [t.type for t in fig.data] == ["bar", "bar"] and fig.data[0].y == (1.0, None)
+    assert "fp8: unknown TFLOPS" in fig.data[0].text[1]
+    dots = grouped_bar_figure(["bf16", "fp8"], {"A": [1.0, None]}, "TFLOPS", log_y=True)
+    assert dots.data[0].type == "scatter" and dots.data[0].y == (1.0, None)
 
 
 def test_hardware_page_vendor_filter_and_bad_param():

@@ -228,7 +228,7 @@ peak_fig = grouped_bar_figure(
     {summaries[h]["name"]: [summaries[h]["peak_tflops"].get(d) for d in dtypes_present] for h in chosen},
     "dense peak (TFLOPS; int8 in TOPS)",
     log_y=True,
-    title="Dense peak per dtype (log scale; no bar = not supported or unpublished)",
+    title="Dense peak per dtype (log scale; no dot = not supported or unpublished)",
 )
 with left:
     report.chart(peak_fig, width="stretch", theme=None, key="peak_chart")

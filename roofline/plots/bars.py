@@ -18,7 +18,9 @@ def grouped_bar_figure(
     height: int = 420,
     title: str = "",
 ) -> go.Figure:
-    """One bar per (category, group); ``None`` (unknown) draws no bar and says so on hover."""
+    """One bar per (category, group); ``None`` (unknown) draws nothing and says so on hover. On a log
+    axis each value is a dot, side by side per category: a bar there starts at an arbitrary floor, so
+    its length says nothing (a 37 TFLOPS bar looked like none beside a 163 TFLOPS one)."""
     fig = go.Figure()
     for i, (name, values) in enumerate(groups.items()):
         ys = [v if v is not None else None for v in values]
@@ -26,18 +28,17 @@ def grouped_bar_figure(
             f"<b>{name}</b><br>{cat}: {'unknown' if v is None else f'{v:,.4g}'} {y_title}"
             for cat, v in zip(categories, values)
         ]
-        fig.add_trace(
-            go.Bar(
-                x=list(categories),
-                y=ys,
-                name=name,
-                marker_color=DEVICE_COLORS[i % len(DEVICE_COLORS)],
-                text=hover,
-                hovertemplate="%{text}<extra></extra>",
-                textposition="none",
-            )
-        )
+        color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
+        common = dict(x=list(categories), y=ys, name=name, text=hover, hovertemplate="%{text}<extra></extra>")
+        if log_y:
+            marker = dict(color=color, size=9, symbol="circle", line=dict(color="#FFFFFF", width=1))
+            fig.add_trace(go.Scatter(mode="markers", marker=marker, **common))
+        else:
+            fig.add_trace(go.Bar(marker_color=color, textposition="none", **common))
     style_figure(fig, height, "bars", title, barmode="group")
+    if log_y:
+        fig.update_layout(scattermode="group", scattergap=0.15)  # dots of equal peaks side by side, not on top
+        fig.update_xaxes(showgrid=True, gridcolor="#F0F0F0")
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", gridcolor="#E5E5E5")
     return label_log_ticks(fig)
 
