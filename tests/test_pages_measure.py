@@ -173,6 +173,11 @@ def test_measure_page_opens_the_shipped_quick_run_in_one_click():
         assert any("HBM3 · bf16" in n for n in names) and not any("· fp32" in n for n in names), names
     tiles = {m.label: m.proto.delta for m in at.metric}
     assert tiles["Eager step"] == tiles["Kernel time"] == "measured"
+    # The kernel time stands in both columns (a graph replays the same kernels): no empty slot.
+    bars = {t["name"]: t for t in json.loads(at.get("plotly_chart")[1].proto.spec)["data"]}
+    kernels = bars["measured kernel time"]
+    assert kernels["x"] == ["eager", "CUDA graph"] and kernels["y"][0] == kernels["y"][1] > 0
+    assert "profiled in the eager run" in kernels["hovertemplate"]
     caption = next(c.value for c in at.caption if c.value.startswith("CUDA · torch"))
     assert "driver 580.159.04" in caption and "measured 2026-11-26 01:27 UTC" in caption and "not record" not in caption
 
