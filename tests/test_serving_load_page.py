@@ -165,6 +165,8 @@ def test_the_server_series_holds_each_value_over_its_step():
     # Nothing queued: the queue's panel says so rather than showing an empty axis; a queue has no such note.
     (note,) = [a for a in fig.layout.annotations if a.xref == "x2 domain"]
     assert note.text.startswith("the queue stayed empty")
+    # Short lines, so a phone's plot (about 260 px) holds the note.
+    assert max(len(line) for line in note.text.split("<br>")) <= 32
     queued = series_figure(np.array([1.0, 2.0]), np.array([4, 2]), np.array([3, 0]), np.array([0.1, 0.2]))
     assert not [a for a in queued.layout.annotations if a.xref == "x2 domain"]
 
