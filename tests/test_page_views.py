@@ -200,3 +200,18 @@ def test_the_llm_pages_tiles_name_their_device_when_several_are_chosen():
     assert any(c.value.startswith("The figures below are NVIDIA B200") for c in both.caption)
     one = page("views/llm_page.py", model="llama-3.1-70b", hw=["b200"])
     assert not any("figures below" in c.value for c in one.caption)
+
+
+def test_the_kv_variants_view_draws_the_engine_cap_its_smaller_caches_rise_past():
+    import json
+
+    at = page("views/kv_page.py", view="KV dtype and GQA")
+    assert not at.exception
+    chart = next(c for c in at.get("plotly_chart") if c.key == "variants_chart")
+    spec = json.loads(chart.proto.spec)
+    # vLLM's default on an H100 (80 GB and more, not an A100): 1,024 sequences at once.
+    assert [s["y0"] for s in spec["layout"]["shapes"] if s.get("type") == "line" and s["y0"] == s["y1"]] == [1024]
+    assert any(a["text"].startswith("engine cap 1,024") for a in spec["layout"]["annotations"])
+    said = " ".join(c.value for c in at.caption)
+    assert "Above the dotted line the cache holds more sequences than the engine runs at once" in said
+    assert "max_num_seqs 1,024 on the device" in said

@@ -291,7 +291,15 @@ if is_open(variants_tab):
             variants[name] = capacity_curves(mha, [primary], contexts, settings)["max_batch"][0]
             dashes[name] = "dash"
         report.chart(
-            capacity_figure(contexts, variants, model.max_context, dashes=dashes, height=440),
+            # The engine's sequence cap on the device as on the Capacity view: a smaller KV rises past it.
+            capacity_figure(
+                contexts,
+                variants,
+                model.max_context,
+                dashes=dashes,
+                height=440,
+                caps={settings.for_device(primary).max_num_seqs: list(variants)},
+            ),
             width="stretch",
             theme=None,
             key="variants_chart",
@@ -300,6 +308,13 @@ if is_open(variants_tab):
             f"{md_escape(model.name)} has {model.num_kv_heads} KV heads for {model.num_heads} query heads "
             f"({model.attention_kind})"
             + ("; MLA caches one compressed latent per token instead." if model.mla else ".")
+            + (
+                " Above the dotted line the cache holds more sequences than the engine runs at once "
+                f"(max_num_seqs {settings.for_device(primary).max_num_seqs:,} on the device); the rest wait."
+                if max(float(np.nanmax(v, initial=0)) for v in variants.values())
+                > settings.for_device(primary).max_num_seqs
+                else ""
+            )
         )
 
 # Below every view: the file holds the curves whichever view is open (built when clicked).
