@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dashboard.basis import basis_label, basis_short
+from dashboard.measure_ops import ROOFS, step_roofs_name
 from dashboard.share import md_escape
 from roofline.calibration import CLASSES, sweep_class
 from roofline.dtypes import peak_unit
@@ -38,7 +39,6 @@ EXAMPLES = {
         EXAMPLES_DIR / "h100-sxm-kernel-sweeps.json",
     ),
 }
-ROOFS = ("datasheet", "measured", "calibrated")
 # Op classes in colours and shapes of their own: none of the regimes' blue, red, green and purple
 # (on every other chart those mean memory-, compute-, communication- and overhead-bound), nor the
 # first roofs' black, orange and green; linear layers as circles, attention as diamonds,
@@ -292,54 +292,6 @@ def step_bars_figure(step: StepMeasurement, revision: str) -> go.Figure:
     )
     style_figure(fig, 340, revision, title, barmode="group")
     return fig
-
-
-def step_roofs_name(step: StepMeasurement) -> str:
-    """The roofs a step's ops are compared against: calibrated where the file has them."""
-    return "calibrated" if any("calibrated" in op.predicted_s for op in step.ops) else "measured"
-
-
-def step_op_rows(step: StepMeasurement) -> list[dict[str, object]]:
-    """Each op's measured time beside its prediction on the step's roofs (calibrated where the file
-    has them) and their ratio, first, where a table's width shows them; then its predictions on the
-    other roofs and the rates it reached."""
-    roofs_name = step_roofs_name(step)
-    order = (roofs_name, *(r for r in ROOFS if r != roofs_name))
-    rows = []
-    for op in step.ops:
-        predicted = op.predicted_s.get(roofs_name)
-        predictions = {
-            f"predicted, {basis_short(r)} (µs)": op.predicted_s[r] * 1e6 for r in order if r in op.predicted_s
-        }
-        first = next(iter(predictions.items()), None) if predicted else None
-        rows.append(
-            {
-                "op": op.name,
-                "class": op.op_class,
-                "measured (µs)": op.time_s * 1e6,
-                **dict([first] if first else []),
-                f"measured / predicted ({basis_short(roofs_name)})": op.time_s / predicted if predicted else None,
-                **predictions,
-                "GB/s": op.bytes / op.time_s / 1e9 if op.time_s else None,
-                "TFLOP/s": op.flops / op.time_s / 1e12 if op.time_s else None,
-                **(
-                    {"kernels, measured": op.kernels, "kernels, modelled": op.modelled_launches}
-                    if op.kernels is not None
-                    else {}
-                ),
-            }
-        )
-    return rows
-
-
-def step_error_line(step: StepMeasurement) -> str:
-    """The predicted step against the measured eager step, on each set of roofs, with the ops' error."""
-    parts = [
-        f"{basis_short(r)} {step.step_ratio(r):.2f}× (per-op median error {step.op_error(r):.0%})"
-        for r in ROOFS
-        if step.op_error(r) is not None and step.step_ratio(r) is not None
-    ]
-    return "Predicted step time over the measured eager step: " + " · ".join(parts) + "." if parts else ""
 
 
 def _measured_op_hover(op: StepOp, roofs: Ceilings, dtype: str, predicted_on: str) -> str:

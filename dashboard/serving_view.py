@@ -89,9 +89,12 @@ def targets_columns() -> dict:
         "TPOT": st.column_config.TextColumn(
             help="the mean step a decoding sequence waits for, the steps that carry prompts included"
         ),
+        # A short heading (the CSV keeps the long name): the long one's width had cut the precision column.
         "$ per M output (all-in)": money(
+            "$/M output",
             format="$%.3f",
-            help="every device-hour over the output tokens: the cost of a request, what the rows are ranked by",
+            help="$ per million output tokens, all-in: every device-hour over the output tokens (the cost of a "
+            "request), what the rows are ranked by",
         ),
         "$ per M input (prefill share)": money(
             format="$%.3f", help="the device-hours spent on prompts over the input tokens"

@@ -88,7 +88,7 @@ def test_a_step_op_table_sets_the_prediction_it_compares_beside_the_measurement(
     """The shipped H100 quick run has calibrated roofs: its op table reads measured, predicted on
     the calibrated roofs, their ratio, then the other roofs' predictions, so the comparison shows
     at a table's first width. Embedding gather: 2.77 µs measured, 4.80 µs predicted, 0.58."""
-    from dashboard.measure_view import step_op_rows
+    from dashboard.measure_ops import step_op_rows
     from roofline.measure.schema import load_results
 
     rows = step_op_rows(load_results("examples/h100-sxm-quick-run.json").steps[0])
@@ -109,3 +109,23 @@ def test_a_step_op_table_sets_the_prediction_it_compares_beside_the_measurement(
         == pytest.approx(first["measured (µs)"] / first["predicted, calibrated (µs)"])
         == pytest.approx(0.577, abs=1e-3)
     )
+
+
+def test_a_step_op_table_heads_its_predictions_short():
+    """On the page the predictions and the ratio read under short headings (a 1440-px page had shown
+    the ideal bound's column cut); the names, kept in the CSV, are in the help."""
+    from dashboard.measure_ops import step_op_columns, step_op_rows
+    from roofline.measure.schema import load_results
+
+    rows = step_op_rows(load_results("examples/h100-sxm-quick-run.json").steps[0])
+    config = step_op_columns(rows)
+    labels = {c: config[c]["label"] for c in config if config[c]["label"]}
+    assert labels == {
+        "predicted, calibrated (µs)": "calibrated (µs)",
+        "measured / predicted (calibrated)": "measured / calibrated",
+        "predicted, ideal bound (µs)": "ideal bound (µs)",
+        "predicted, measured roofs (µs)": "measured roofs (µs)",
+    }
+    assert config["predicted, ideal bound (µs)"]["help"] == "the op's predicted time (ideal bound)"
+    assert "op" not in config and config["measured (µs)"]["type_config"]["format"] == "%,.2f"
+    assert step_op_columns([]) is None

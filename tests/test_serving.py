@@ -271,6 +271,12 @@ def test_serving_page():
     assert not at.exception
     table = next(d.value for d in at.dataframe if "meets" in d.value.columns)  # beside the prices editor
     assert set(table.columns) >= {"device", "meets", "$ per M output (all-in)", "what binds"}
+    # Shown under a short heading (the CSV keeps the long name), its meaning in the help.
+    shown = json.loads(next(d for d in at.dataframe if "meets" in d.value.columns).proto.columns)
+    assert (
+        shown["$ per M output (all-in)"]["label"] == "$/M output"
+        and "all-in" in shown["$ per M output (all-in)"]["help"]
+    )
     assert not at.warning  # some device meets TPOT <= 10 ms
     at.number_input(key="tpot_ms").set_value(0.1).run()  # no device decodes a token in 0.1 ms
     # What stops each setup in view: after the device, what it rests on, its cost and whether it meets them.

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import custom
+from dashboard.measure_ops import step_error_line, step_op_columns, step_op_rows
 from dashboard.measure_view import (
     EXAMPLES,
     calibration_rows,
@@ -16,8 +17,6 @@ from dashboard.measure_view import (
     device_caption,
     measured_dtype,
     step_bars_figure,
-    step_error_line,
-    step_op_rows,
     step_series,
     sweep_roofs,
     sweep_series,
@@ -275,11 +274,7 @@ for i, step in enumerate(results.steps):
         f"{step.phase} ops",
         hide_index=True,
         width="stretch",
-        column_config={
-            col: st.column_config.NumberColumn(format="%,.2f") for col in op_rows[0] if col not in ("op", "class")
-        }
-        if op_rows
-        else None,
+        column_config=step_op_columns(op_rows),
     )
     if chain_line := kernel_chain_line(step):
         report.caption(md_escape(chain_line))
