@@ -150,11 +150,11 @@ def render_capacity(
         f"{SWEEP_REQUESTS} requests (seed {seed}), {chunked_words(chunked, settings.engine)}; "
         "'saturation': the targets still hold at "
         "the server's full throughput. Cheapest per million output tokens first "
-        f"where priced. The command line runs the same search: `{command}`. "
-        "Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
+        "where priced. Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
         "ideal bound, so a device on the datasheet alone looks better than it will run"
         + (f"; here {MIXED_BASIS_WORDS}" if mixed_basis(found) else "")
         + ") and the engine's host work; "
         "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "
-        "so the rate is overstated)."
+        "so the rate is overstated). The command line runs the same search:"
     )
+    report.command(command)

@@ -157,6 +157,11 @@ class Report:
         st.caption(text)
         self.sections.append(("", text))
 
+    def command(self, text: str) -> None:
+        """A command to copy, in a code block that wraps (inline in a caption it broke inside its flags)."""
+        st.code(text, language="bash", wrap_lines=True)
+        self.sections.append(("", f"`{text}`"))
+
     def metrics(self, *metrics: Metric) -> None:
         """One row of metric tiles, the page's headline numbers."""
         for col, m in zip(st.columns(len(metrics)), metrics):
