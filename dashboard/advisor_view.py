@@ -168,6 +168,9 @@ def short_regime(bound: str) -> str:
     return "memory-bound" if bound == "memory" else REGIME_LABELS[bound]
 
 
+NUMBER_WORDS = {3: "three", 4: "four", 5: "five", 6: "six"}
+
+
 def coinciding_roofs(ceilings: list, dtype: str) -> str:
     """A sentence naming the roofs that lie on each other on the top devices' chart (memory
     bandwidths, or the ``dtype`` peaks, within 3%: the chart draws those as stripes), or ''."""
@@ -184,7 +187,10 @@ def coinciding_roofs(ceilings: list, dtype: str) -> str:
         return [g for g in groups if len({c.name for c in g}) > 1]
 
     def names(g: list) -> str:
-        n = [md_escape(c.name) for c in g]
+        # The caption names the devices in full just before: here short names, or "all three".
+        if len(g) == len(ceilings) > 2:
+            return f"all {NUMBER_WORDS.get(len(g), str(len(g)))}"
+        n = [md_escape(x) for x in short_names([c.name for c in g])]
         return ", ".join(n[:-1]) + " and " + n[-1]
 
     parts = [

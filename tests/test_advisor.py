@@ -327,8 +327,11 @@ def test_the_top_roofs_caption_names_the_roofs_that_lie_on_each_other():
     roofs = [s.ceilings(get_hardware(h), 1, True) for h in ("gb200", "gb300", "mi350x")]
     text = coinciding_roofs(roofs, "bf16")
     # 8 TB/s on all three; a bf16 peak of 2,500 TFLOP/s on the GB200 and the GB300, 2,300 on the MI350X.
-    assert "memory slopes of NVIDIA GB200" in text and "and AMD Instinct MI350X lie on each other (8 TB/s)" in text
-    assert "bf16 peaks of NVIDIA GB200" in text and "GB300 NVL72\\) too (2,500 TFLOP/s)" in text
-    assert "MI350X too" not in text
+    # The caption has just named them in full: short names here, or "all three".
+    assert "the memory slopes of all three lie on each other (8 TB/s)" in text
+    assert "the bf16 peaks of GB200 \\(per GPU, NVL72\\) and GB300 \\(per GPU, NVL72\\) too (2,500 TFLOP/s)" in text
+    assert "MI350X" not in text and "NVIDIA" not in text
+    two = coinciding_roofs(roofs[:2], "bf16")
+    assert "memory slopes of GB200 \\(per GPU, NVL72\\) and GB300 \\(per GPU, NVL72\\) lie on each other" in two
     # 3.35 and 2.04 TB/s, 989 and 312 TFLOP/s: nothing to say.
     assert coinciding_roofs([s.ceilings(get_hardware(h), 1, True) for h in ("h100-sxm", "a100-sxm-80gb")], "bf16") == ""

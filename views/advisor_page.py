@@ -358,7 +358,7 @@ if is_open(top_tab):
             report.caption(
                 "Roofs of the fastest devices that fit, in rank order: "
                 + ", ".join(md_escape(hw.name) for hw in top)
-                + f". The ops are placed on the first ({md_escape(top[0].name)}). "
+                + ". The ops are placed on the first. "
                 + coinciding_roofs(top_ceilings, run.precision.act_dtype)
             )
         else:
