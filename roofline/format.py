@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 
-def _scaled(value: float, unit: str, base: float = 1000.0) -> str:
+def _scaled(value: float, unit: str, base: float = 1000.0, digits: int = 3) -> str:
     value = value + 0.0  # -0.0 becomes 0.0: never "-0 B"
     prefixes = ["", "K", "M", "G", "T", "P", "E"]
     magnitude = abs(value)
@@ -16,11 +16,12 @@ def _scaled(value: float, unit: str, base: float = 1000.0) -> str:
         magnitude /= base
         value /= base
         i += 1
-    return f"{value:.3g} {prefixes[i]}{unit}"
+    return f"{value:.{digits}g} {prefixes[i]}{unit}"
 
 
-def fmt_flops(flops: float) -> str:
-    return _scaled(flops, "FLOP")
+def fmt_flops(flops: float, digits: int = 3) -> str:
+    """FLOPs with an SI prefix, to ``digits`` significant digits: 2.04 GFLOP (4: 2.043 GFLOP)."""
+    return _scaled(flops, "FLOP", digits=digits)
 
 
 def fmt_rate(per_s: float, unit: str) -> str:

@@ -235,6 +235,7 @@ def test_negative_zero_prints_as_zero():
     from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 
     assert fmt_seconds(-0.0) == "0 ns" and fmt_bytes(-0.0) == "0 B" and fmt_flops(-0.0) == "0 FLOP"
+    assert fmt_flops(2.043e9) == "2.04 GFLOP" and fmt_flops(2.043e9, 4) == "2.043 GFLOP"
     assert fmt_seconds(-0.002) == "-2 ms"
     # A fitted kernel floor of 2e-19 s (the H200 quick run's large-GEMM class) is a zero, not "1.97e-10 ns".
     assert fmt_seconds(1.97e-19) == "0 ns" and fmt_seconds(-3e-13) == "0 ns" and fmt_seconds(5e-10) == "0.5 ns"

@@ -4,6 +4,7 @@ a bad URL parameter."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,13 @@ def test_profiling_a_small_model_here():
     assert any("smollm2-135m" in m.value for m in at.subheader)
     assert len(at.get("plotly_chart")) == 2
     assert "this CPU" in at.markdown[0].value  # a CPU profile on this CPU's measured roofs
+    # The two FLOP counts in the tiles' unit, a digit finer than the tile (they differ in the fourth).
+    note = next(c.value for c in at.caption if c.value.startswith("FLOPs: "))
+    assert re.match(r"FLOPs: [\d.]{5} [KMG]FLOP per step from the recorded shapes; FlopCounterMode counts \d", note)
+    assert "e+" not in note
+    # The ops' intensity at one precision down the column.
+    table = json.loads(next(d for d in at.dataframe if "FLOP/B" in d.value.columns).proto.columns)
+    assert table["FLOP/B"]["type_config"]["format"] == "%,.2f"
 
 
 def test_two_ranks_show_their_communication_and_skew():

@@ -194,7 +194,14 @@ top = pd.DataFrame(
         for r in data["top_ops"]
     ]
 )
-report.table(top, "Top ops by time", hide_index=True, width="stretch", placeholder="—")
+report.table(
+    top,
+    "Top ops by time",
+    hide_index=True,
+    width="stretch",
+    placeholder="—",
+    column_config={"FLOP/B": st.column_config.NumberColumn(format="%,.2f")},  # one precision down the column
+)
 if len(prof.ranks) > 1:
     ranks = pd.DataFrame(
         [

@@ -22,6 +22,7 @@ from torch.profiler import profile as torch_profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from roofline.engine import Ceilings
+from roofline.format import fmt_flops
 from roofline.measure.schema import DeviceInfo
 from roofline.profile.record import Profile
 from roofline.profile.trace import MODULE_PREFIX, import_traces
@@ -132,7 +133,9 @@ def profile(
     if flop_total is not None:
         counted = sum(op.flops for op in imported.level("aten"))
         notes.append(
-            f"FLOPs: {counted:.4g} per step from the recorded shapes; FlopCounterMode counts {flop_total:.4g} "
+            # In the tiles' unit, one digit more than they show: the two counts differ in the fourth.
+            f"FLOPs: {fmt_flops(counted, 4)} per step from the recorded shapes; FlopCounterMode counts "
+            f"{fmt_flops(flop_total, 4)} "
             "(matmuls and attention only; it leaves CPU attention and elementwise math out)"
         )
     return imported.model_copy(
