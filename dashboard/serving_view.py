@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.basis import basis_short
+from dashboard.basis import basis_short, rests_on_sentence
 from dashboard.share import md_escape
 from dashboard.state import settle_choice
 from roofline.ceilings import REGIME_LABELS
 from roofline.defaults import CHUNKED_SETTINGS
-from roofline.engines import engine_profile, prompt_defaults, prompt_modes, prompt_words
+from roofline.engines import engine_profile, prompt_defaults, prompt_modes, prompt_words, vllm_default_words
 from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
 from roofline.known_error import ON_EVERY_DEVICE, for_settings
 from roofline.lazy import pandas as pd
@@ -135,6 +135,29 @@ def steady_bias_sentence(settings, devices: list) -> str:
         "Published bias of this steady-state TPOT (the median of predicted / measured − 1 on the accuracy report's "
         f"test runs of the engine on the device; below 0 too fast): {'; '.join(cells)}{star}."
     )
+
+
+def frontier_notes(roofs: dict[str, str], settings, devices: list) -> list[str]:
+    """The Frontier's caption as three short paragraphs: how to read the chart, what its times rest
+    on and how far off they have been, and which batches it leaves out."""
+    read = (
+        "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "
+        "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
+        "above the dotted line meet the TPOT target; hollow grey points miss the TTFT target."
+    )
+    if "engine-measured" in roofs.values():
+        read += (
+            " Lines on engine-measured kernels keep the timings' own steps: where the engine picks another GEMM "
+            "kernel or tile at one batch, or a timing's noise, a larger batch can take a few percent less, or "
+            "more, than its neighbour."
+        )
+    return [
+        read,
+        f"{rests_on_sentence(roofs.values())} {steady_bias_sentence(settings, devices)}".strip(),
+        "Left out: batches that do not fit in memory, or pass the engine's sequence cap on the device "
+        f"(max_num_seqs; unset, vLLM's default: {vllm_default_words('max_num_seqs')}; with whole prompts in the "
+        "decodes' steps, the token budget less a prompt).",
+    ]
 
 
 def point_step(run, batch: int, traffic, chunked: bool | None, settings, hw, tp: int):

@@ -259,6 +259,11 @@ def test_serving_page():
     # Under the frontier, how far its steady-state TPOT was off on the accuracy report's test runs, per device.
     said = " ".join(c.value for c in at.caption)
     assert "Published bias of this steady-state TPOT" in said and "NVIDIA H100 SXM5 80GB TPOT " in said
+    # In short paragraphs: how to read it, what it rests on (and its bias), what it leaves out.
+    notes = [c.value for c in at.caption]
+    read = next(i for i, c in enumerate(notes) if c.startswith("Each line is one device"))
+    assert "Published bias" in notes[read + 1] and notes[read + 2].startswith("Left out: batches that do not fit")
+    assert all(len(notes[read + k]) < 700 for k in range(3))
     for view, charts in (("One point", ["point_roofline"]), ("Techniques", ["spec_chart"]), ("Cheapest setup", [])):
         at = AppTest.from_file(str(ROOT / "views/serving_page.py"), default_timeout=60)
         at.query_params["view"] = view

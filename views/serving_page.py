@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from dashboard import custom
-from dashboard.basis import basis_label, basis_short, rests_on_sentence
+from dashboard.basis import basis_label, basis_short
 from dashboard.cache import cached
 from dashboard.measured import measured_panel, roofs_caption
 from dashboard.precision_pickers import moot_precision_note, precision_params, precision_pickers, setup_params
@@ -21,10 +21,10 @@ from dashboard.serving_view import (
     CHUNKED_CHOICES,
     chunked_picker,
     disaggregation_frame,
+    frontier_notes,
     point_picker,
     point_step,
     serving_downloads,
-    steady_bias_sentence,
     targets_columns,
     targets_frame,
     unfit_warning,
@@ -46,7 +46,7 @@ from dashboard.state import (
 )
 from dashboard.tabs import VIEW_PARAM, is_open, view_param, view_tabs
 from roofline.defaults import TP_CHOICES
-from roofline.engines import prompt_modes, vllm_default_words
+from roofline.engines import prompt_modes
 from roofline.format import fmt_seconds
 from roofline.plots import op_table_series, roofline_figure
 from roofline.plots.serving import frontier_figure, speculative_figure
@@ -192,23 +192,8 @@ if is_open(frontier_tab):
         )
         if points.runs.any():  # else an empty chart: the warning above says why
             report.chart(fig, width="stretch", theme=None, key="frontier_chart")
-        report.caption(
-            "Each line is one device as the decode batch grows (left to right); a marker's shape is the step's regime "
-            "(circle memory-bandwidth-bound, diamond compute-bound, square communication, triangle overhead). Points "
-            "above the dotted line meet the TPOT target; hollow grey points miss the TTFT target. Batches that do not "
-            "fit in memory, or pass the engine's sequence cap on the device (max_num_seqs; unset, vLLM's default: "
-            f"{vllm_default_words('max_num_seqs')}; with whole prompts in the decodes' steps, the token budget less "
-            "a prompt), are left out. "
-            + rests_on_sentence(roofs.values())
-            + (
-                " Lines on engine-measured kernels keep the timings' own steps: where the engine picks another GEMM "
-                "kernel or tile at one batch, or a timing's noise, a larger batch can take a few percent less, or "
-                "more, than its neighbour."
-                if "engine-measured" in roofs.values()
-                else ""
-            )
-            + f" {steady_bias_sentence(settings, [devices[h] for h in points.devices])}"
-        )
+        for paragraph in frontier_notes(roofs, settings, [devices[h] for h in points.devices]):
+            report.caption(paragraph)
 
 if is_open(point_tab):
     with point_tab:
