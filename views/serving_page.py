@@ -300,7 +300,9 @@ if is_open(targets_tab):
                 extra_precision(precision.resolved(model)),
                 prompt_modes(chunked, engine)[1],
             )
-            + " Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
+        )
+        report.caption(  # a paragraph of its own: what the ranking rests on
+            "Ranked by cost per million output tokens all-in (every device-hour over the output tokens: what a "
             "request costs) where priced, then by throughput per device. Each row's times rest on its "
             "device's roofs (the 'rests on' column): engine-measured kernels are slower than the ideal bound, so a "
             "device on the datasheet alone looks better than it will run"
