@@ -149,53 +149,55 @@ if any(below for _, _, below, _ in floors):
         + ". Where a faster run sits, its prediction flattens at the floor (a horizontal band): what one model on "
         "one GPU shows of an engine's host work is not all of it."
     )
-clients = by_client(frame) if simulated else []
-if len(clients) > 1:
-    page_report.caption(
-        "By the client that sent the requests, expected: "
-        + "; ".join(
-            f"{md_escape(name)}, {n:,} runs, median {e['median']:.0%}, p90 {e['p90']:.0%}, bias "
-            + f"{e['bias']:+.0%}".replace("-", "−")
-            for name, n, e in clients
+# The runs' provenance below the chart, folded: the chart and its reading stay in view on a phone.
+with st.expander("Which runs are scored, and the error by client and warm-up"):
+    clients = by_client(frame) if simulated else []
+    if len(clients) > 1:
+        page_report.caption(
+            "By the client that sent the requests, expected: "
+            + "; ".join(
+                f"{md_escape(name)}, {n:,} runs, median {e['median']:.0%}, p90 {e['p90']:.0%}, bias "
+                + f"{e['bias']:+.0%}".replace("-", "−")
+                for name, n, e in clients
+            )
+            + ". Where no client is recorded, every client is simulated starting at once with fixed lengths, and they "
+            "stay in step: a guess about the harness, not a fact about the engine."
         )
-        + ". Where no client is recorded, every client is simulated starting at once with fixed lengths, and they "
-        "stay in step: a guess about the harness, not a fact about the engine."
-    )
-warmups = by_warmup(frame) if simulated else []
-if len(warmups) > 1:
-    page_report.caption(
-        "InferenceX's runs by whether its client warmed the server up before measuring "
-        f"({WARMUP_PER_CLIENT} requests per client from {WARMUP_SINCE}, none before), expected: "
-        + "; ".join(
-            f"{words}, {n:,} runs, median {e['median']:.0%}, bias " + f"{e['bias']:+.0%}".replace("-", "−")
-            for words, n, e in warmups
+    warmups = by_warmup(frame) if simulated else []
+    if len(warmups) > 1:
+        page_report.caption(
+            "InferenceX's runs by whether its client warmed the server up before measuring "
+            f"({WARMUP_PER_CLIENT} requests per client from {WARMUP_SINCE}, none before), expected: "
+            + "; ".join(
+                f"{words}, {n:,} runs, median {e['median']:.0%}, bias " + f"{e['bias']:+.0%}".replace("-", "−")
+                for words, n, e in warmups
+            )
+            + ". The simulation has no one-time costs (a kernel compiled or tuned for the first batch of its shape), "
+            "so it predicts both alike; they differ in models and engines too."
         )
-        + ". The simulation has no one-time costs (a kernel compiled or tuned for the first batch of its shape), "
-        "so it predicts both alike; they differ in models and engines too."
-    )
-speculative, maybe = speculative_left_out(data, METRICS[metric][0])
-if speculative or maybe:
-    page_report.caption(
-        f"Not scored: {speculative:,} runs that InferenceX's configurations decoded speculatively (MTP: a draft head "
-        "proposes tokens the model verifies in one step; the simulation decodes one token a step, and the sample "
-        f"records neither the setting nor an acceptance rate), and {maybe:,} that may have (a plain and an MTP "
-        "configuration ran the same shape that day, or a multi-node run, which InferenceX swept with MTP on and off; "
-        "the row does not say). "
-        "`python -m roofline validate --explain RUN_ID` names the configurations."
-    )
-if repeats := repeats_left_out(data, METRICS[metric][0]):
-    page_report.caption(
-        f"Each run counts once: {repeats:,} rows of the sample repeat a run another row holds, scored here or not "
-        "(InferenceX's results come in three exports, the same setup and day with the same TTFT and TPOT to 12 "
-        "significant digits; two gap analyses copy some of its runs with both figures rounded to 0.01 ms)."
-    )
-if batch := batch_left_out(data, METRICS[metric][0]):
-    page_report.caption(
-        f"Across the whole report, {batch:,} rows are not scored because their batch is not the concurrency their "
-        "source records for the client: most record a batch of the client's concurrency over their TP, as the rows "
-        "that record attention data parallelism write the sequences one attention rank held, a setup the "
-        "simulation does not run."
-    )
+    speculative, maybe = speculative_left_out(data, METRICS[metric][0])
+    if speculative or maybe:
+        page_report.caption(
+            f"Not scored: {speculative:,} runs that InferenceX's configurations decoded speculatively (MTP: a draft "
+            "head proposes tokens the model verifies in one step; the simulation decodes one token a step, and the "
+            f"sample records neither the setting nor an acceptance rate), and {maybe:,} that may have (a plain and an "
+            "MTP configuration ran the same shape that day, or a multi-node run, which InferenceX swept with MTP on "
+            "and off; the row does not say). "
+            "`python -m roofline validate --explain RUN_ID` names the configurations."
+        )
+    if repeats := repeats_left_out(data, METRICS[metric][0]):
+        page_report.caption(
+            f"Each run counts once: {repeats:,} rows of the sample repeat a run another row holds, scored here or not "
+            "(InferenceX's results come in three exports, the same setup and day with the same TTFT and TPOT to 12 "
+            "significant digits; two gap analyses copy some of its runs with both figures rounded to 0.01 ms)."
+        )
+    if batch := batch_left_out(data, METRICS[metric][0]):
+        page_report.caption(
+            f"Across the whole report, {batch:,} rows are not scored because their batch is not the concurrency their "
+            "source records for the client: most record a batch of the client's concurrency over their TP, as the rows "
+            "that record attention data parallelism write the sequences one attention rank held, a setup the "
+            "simulation does not run."
+        )
 if below and simulated:
     page_report.caption(
         f"{below:,} of these runs were {BELOW_IDEAL_WHY}."
