@@ -102,6 +102,10 @@ HOSTILE = {
     "text duration": (lambda: json.dumps(gpu_trace()).replace('"dur": 40', '"dur": "nan"'), "finite number"),
     "negative duration": (lambda: json.dumps(gpu_trace()).replace('"dur": 40', '"dur": -4'), "out of range"),
     "deep": (lambda: '{"traceEvents": ' + "[" * 100 + "]" * 100 + "}", "nested deeper"),
+    "no duration": (
+        lambda: json.dumps({"traceEvents": [_op("aten::add", 10.0, 0.0, 1, [[4], [4]], ["float", "float"])]}),
+        "lasts 0 µs",
+    ),
     "event not an object": (lambda: json.dumps({"traceEvents": [3]}), "not an object"),
     "not UTF-8": (lambda: b'{"traceEvents": ["\xff"]}', "not UTF-8"),
     "impossible shape": (
@@ -211,3 +215,12 @@ def test_a_calibration_gives_each_op_its_achievable_time():
     assert comm["roof_time_s"] == pytest.approx(
         16 * 4096 * 4 / calibrated.link_bandwidth_bytes_per_s + calibrated.collective_latency_s
     )
+
+
+def test_events_of_one_start_and_length_nest_as_deep_as_they_repeat():
+    """2,000 identical events each sit inside the one before: the walk down them is not recursive
+    (it had raised RecursionError from about 500). Each is one op; only the innermost dispatches."""
+    events = [_op("aten::add", 1000.0, 100.0, i, [[4, 4], [4, 4]], ["float", "float"]) for i in range(2000)]
+    profile = import_traces([(json.dumps({"traceEvents": events}), "same.json")])
+    (op,) = [o for o in profile.level("aten") if o.name == "aten::add"]
+    assert op.count == 1 and op.dispatches == 1

@@ -118,9 +118,18 @@ class _Agg:
 
 def _leaves(e: _Event) -> int:
     """The host ops under ``e`` that call no other (``e`` itself if it calls none), through any
-    annotation range between them: each one dispatch of a CPU op's work."""
-    inner = sum(_leaves(c) for c in e.children if c.cat in HOST_CATS or c.cat in ANNOTATION_CATS)
-    return inner if inner or e.cat not in HOST_CATS else 1
+    annotation range between them: each one dispatch of a CPU op's work. Walked with a stack, not
+    by recursion: events of the same start and length nest in one another as deep as they repeat."""
+    order, stack = [], [e]
+    while stack:  # parents before their children
+        node = stack.pop()
+        order.append(node)
+        stack.extend(c for c in node.children if c.cat in HOST_CATS or c.cat in ANNOTATION_CATS)
+    count: dict[int, int] = {}
+    for node in reversed(order):  # children before their parents
+        inner = sum(count[id(c)] for c in node.children if c.cat in HOST_CATS or c.cat in ANNOTATION_CATS)
+        count[id(node)] = inner if inner or node.cat not in HOST_CATS else 1
+    return count[id(e)]
 
 
 def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSummary, list[float], dict]:
@@ -232,6 +241,8 @@ def _rank(data: dict, index: int, origin: str) -> tuple[list[ProfiledOp], RankSu
     else:
         busy = _union([(e.ts, e.end) for e in tops] + [(a, b) for a, b, _ in comm])
         wall = sum(b - a for a, b in windows)
+    if wall <= 0:  # every op 0 µs long (or none in the step): nothing to place, and no regime to name
+        raise TraceError(f"{origin}: its profiled step lasts 0 µs (every op and kernel in it has no duration)")
     per_step = 1.0 / n_steps
 
     def record(level: str, agg: _Agg) -> ProfiledOp:
