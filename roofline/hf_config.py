@@ -295,6 +295,16 @@ def model_from_hf_config(
             "expert_intermediate_size": f.integer("intermediate_size"),
             "layer_interval": f.integer("interleave_moe_layer_step", 1),
         }
+    # Every supported family rotates its queries and keys (RoPE) by pairs of dimensions: an odd
+    # rotated width builds no model (the rotation's halves differ by one).
+    mla = record.get("mla")
+    rope_field, rope_dim = ("qk_rope_head_dim", mla["qk_rope_head_dim"]) if mla else ("head_dim", head_dim)
+    if isinstance(rope_dim, int) and rope_dim % 2:
+        given = "" if f.get(rope_field) is not None else f" (hidden_size {hidden} // num_attention_heads {heads})"
+        raise DataError(
+            f"{origin}: field {prefix + rope_field!r} must be even (rotary embeddings turn pairs of dimensions), "
+            f"got {rope_dim}{given}"
+        )
     try:
         return ModelConfig.model_validate(record)
     except ValidationError as exc:

@@ -355,3 +355,35 @@ def test_a_tiny_llama4_layer_pair_matches_flop_counter():
         if op.meta.get("kind") in ("matmul", "attention") and op.group != "logits"
     )
     assert modelled == pytest.approx(counted, rel=1e-9)
+
+
+def test_an_odd_rotary_width_is_refused_with_the_field_named(capsys):
+    """RoPE turns pairs of dimensions: a head width of 63 (2,016 / 32) built no model and the measured
+    paths crashed inside torch. Refused as the config is read, the field named; an even explicit
+    head_dim on a hidden size the heads do not divide is a model (as transformers builds it)."""
+    base = {
+        "model_type": "llama",
+        "hidden_size": 2016,
+        "intermediate_size": 8192,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
+    with pytest.raises(DataError, match=r"field 'head_dim' must be even .* got 63 \(hidden_size 2016 // num_"):
+        model_from_hf_config(base, origin="odd.json")
+    with pytest.raises(DataError, match=r"field 'head_dim' must be even .* got 63$"):
+        model_from_hf_config({**base, "head_dim": 63}, origin="odd.json")
+    assert model_from_hf_config({**base, "hidden_size": 2047, "head_dim": 64}, origin="even.json").head_dim == 64
+    text = {**base, "model_type": "llama4_text", "head_dim": 65, "num_local_experts": 4, "num_experts_per_tok": 1}
+    nested = {"model_type": "llama4", "text_config": text}
+    with pytest.raises(DataError, match=r"field 'text_config.head_dim' must be even"):
+        model_from_hf_config(nested, origin="nested.json")
+
+
+def test_model_show_prints_sections_as_fields_and_no_none(capsys):
+    assert main(["model", "show", "deepseek-v3"]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "{" not in out
+    assert "mla: q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64" in out

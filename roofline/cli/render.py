@@ -107,12 +107,19 @@ def model_list(data: list[dict]) -> str:
     return table(["id", "name", "attention", "params", "active", "layers", "max ctx", "KV/token (bf16)"], rows)
 
 
+def _field(value) -> str:
+    """A model field as text: a section (MoE, MLA) as its set fields, not a Python dict with Nones."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_field(v)}" for k, v in value.items() if v is not None)
+    return str(value)
+
+
 def model_show(d: dict) -> str:
     skip = {"params", "kv_bytes_per_token", "sources"}
-    lines = [f"{k}: {v}" for k, v in d.items() if k not in skip and v is not None]
+    lines = [f"{k}: {_field(v)}" for k, v in d.items() if k not in skip and v is not None]
     lines.append("params: " + ", ".join(f"{k} {v / 1e9:.3f}B" for k, v in d["params"].items()))
     lines.append("KV bytes per token: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in d["kv_bytes_per_token"].items()))
-    lines.extend(f"source: {s['name']}: {s['url']}" for s in d["sources"])
+    lines.extend(f"source: {s['name']}" + (f": {s['url']}" if s.get("url") else "") for s in d["sources"])
     return "\n".join(lines)
 
 
