@@ -59,3 +59,59 @@ def test_tables_import_names_the_source_as_given(tmp_path, capsys):
         err = capsys.readouterr().err
         assert said in err and "/unpacked" not in err and "Traceback" not in err
     assert not out.exists()  # nothing written
+
+
+def _shadowing_folder(tmp_path, write) -> str:
+    """A folder whose manifest names the shipped H100 vLLM file, with ``write(path)`` in its place."""
+    import json
+
+    from roofline.tables import store
+
+    entry = next(e for e in store.entries() if e["device"] == "h100-sxm" and e["engine"] == "vllm")
+    name = entry["file"]
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    write(tmp_path / name, entry["path"])
+    manifest = {
+        "source": "x",
+        "licence": "y",
+        "files": [{k: entry[k] for k in ("file", "device", "engine", "version")}],
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    return name
+
+
+def _cut(path, shipped):
+    path.write_bytes(open(shipped, "rb").read()[:5000])  # an interrupted import
+
+
+def _no_time(path, shipped):
+    import numpy as np
+
+    with np.load(shipped) as z:
+        columns = {k: z[k] for k in z.files}
+    for key in columns:
+        if key.endswith("/latency_ms"):
+            columns[key] = np.full(columns[key].shape, np.nan)
+    np.savez(path, **columns)
+
+
+@pytest.mark.parametrize(("write", "said"), [(_cut, "not a readable kernel-table file"), (_no_time, "no kernel time")])
+def test_a_broken_table_file_is_named_and_the_next_of_its_name_answers(write, said, tmp_path, monkeypatch, capsys):
+    """A file cut short had stopped every command (BadZipFile); one of NaN times was taken as
+    engine-measured while every op fell back to the datasheet. Each is named once, and the shipped
+    file of the same name answers, as engine-measured."""
+    from roofline.datafiles import PROBLEMS
+    from tests.table_fixtures import clear_caches
+
+    clear_caches()
+    before = PROBLEMS[:]
+    PROBLEMS.clear()
+    name = _shadowing_folder(tmp_path, write)
+    monkeypatch.setenv("ROOFLINE_KERNEL_DB", str(tmp_path))
+    clear_caches()
+    assert main([*ANALYZE, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and f"warning: {tmp_path / name}: {said}" in err and "tables are not read" in err
+    PROBLEMS[:] = before
+    clear_caches()
+    assert '"roofs": "engine-measured"' in out and "vLLM 0.24.0 kernels, h100-sxm" in out

@@ -58,14 +58,15 @@ def _manifest(folder: Path) -> dict | None:
     return manifest
 
 
-def entries() -> list[dict]:
-    """Every (device, engine, version) file available, first folder winning, with its source."""
+def entries(unusable: frozenset[str] = frozenset()) -> list[dict]:
+    """Every (device, engine, version) file available, first folder winning, with its source; a
+    file whose path is in ``unusable`` is passed over for one of its name in a later folder."""
     seen: dict[str, dict] = {}
     for d in search_dirs():
         if (manifest := _manifest(d)) is None:
             continue
         for f in manifest["files"]:
-            if f["file"] not in seen and (d / f["file"]).exists():
+            if f["file"] not in seen and (d / f["file"]).exists() and str(d / f["file"]) not in unusable:
                 seen[f["file"]] = {
                     **f,
                     "path": str(d / f["file"]),
@@ -85,7 +86,13 @@ def find(device: str, engine: str, version: str | None = None) -> dict | None:
     """The manifest entry for ``device`` and ``engine``: ``version`` if given and present, else
     the newest (the closest older one when ``version`` is newer than any, the oldest newer one
     otherwise)."""
-    found = [e for e in entries() if e["device"] == device and e["engine"] == engine]
+    unusable: frozenset[str] = frozenset()
+    while True:  # a file with no usable time is no table (said once): the next folder's of its name stands
+        found = [e for e in entries(unusable) if e["device"] == device and e["engine"] == engine]
+        bad = {e["path"] for e in found if not load_tables(e["path"])}
+        if not bad:
+            break
+        unusable |= bad
     if not found:
         return None
     if version is not None:
@@ -101,12 +108,36 @@ def find(device: str, engine: str, version: str | None = None) -> dict | None:
 
 @lru_cache(maxsize=32)
 def load_tables(path: str) -> dict[str, dict[str, np.ndarray]]:
-    """table name -> column name -> array, from one converted file."""
+    """table name -> column name -> array, from one converted file: only the rows with a finite,
+    positive time; {} for a file that cannot be read (cut short by an interrupted import or a full
+    disk) or holds no such row, with the reason in ``PROBLEMS``."""
+    import zipfile
+
+    from roofline.datafiles import report_problem, shown_path
+
     out: dict[str, dict[str, np.ndarray]] = {}
-    with np.load(path, allow_pickle=False) as z:
-        for key in z.files:
-            table, column = key.split("/", 1)
-            out.setdefault(table, {})[column] = z[key]
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            for key in z.files:
+                table, column = key.split("/", 1)
+                out.setdefault(table, {})[column] = z[key]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        report_problem(f"{shown_path(Path(path))}: not a readable kernel-table file ({exc}); its tables are not read")
+        return {}
+    for table, columns in list(out.items()):
+        latency = columns.get("latency_ms")
+        rows = {len(c) for c in columns.values()}
+        if latency is None or len(rows) != 1 or latency.dtype.kind not in "iuf":
+            del out[table]
+            continue
+        keep = np.isfinite(latency) & (latency > 0)
+        if not keep.all():
+            out[table] = {name: c[keep] for name, c in columns.items()}
+        if not keep.any():
+            del out[table]
+    if not out:
+        report_problem(f"{shown_path(Path(path))}: no kernel time in it (finite and above 0); its tables are not read")
+        return {}
     moe = out.get("moe")
     if moe is not None and "distribution" not in moe:  # converted when only balanced routing was kept
         moe["distribution"] = np.full(len(moe["latency_ms"]), "balanced")
