@@ -127,6 +127,11 @@ def chunking_words(engine: dict) -> str:
     )
 
 
+# The most tokens (prompts and outputs of every request) a run simulates: about 80 times the
+# 10,000-request benchmark of 1,024 + 256 tokens (benchmarks/serving_simulation.py).
+MAX_WORK_TOKENS = 1_000_000_000
+
+
 def simulate_serving(
     model: ModelConfig,
     hw: Hardware,
@@ -152,6 +157,13 @@ def simulate_serving(
     if most > model.max_context:
         raise ValueError(
             f"prompt + output: {most:,} tokens exceed {model.name}'s maximum context of {model.max_context:,}"
+        )
+    work = int(requests.prompt_tokens.sum()) + int(requests.output_tokens.sum())
+    if work > MAX_WORK_TOKENS:  # sized before anything runs: a run this large takes minutes to hours
+        raise ValueError(
+            f"requests: {requests.count:,} requests of {work / requests.count:,.0f} tokens on average (prompt and "
+            f"output) are {work:,} tokens, more than a simulated run takes ({MAX_WORK_TOKENS:,}); fewer requests, "
+            "or shorter prompts or outputs"
         )
     longest = int(requests.prompt_tokens.max())
     budget = knobs.max_num_batched_tokens

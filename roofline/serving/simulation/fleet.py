@@ -26,7 +26,7 @@ import numpy as np
 from roofline.defaults import MAX_REPLICAS, ROUTERS
 from roofline.serving.simulation.clients import next_client_request, start_arrivals
 from roofline.serving.simulation.load import Requests
-from roofline.serving.simulation.run import MAX_STEPS, Replica, Run
+from roofline.serving.simulation.run import MAX_STEPS, Replica, Run, SimulationTooLong
 from roofline.serving.simulation.scheduler import EngineKnobs
 from roofline.serving.simulation.steptime import StepTimes
 
@@ -183,6 +183,6 @@ def least_loaded(
             ready.add(r)
         fleet[r].receive(i, t)
     else:
-        raise RuntimeError(f"the simulation did not finish within {MAX_STEPS * (replicas + 1):,} events")
+        raise SimulationTooLong(f"the simulation did not finish within {MAX_STEPS * (replicas + 1):,} events")
     parts = [np.flatnonzero(owner == r) for r in range(replicas)]
     return [fleet[r].result(arrival, parts[r]) for r in range(replicas)], parts

@@ -18,6 +18,17 @@ from roofline.serving.simulation.steptime import StepTimes
 MAX_STEPS = 20_000_000
 
 
+class SimulationTooLong(ValueError):
+    """A run that did not finish within ``MAX_STEPS``: said as an input error (fewer requests, a lower
+    rate, shorter outputs), never a traceback."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.args[0]}: a server this far past its capacity keeps preempting; fewer requests, a lower rate "
+            "or shorter outputs"
+        )
+
+
 @dataclass(frozen=True)
 class Run:
     """What happened to every request, and the server over time (one row per step)."""
@@ -333,7 +344,7 @@ def simulate(requests: Requests, times: StepTimes, kv_blocks: int, knobs: Engine
             for _ in range(done.size):
                 next_client_request(arrival, sent, replica.now)
     else:
-        raise RuntimeError(f"the simulation did not finish within {MAX_STEPS:,} steps")
+        raise SimulationTooLong(f"the simulation did not finish within {MAX_STEPS:,} scheduling steps")
     return replica.result(arrival)
 
 
