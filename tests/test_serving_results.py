@@ -204,6 +204,14 @@ def test_measured_loads_become_simulated_requests():
     requests = requests_for(open_loop)
     assert requests.concurrency is None and requests.count == 200
     assert requests.arrival_s[0] == 0 and 200 / requests.arrival_s[-1] == pytest.approx(4.0, rel=0.25)
+    # A file whose token totals over its completed requests come to less than a token a request (10^12
+    # completed) had been simulated as 1-token requests and its gap printed: refused, the mean named.
+    from dataclasses import replace
+
+    from roofline.serving.measured import MeasuredError
+
+    with pytest.raises(MeasuredError, match="mean prompt length is 1.02e-07 tokens, below one token a request"):
+        requests_for(replace(open_loop, prompt_tokens_mean=1.024e-07))
 
 
 def test_compare_takes_ratios_and_fits_nothing():

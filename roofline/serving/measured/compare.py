@@ -16,6 +16,11 @@ def requests_for(run: MeasuredRun, seed: int = 0, default_requests: int = 1000, 
     for value, name in ((run.prompt_tokens_mean, "prompt"), (run.output_tokens_mean, "output")):
         if not value:
             raise MeasuredError(f"{run.label}: the file records no mean {name} length; the load cannot be simulated")
+        if value < 1:  # every request has a token of each: its totals and its count do not agree
+            raise MeasuredError(
+                f"{run.label}: the file's mean {name} length is {value:.3g} tokens, below one token a request (its "
+                "token totals over its completed requests); the load cannot be simulated"
+            )
     count = min(run.requests or default_requests, most_requests)
     prompt = Lengths(max(1, round(run.prompt_tokens_mean)))
     output = Lengths(max(1, round(run.output_tokens_mean)))
