@@ -163,3 +163,13 @@ def test_train_says_no_micro_batch_fits_rather_than_zero(capsys):
 
     assert main(["train", "--model", "llama-3.1-70b", "--hardware", "l4"]) == 0
     assert "does NOT fit; the largest micro-batch that fits: none (not even 1)" in capsys.readouterr().out
+
+
+def test_training_on_a_device_with_no_published_peak_says_so(capsys):
+    """The M3 Ultra publishes no peak in any dtype: the error had ended 'allowed dtypes for m3-ultra: '."""
+    from roofline.cli import main
+
+    assert main(["train", "--model", "llama-3.1-8b", "--hardware", "m3-ultra"]) == 2
+    err = capsys.readouterr().err
+    assert "m3-ultra has no published peak in any dtype: a training step cannot be timed on it" in err
+    assert "allowed dtypes" not in err

@@ -97,8 +97,10 @@ def analyze_training(s: TrainSetup, hw, settings=None, with_largest: bool = True
     settings = settings or Settings()
     notes = []
     dtype = "fp32" if s.precision == "fp32" else s.compute_dtype
-    if dtype not in hw.peak_tflops.as_dict():
-        raise ValueError(f"{hw.id} has no {dtype} peak; allowed dtypes for {hw.id}: {', '.join(hw.dtypes)}")
+    if dtype not in (peaks := hw.peak_tflops.as_dict()):
+        if not peaks:
+            raise ValueError(f"{hw.id} has no published peak in any dtype: a training step cannot be timed on it")
+        raise ValueError(f"{hw.id} has no {dtype} peak; allowed dtypes for {hw.id}: {', '.join(peaks)}")
     if s.dp > 1 and hw.group_link(s.dp)[0] is None:
         raise ValueError(f"dp: {s.dp} devices cannot communicate on {hw.id} ({hw.group_link(s.dp)[1]})")
     memory = training_memory(s)
