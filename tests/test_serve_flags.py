@@ -117,3 +117,32 @@ def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so(capsys):
         assert "Prompts" not in capsys.readouterr().out
     main([*run, "--engine", "vllm", "--no-chunked-prefill"])
     assert "Prompts kept whole (chunked prefill off), where vLLM splits them over steps" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["serve", "--model", "llama-3.1-8b", "--spec-k", "1000"],
+            "argument --spec-k: expected an integer from 1 to 64",
+        ),
+        (
+            ["train", "--model", "llama-3.1-8b", "--micro-batch", "2000000"],
+            "argument --micro-batch: expected an integer",
+        ),
+        (["profile", "--model", "smollm2-135m", "--batch", "10**12"], "argument --batch: expected a positive integer"),
+        (
+            ["profile", "--model", "smollm2-135m", "--batch", "1000000000000"],
+            "from 1 to 1,048,576, got '1000000000000'",
+        ),
+    ],
+)
+def test_a_count_past_its_limit_is_refused_naming_the_flag(argv, said, capsys):
+    """These had been refused after parsing under a field's inner name ("k must be a positive integer
+    up to 64", "micro_batch must be ..."), the profile only after the model was built."""
+    from roofline.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and said in err and "k must be" not in err and "micro_batch must" not in err

@@ -58,24 +58,32 @@ def positive_int(text: str) -> int:
     return value
 
 
+def int_up_to(top: int):
+    """A whole number from 1 to ``top``, refused with its flag named (not a field inside: "k must be")."""
+
+    def parse(text: str) -> int:
+        if (value := positive_int(text)) > top:
+            raise argparse.ArgumentTypeError(f"expected an integer from 1 to {top:,}, got {text[:40]!r}")
+        return value
+
+    return parse
+
+
 def non_negative_int(text: str) -> int:
     """A whole number from 0 to 2^53."""
-    if text.strip() in ("0", "+0", "-0"):
-        return 0
     try:
-        return positive_int(text)
+        return 0 if text.strip() in ("0", "+0", "-0") else positive_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text[:40]!r}") from None
 
 
 def _finite(text: str, what: str) -> float:
     try:
-        value = float(text)
+        if math.isfinite(value := float(text)):
+            return value
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}")
-    return value
+        pass
+    raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}")
 
 
 def non_negative_float(text: str) -> float:

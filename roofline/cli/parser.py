@@ -18,6 +18,7 @@ from roofline.cli.args import (
     attention_dp,
     fraction,
     fraction_or_zero,
+    int_up_to,
     non_negative_float,
     positive_float,
     positive_int,
@@ -209,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_precision(p)
     p.add_argument(
         "--spec-k",
-        type=positive_int,
+        type=int_up_to(64),
         default=SPEC_DEFAULTS["--spec-k"],
         help="speculative decoding: drafted tokens per step",
     )
@@ -243,7 +244,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a model id or a config.json")
     p.add_argument("--hardware", default="h100-sxm")
     p.add_argument("--seq-len", type=positive_int, default=2048)
-    p.add_argument("--micro-batch", type=positive_int, default=1, help="sequences per device per forward/backward")
+    p.add_argument(
+        "--micro-batch", type=int_up_to(1 << 20), default=1, help="sequences per device per forward/backward"
+    )
     p.add_argument(
         "--global-batch", type=positive_int, default=None, help="sequences per optimizer step over all devices"
     )

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from roofline.cli.args import CliError, add_common, add_model_dir, positive_int
+from roofline.cli.args import CliError, add_common, add_model_dir, int_up_to, positive_int
 from roofline.cli.outputs import require_writable
 from roofline.datafiles import shown_path
 from roofline.format import dumps_strict, fmt_bytes, fmt_flops, fmt_seconds, table
@@ -41,7 +41,7 @@ def add_profile_parser(sub) -> None:
     source.add_argument("--trace", nargs="+", metavar="FILE", help="Chrome-trace JSON files, one per rank")
     source.add_argument("--hf-config", metavar="CONFIG", help="a Hugging Face config.json to build and profile")
     source.add_argument("--model", help="a model id of the database to build and profile")
-    p.add_argument("--batch", type=positive_int, default=1, help="sequences per step (profiling here)")
+    p.add_argument("--batch", type=int_up_to(1 << 20), default=1, help="sequences per step (profiling here)")
     p.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (profiling here)")
     p.add_argument("--train", action="store_true", help="a full training step (forward, backward, AdamW)")
     p.add_argument("--layers", type=positive_int, default=None, help="build only the first N layers")
