@@ -26,6 +26,12 @@ BASE = ["serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-
         (["--sweep", "--router", "least-loaded"], "--router: it shapes a run of --rate, --concurrency, --trace"),
         (["--rate", "2", "--percentile", "99"], "--percentile: it shapes a run of --capacity; with --rate"),
         (["--prompt-max", "2000"], "--prompt-max: it shapes a run of"),
+        # The steady-state plan prices and disaggregates; a simulated rate does neither.
+        (
+            ["--rate", "5", "--price", "h100-sxm=3"],
+            "--price: it shapes the steady-state plan (serve with no load) and a run of --capacity; with --rate",
+        ),
+        (["--concurrency", "4", "--kv-link-gb-per-s", "5"], "--kv-link-gb-per-s: it shapes the steady-state plan"),
         (["--rate", "1", "--burstiness", "0"], "argument --burstiness: expected a number in (0, 1000], got '0'"),
         (["--capacity", "--seed", "-1"], "--seed: expected an integer in [0, 2^62), got -1"),
     ],

@@ -248,6 +248,9 @@ _FLAG_RUNS = {
     "--router": ("round-robin", ("--rate", "--concurrency", "--trace")),
     "--prompt-max": (None, ("--rate", "--concurrency", "--sweep", "--capacity")),
     "--output-max": (None, ("--rate", "--concurrency", "--sweep", "--capacity")),
+    # None: the steady-state plan (serve with no load), which prices and disaggregates.
+    "--price": ([], (None, "--capacity")),
+    "--kv-link-gb-per-s": (None, (None,)),
 }
 
 
@@ -269,7 +272,10 @@ def check_flags_used(args: argparse.Namespace) -> None:
         if getattr(args, flag[2:].replace("-", "_")) == default or run in runs:
             continue
         where = f"with {run}" if run else "without a simulated load (the steady-state frontier)"
-        raise CliError(f"{flag}: it shapes a run of {', '.join(runs)}; {where} it would be ignored")
+        loads = [r for r in runs if r]
+        shapes = ["the steady-state plan (serve with no load)"] if None in runs else []
+        shapes += [f"a run of {', '.join(loads)}"] if loads else []
+        raise CliError(f"{flag}: it shapes {' and '.join(shapes)}; {where} it would be ignored")
     for most, least in (("prompt_max", "prompt_len"), ("output_max", "output_len")):
         high, low = getattr(args, most), getattr(args, least)
         if high is not None and high < low:  # else the draw's own check says "length range: ..."
