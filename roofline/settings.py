@@ -50,7 +50,7 @@ _RANGES = {
 }
 # (field, lowest, highest)
 _INTEGERS = {
-    "block_size": (1, 1 << 20),
+    "block_size": (1, 1024),  # a paged cache's block: engines page in tens to a few hundred tokens
     "max_batched_tokens": (1, 1 << 30),
     "max_num_seqs": (1, 1 << 24),
     "recv_interval": (1, RECV_OTHER_WEIGHT),

@@ -137,6 +137,11 @@ def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so(capsys):
             "argument --micro-batch: expected an integer",
         ),
         (["profile", "--model", "smollm2-135m", "--batch", "10**12"], "argument --batch: expected a positive integer"),
+        # A block larger than the cache had been taken: "TP8 meets the targets" beside "no memory for a KV cache".
+        (
+            ["kv", "--model", "llama-3.1-8b", "--block-size", "1000000"],
+            "--block-size: expected an integer from 1 to 1,024",
+        ),
         (
             ["profile", "--model", "smollm2-135m", "--batch", "1000000000000"],
             "from 1 to 1,048,576, got '1000000000000'",
@@ -152,3 +157,11 @@ def test_a_count_past_its_limit_is_refused_naming_the_flag(argv, said, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and said in err and "k must be" not in err and "micro_batch must" not in err
+
+
+def test_settings_refuse_a_block_past_a_thousand_tokens():
+    from roofline.settings import Settings
+
+    assert Settings(block_size=1024).block_size == 1024
+    with pytest.raises(ValueError, match="block_size"):
+        Settings(block_size=1025)
