@@ -173,3 +173,12 @@ def test_training_on_a_device_with_no_published_peak_says_so(capsys):
     err = capsys.readouterr().err
     assert "m3-ultra has no published peak in any dtype: a training step cannot be timed on it" in err
     assert "allowed dtypes" not in err
+
+
+def test_a_lora_target_named_twice_is_refused():
+    """ "q,q,q" had counted the adapter's activations three times and its parameters once."""
+    from roofline.models import get_model
+    from roofline.training import TrainSetup
+
+    with pytest.raises(ValueError, match="lora_targets: q named more than once; a matrix takes one adapter"):
+        TrainSetup(get_model("llama-3.1-8b"), method="lora", lora_targets=("q", "q", "v"))

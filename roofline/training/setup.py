@@ -82,6 +82,9 @@ class TrainSetup:
                 raise ValueError("lora_targets: name at least one of " + ", ".join(allowed))
             for target in self.lora_targets:
                 check_choice(target, LORA_TARGETS, "lora target")
+            if len(set(self.lora_targets)) < len(self.lora_targets):  # one adapter a matrix: "q,q" is not two
+                twice = sorted({t for t in self.lora_targets if self.lora_targets.count(t) > 1})
+                raise ValueError(f"lora_targets: {', '.join(twice)} named more than once; a matrix takes one adapter")
             absent = [t for t in self.lora_targets if t not in allowed]
             if absent:
                 why = " (the q, k, v of MLA attention are not modelled)" if m.mla else ""
