@@ -127,3 +127,16 @@ def test_a_trace_given_twice_is_refused_not_counted_as_two_ranks(trace_file, cap
     other.write_text(json.dumps(gpu_trace(1)))  # each rank's own file: two ranks
     assert main(["profile", "--trace", str(trace_file), str(other), "--hardware", "h100-sxm", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["ranks"]) == 2
+
+
+def test_a_bad_hardware_or_results_file_is_refused_before_profiling(tmp_path, capsys, monkeypatch):
+    """They had been refused after the model was built and profiled (7 s on this machine)."""
+    from roofline.cli import main, profile_cmd
+
+    monkeypatch.setattr(profile_cmd, "_profile_here", lambda args: pytest.fail("profiled before checking"))
+    assert main(["profile", "--model", "smollm2-135m", "--layers", "1", "--hardware", "nosuch"]) == 2
+    assert "unknown hardware 'nosuch'" in capsys.readouterr().err
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\xff\xfe not json")
+    assert main(["profile", "--model", "smollm2-135m", "--layers", "1", "--results", str(garbage)]) == 2
+    assert "garbage.json" in capsys.readouterr().err

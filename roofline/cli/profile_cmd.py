@@ -135,15 +135,21 @@ def cmd_profile(args: argparse.Namespace) -> None:
         raise CliError(
             f"--max-trace-mib: at most {MAX_TRACE_MIB:,} MiB (traces are read whole), got {args.max_trace_mib:,}"
         )
-    if args.trace:
-        prof = import_trace_files(args.trace, max_bytes=args.max_trace_mib * 2**20)
-    else:
-        prof = _profile_here(args)
+    # The roofs' inputs are read before the profile: a bad --hardware or --results had been refused
+    # only after the model was profiled.
+    if args.hardware is not None:
+        from roofline.hardware import get_hardware
+
+        get_hardware(args.hardware)
     results = None
     if args.results:
         from roofline.measure.schema import load_results
 
         results = load_results(args.results)
+    if args.trace:
+        prof = import_trace_files(args.trace, max_bytes=args.max_trace_mib * 2**20)
+    else:
+        prof = _profile_here(args)
     roofs = roofs_for(prof, args.hardware, results)
     report = summarize(prof, roofs, level=args.level, top=args.top)
     if args.out:
