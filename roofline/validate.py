@@ -33,14 +33,13 @@ it reads, are ``roofline.silicon_sample``'s.
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from roofline.accuracy import BREAKDOWNS, breakdowns, score
+from roofline.accuracy import breakdowns, score
 from roofline.engine import evaluate
 from roofline.engines import engine_profile, in_host_fit_split, prompt_defaults
 from roofline.hardware import get_hardware
@@ -231,12 +230,26 @@ def run_settings(
     return settings
 
 
+def _tokens(row: dict[str, str], column: str) -> int:
+    """A row's prompt or output length: a whole number of tokens the models can hold, else a
+    ValueError naming the column (Python's "invalid literal for int()" had been the reason)."""
+    text = str(row.get(column, "")).strip()
+    if not text.isdigit() or not 1 <= int(text) <= 1 << 24:
+        raise ValueError(f"{column}: expected a whole number of tokens from 1 to 16,777,216, got {text[:20]!r}")
+    return int(text)
+
+
 def score_rows(
-    rows: list[dict[str, str]], tables: bool = True, with_ops: bool = False, moe_routing: str | None = None
+    rows: list[dict[str, str]],
+    tables: bool = True,
+    with_ops: bool = False,
+    moe_routing: str | None = None,
+    exact: bool = False,
 ) -> tuple[list[dict[str, object]], dict[str, int]]:
     """Predict every scoreable row; also count the rows left out, by reason. ``with_ops`` adds
     each run's per-op breakdown (``ops``); ``moe_routing`` reads every MoE layer at that routing
-    (None: each model's own, ``roofline.routing``)."""
+    (None: each model's own, ``roofline.routing``). A reason's numbers become N so that runs group
+    by it, unless ``exact`` (one run explained: its own numbers)."""
     out, skipped = [], {}
     predictors: dict[tuple[str, str, str], TablePredictor | None] = {}
     for row in rows:
@@ -260,8 +273,8 @@ def score_rows(
                 device,
                 precision,
                 tp,
-                int(row["isl"]),
-                int(row["osl"]),
+                _tokens(row, "isl"),
+                _tokens(row, "osl"),
                 concurrency,
                 source,
                 version=version,
@@ -270,7 +283,8 @@ def score_rows(
                 mixed=prompt_defaults(engine)[0],  # as the engine runs prompts by default (SGLang: steps of their own)
             )
         except ValueError as exc:
-            reason = "does not run as configured: " + re.sub(r"(?<![\w-])\d+(?![\w-])", "N", str(exc).split(";")[0])
+            said = str(exc).split(";")[0]
+            reason = "does not run as configured: " + (said if exact else re.sub(r"(?<![\w-])\d+(?![\w-])", "N", said))
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
         out.append(
@@ -283,8 +297,8 @@ def score_rows(
                 "precision": row.get("gemm_quant_mode") or "bf16",
                 "tp": tp,
                 **({"attention_dp": dp} if dp > 1 else {}),
-                "isl": int(row["isl"]),
-                "osl": int(row["osl"]),
+                "isl": _tokens(row, "isl"),
+                "osl": _tokens(row, "osl"),
                 "concurrency": concurrency,
                 "measured_tpot_ms": _number(row, "silicon_tpot_ms"),
                 "datasheet_tpot_ms": pred.datasheet_s * 1e3,
@@ -357,43 +371,3 @@ def validate(path: Path | None = None, tables: bool = True, moe_routing: str | N
         "skipped": skipped,
         "results": results,
     }
-
-
-def write_csv(results: list[dict[str, object]], path: Path, fields: tuple[str, ...] = RESULT_FIELDS) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for r in results:
-            writer.writerow({k: r[k] for k in fields})
-
-
-def render(report: dict[str, object]) -> str:
-    lines = [
-        f"{report['metric']}: {report['overall']['runs']} runs scored. {report['not_scored']}.",
-        f"error = predicted / measured - 1; bias = median error (> 0: predicted slower); MoE routing: "
-        f"{report.get('moe_routing', 'auto')}",
-        f"{'model':<16} {'device':<9} {'engine':<7} {'runs':>4}  {'datasheet med/p90/bias':>24}  "
-        f"{'tables med/p90/bias':>22} {'share':>6}",
-    ]
-
-    def cols(e: dict[str, float] | None) -> str:
-        if not e:
-            return "-"
-        return f"{e['median_abs_error']:.0%}/{e['p90_abs_error']:.0%}/{e['bias']:+.0%}"
-
-    for g in report["groups"]:
-        share = f"{g['table_share']:.0%}" if "table_share" in g else "-"
-        lines.append(
-            f"{g['model']:<16} {g['device']:<9} {g['engine']:<7} {g['runs']:>4}  {cols(g['datasheet']):>24}  "
-            f"{cols(g.get('tables')):>22} {share:>6}"
-        )
-    totals = [
-        ("all", report["overall"]),
-        ("host-work fit split", report["host_fit_split"]),
-        ("test set (the rest)", report["test_set"]),
-    ]
-    totals += [(f"  test set, {k}", o) for f in BREAKDOWNS for k, o in report.get(f"test_set_by_{f}", {}).items()]
-    for name, o in totals:
-        lines.append(f"{name:<34} {o['runs']:>4}  {cols(o.get('datasheet')):>24}  {cols(o.get('tables')):>22}")
-    lines.append("left out: " + "; ".join(f"{n} {why}" for why, n in sorted(report["skipped"].items())))
-    return "\n".join(lines)

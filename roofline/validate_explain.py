@@ -19,7 +19,7 @@ def explain(run_id: str, path: Path | None = None) -> dict[str, object]:
     rows = [r for r in sample if r["id"] == run_id]
     if not rows:
         raise ValueError(f"no run {run_id!r} in the silicon sample")
-    results, skipped = score_rows(rows, tables=True, with_ops=True)
+    results, skipped = score_rows(rows, tables=True, with_ops=True, exact=True)
     decoding = run_decoding(rows[0])
     if not results:
         speculative = any(reason.startswith(SPECULATIVE_REASON) for reason in skipped)

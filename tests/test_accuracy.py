@@ -176,7 +176,7 @@ def test_a_run_exported_several_times_is_scored_once_and_the_page_says_so():
 def test_the_test_set_is_scored_again_per_engine_and_per_device():
     """Both parts of the shipped report score the test set per engine and per device, each group's
     median error the one its own runs give, and the groups hold every test run once."""
-    from roofline.validate import render
+    from roofline.validate_render import render
 
     report = load_report(REPORT_PATH)
     for part, metrics in (

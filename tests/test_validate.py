@@ -265,3 +265,25 @@ def test_validate_load_draws_lengths_as_a_benchmark_clients_range_ratio_when_ask
     for bad in ("1.5", "nan", "-0.2"):
         assert main(["validate", "--load", "--range-ratio", bad]) != 0
         assert "--range-ratio: expected a number in (0, 1]" in capsys.readouterr().err
+
+
+def test_a_run_that_does_not_run_as_configured_says_why_with_its_numbers():
+    """The report groups such runs by reason, numbers as N; one run explained keeps its own (they had
+    read "tp=N does not divide llama-3.1-8b's N attention heads"), and a length that is not a whole
+    number is named by its column (not Python's "invalid literal for int() with base N")."""
+    from roofline.validate import load_silicon_sample, score_rows, why_not_scored
+
+    row = next(
+        r for r in load_silicon_sample() if not why_not_scored(r) and r["model_path"].endswith("Llama-3.1-8B-Instruct")
+    )
+    odd = {**row, "tp_size": "3"}
+    _, grouped = score_rows([odd], tables=False)
+    _, exact = score_rows([odd], tables=False, exact=True)
+    (reason,) = grouped
+    assert "tp=N does not divide" in reason and "N attention heads" in reason
+    (said,) = exact
+    assert "tp=3 does not divide" in said and "32 attention heads" in said
+    _, bad = score_rows([{**row, "isl": "1e12"}], tables=False, exact=True)
+    assert list(bad) == [
+        "does not run as configured: isl: expected a whole number of tokens from 1 to 16,777,216, got '1e12'"
+    ]

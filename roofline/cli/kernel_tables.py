@@ -125,8 +125,9 @@ def cmd_tables_import(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
-    from roofline.validate import load_silicon_sample, render, validate, write_csv
+    from roofline.validate import load_silicon_sample, validate
     from roofline.validate_explain import explain, render_explain
+    from roofline.validate_render import render, write_csv
 
     assumed = [
         f
