@@ -165,6 +165,11 @@ def model_from_hf_config(
         check_fields(nested, origin, prefix)
     model_type = data.get("model_type") or config.get("model_type")
     family = ALIASES.get(model_type, model_type)
+    if model_type is None:
+        raise DataError(
+            f"{origin}: no 'model_type' field: not a Hugging Face config.json; supported model types: "
+            f"{', '.join(SUPPORTED_FAMILIES)}"
+        )
     if family not in SUPPORTED_FAMILIES:
         raise DataError(
             f"{origin}: model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_FAMILIES)} "

@@ -203,6 +203,7 @@ def test_every_family_has_a_round_trip_fixture():
     "config, message",
     [
         ({"model_type": "bert", "hidden_size": 8}, "model_type 'bert' is not supported; supported: llama, mistral"),
+        ({}, "no 'model_type' field: not a Hugging Face config.json; supported model types: llama"),
         (
             {"model_type": "llama", "num_hidden_layers": 2},
             "missing field 'hidden_size' (needed for model_type 'llama')",

@@ -279,3 +279,13 @@ def test_an_arrival_in_seconds_is_bounded_as_before():
 
     with pytest.raises(ValueError, match=r"arrival_s must be a number in \(-1, 1e12\]"):
         parse_trace(b'{"arrival_s": 1e13, "prompt_tokens": 5, "output_tokens": 2}\n')
+
+
+def test_an_empty_trace_path_is_named_as_empty():
+    """An empty --trace had been reported as "trace: . is not a file"."""
+    import pytest
+
+    from roofline.serving.simulation.traces import read_trace
+
+    with pytest.raises(ValueError, match="^trace: expected a file, got an empty path$"):
+        read_trace("")

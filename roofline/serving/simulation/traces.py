@@ -49,6 +49,8 @@ def read_trace(path: str | Path, limit: int = MAX_REQUESTS, first: int | None = 
     """The requests of the trace at ``path`` (the formats are in the module's notes): at most
     ``limit`` (more is an error), or only those of the file's ``first`` lines. A ``timestamp``'s
     unit (seconds, or milliseconds where one exceeds 1e6) is judged on the whole file."""
+    if not str(path).strip():  # Path("") is ".", which had been named as the file
+        raise ValueError("trace: expected a file, got an empty path")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"trace: {path} is not a file")
