@@ -115,3 +115,20 @@ def test_a_broken_table_file_is_named_and_the_next_of_its_name_answers(write, sa
     PROBLEMS[:] = before
     clear_caches()
     assert '"roofs": "engine-measured"' in out and "vLLM 0.24.0 kernels, h100-sxm" in out
+
+
+def test_tables_import_checks_its_folder_and_devices_before_unpacking(tmp_path, capsys, monkeypatch):
+    """A file as --out had been refused ("File exists") after seconds of unpacking, and an unknown
+    device without the list of those the database has."""
+    from roofline.tables import importer
+
+    monkeypatch.setattr(importer.convert, "unpack_wheel", lambda *a: pytest.fail("unpacked before checking"))
+    wheel = tmp_path / "aiconfigurator_core-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    assert main(["tables", "import", "--source", str(wheel), "--out", str(taken)]) == 2
+    assert f"--out: {taken} is a file; expected a folder" in capsys.readouterr().err
+    assert main(["tables", "import", "--source", str(wheel), "--devices", "nosuch", "h100-sxm"]) == 2
+    err = capsys.readouterr().err
+    assert "--devices: no kernel tables for 'nosuch'; allowed: " in err and "h100-sxm" in err

@@ -30,6 +30,14 @@ def import_database(
     """Convert the tables of ``source`` (a .whl, an unpacked package, or None: download the newest
     ``package_spec`` with pip) into ``out`` (default: the user folder). Returns the manifest."""
     out = Path(out) if out else store.USER_DIR
+    # Checked before anything is downloaded or unpacked (these had been refused seconds after it).
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: {shown_path(out)} is a file; expected a folder (made where it is absent)")
+    known = sorted(set(convert.SYSTEM_TO_HARDWARE.values()))
+    if unknown := [d for d in devices or [] if d not in known]:
+        raise ValueError(
+            f"--devices: no kernel tables for {', '.join(map(repr, unknown))}; allowed: {', '.join(known)}"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         if source is None:
