@@ -182,3 +182,17 @@ def test_a_lora_target_named_twice_is_refused():
 
     with pytest.raises(ValueError, match="lora_targets: q named more than once; a matrix takes one adapter"):
         TrainSetup(get_model("llama-3.1-8b"), method="lora", lora_targets=("q", "q", "v"))
+
+
+def test_flags_another_setting_makes_moot_are_refused(capsys):
+    """--fp32-grads beside pure-bf16 and --lora-rank beside full fine-tuning had changed nothing, in silence."""
+    from roofline.cli import main
+    from roofline.models import get_model
+    from roofline.training import TrainSetup
+
+    with pytest.raises(ValueError, match="fp32_grads: sets mixed precision's gradients; pure-bf16 fixes its own"):
+        TrainSetup(get_model("llama-3.1-8b"), precision="pure-bf16", fp32_grads=True)
+    assert TrainSetup(get_model("llama-3.1-8b"), precision="mixed", fp32_grads=True).fp32_grads
+    assert main(["train", "--model", "llama-3.1-8b", "--method", "full", "--lora-rank", "8"]) == 2
+    assert "--lora-rank, --lora-targets: set LoRA's adapters; --method full" in capsys.readouterr().err
+    assert main(["train", "--model", "llama-3.1-8b", "--method", "lora", "--lora-rank", "8", "--json"]) == 0

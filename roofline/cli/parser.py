@@ -268,7 +268,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recompute", default="none", choices=RECOMPUTE, help="activation checkpointing")
     p.add_argument("--naive-attention", action="store_true", help="an attention kernel that keeps the s x s scores")
     p.add_argument("--method", default="full", choices=METHODS)
-    p.add_argument("--lora-rank", type=positive_int, default=16)
+    p.add_argument("--lora-rank", type=positive_int, default=None, help="LoRA's adapter rank (default 16)")
     p.add_argument(
         "--lora-targets",
         default=None,

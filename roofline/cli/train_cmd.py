@@ -30,7 +30,7 @@ def train_setup_from_args(args: argparse.Namespace):
         recompute=args.recompute,
         flash_attention=not args.naive_attention,
         method=args.method,
-        lora_rank=args.lora_rank,
+        **({} if args.lora_rank is None else {"lora_rank": args.lora_rank}),
         lora_targets=targets,
         dp=args.dp,
         zero=args.zero,
@@ -45,6 +45,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     if problem := global_batch_problem(args.global_batch, args.micro_batch, args.dp):
         raise CliError(f"--global-batch: {problem}")
 
+    if args.method == "full" and (args.lora_rank is not None or args.lora_targets is not None):
+        raise CliError("--lora-rank, --lora-targets: set LoRA's adapters; --method full trains every weight")
     setup = train_setup_from_args(args)
     hw = get_hardware(args.hardware, args.hardware_dir)
     settings = Settings(memory_utilization=args.memory_utilization, calibration=calibration_from_args(args))

@@ -62,6 +62,8 @@ class TrainSetup:
         check_choice(self.compute_dtype, ("bf16", "fp16"), "compute dtype")
         if self.precision == "pure-bf16" and self.compute_dtype != "bf16":
             raise ValueError("compute dtype: pure-bf16 keeps weights, gradients and optimizer state in bf16")
+        if self.fp32_grads and self.precision != "mixed":  # amp and fp32 keep fp32 gradients, pure-bf16 bf16 ones
+            raise ValueError(f"fp32_grads: sets mixed precision's gradients; {self.precision} fixes its own")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
         check_choice(self.method, METHODS, "method")
