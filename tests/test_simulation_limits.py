@@ -31,3 +31,12 @@ def test_a_run_past_the_step_limit_is_an_input_error_not_a_traceback(monkeypatch
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: the simulation did not finish within 5 scheduling steps") and "Traceback" not in err
+
+
+def test_a_trickle_prints_its_rates_above_zero():
+    """At 10^-9 requests/s the report had printed "throughput 0 output tokens/s, 0.00 requests/s"."""
+    from roofline.cli.render_load import _per_s
+
+    assert _per_s(8.04e-07, 0) == "8e-07" and _per_s(3.1e-09, 2) == "3.1e-09"
+    assert _per_s(1008.4, 0) == "1,008" and _per_s(3.94, 2) == "3.94" and _per_s(0.1, 2) == "0.10"
+    assert _per_s(None, 2) == "0.00" and _per_s(0.0, 0) == "0"

@@ -6,6 +6,13 @@ from __future__ import annotations
 from roofline.format import fmt_seconds
 
 
+def _per_s(value: float | None, decimals: int) -> str:
+    """A rate to ``decimals`` places, or to two significant digits where that would show a rate above
+    0 as 0 (a trickle of 10^-9 requests/s had read "0 output tokens/s")."""
+    value = value or 0.0
+    return f"{value:,.{decimals}f}" if value == 0 or value >= 10 ** (1 - decimals) else f"{value:.2g}"
+
+
 def render_capacity(d: dict, model_name: str) -> str:
     from roofline.known_error import ON_EVERY_DEVICE  # numpy and the report's reader, not at --help
 
@@ -84,8 +91,8 @@ def render_text(d: dict, model_name: str, hw_name: str) -> str:
     lines = [
         f"{model_name} on {where}, {what}: {d['completed']:,} of {d['requests']:,} requests "
         f"in {d['duration_s']:.1f} s simulated ({d['engine']['what_the_times_rest_on']})",
-        f"  throughput {d['output_throughput_tokens_per_s'] or 0:,.0f} output tokens/s, "
-        f"{d['request_throughput_per_s'] or 0:.2f} requests/s; goodput {d.get('goodput_requests_per_s') or 0:.2f} "
+        f"  throughput {_per_s(d['output_throughput_tokens_per_s'], 0)} output tokens/s, "
+        f"{_per_s(d['request_throughput_per_s'], 2)} requests/s; goodput {_per_s(d.get('goodput_requests_per_s'), 2)} "
         f"requests/s ({d.get('met_targets', 0):.0%} met the targets)",
         "              mean       p50       p90       p99",
     ]
