@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("--non-torch-gb", "1e12", "--non-torch-gb: expected a number in [0, 1e+06], got 1000000000000.0"),
         ("--launch-overhead-us", "1e12", "--launch-overhead-us: expected a number in [0, 1e+06]"),
         ("--graph-launch-overhead-us", "5e6", "--graph-launch-overhead-us: expected a number in [0, 1e+06]"),
-        ("--block-size", "1000000000", "--block-size: expected an integer in [1, 1048576], got 1000000000"),
+        ("--block-size", "1000000000", "--block-size: expected an integer in [1, 1024], got 1000000000"),
     ],
 )
 def test_a_setting_out_of_range_is_named_as_its_flag_in_its_units(flag, value, said, capsys):

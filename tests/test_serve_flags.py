@@ -137,11 +137,6 @@ def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so(capsys):
             "argument --micro-batch: expected an integer",
         ),
         (["profile", "--model", "smollm2-135m", "--batch", "10**12"], "argument --batch: expected a positive integer"),
-        # A block larger than the cache had been taken: "TP8 meets the targets" beside "no memory for a KV cache".
-        (
-            ["kv", "--model", "llama-3.1-8b", "--block-size", "1000000"],
-            "--block-size: expected an integer from 1 to 1,024",
-        ),
         (
             ["profile", "--model", "smollm2-135m", "--batch", "1000000000000"],
             "from 1 to 1,048,576, got '1000000000000'",

@@ -304,10 +304,12 @@ def test_the_capacity_table_runs_the_pages_chunked_prefill_choice():
     at = serving(hw=["h100-sxm"], chunked="false")
     assert not at.exception and not at.warning and at.selectbox(key="chunked").value == "off"
     said = " ".join(c.value for c in at.caption)
-    assert "chunked prefill off" in said and "--chunked-prefill off`" in said
+    command = next(c.value for c in at.code if c.value.startswith("python -m roofline serve"))  # under the caption
+    assert "chunked prefill off" in said and command.endswith("--chunked-prefill off")
     at = serving(hw=["h100-sxm"], engine="trtllm")  # the engine's default: TensorRT-LLM keeps prompts whole
     said = " ".join(c.value for c in at.caption)
-    assert "chunked prefill off (the engine's default)" in said and "--chunked-prefill" not in said
+    command = next(c.value for c in at.code if c.value.startswith("python -m roofline serve"))
+    assert "chunked prefill off (the engine's default)" in said and "--chunked-prefill" not in said + command
 
 
 def test_the_capacity_tables_command_reproduces_the_table(capsys):

@@ -26,8 +26,13 @@ def test_an_import_keeps_the_tables_it_does_not_replace(tmp_path):
     assert [f["file"] for f in first["files"]] == ["h100-sxm/vllm-9.9.9.npz"]
     listed = (out / "manifest.json").read_text()
     # A device the source does not hold: nothing converted, the folder as it was.
-    with pytest.raises(ValueError, match="no kernel tables for mi300x in .*left as it was"):
+    # A device the database has no tables for at all is refused before the source is read.
+    with pytest.raises(ValueError, match="--devices: no kernel tables for 'mi300x'; allowed: a100-sxm-80gb, b200"):
         import_database(pkg, out, ["mi300x"])
+    assert (out / "manifest.json").read_text() == listed
+    # One the database has, which this source does not hold: nothing converted, the folder as it was.
+    with pytest.raises(ValueError, match="no kernel tables for l40s in .*left as it was"):
+        import_database(pkg, out, ["l40s"])
     assert (out / "manifest.json").read_text() == listed
     # Another device: both listed, the first with its own source.
     second = import_database(pkg, out, ["b200"])

@@ -232,7 +232,7 @@ def add_memory(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--block-size",
-        type=int_up_to(1024),
+        type=positive_int,
         default=DEFAULT_BLOCK_SIZE,
         help="paged-KV block, tokens (default %(default)s)",
     )
