@@ -138,6 +138,9 @@ def _is_change(delta: str | None) -> bool:
     return bool(delta) and delta.lstrip("+-−")[:1].isdigit()
 
 
+COMMAND_LINE_CHARS = 28  # a shown command's line before its next flag moves to a line of its own
+
+
 class Report:
     """Collects what a page shows (headings, headline numbers, text, charts, tables) as it shows
     it, so its share panel exports exactly that."""
@@ -158,8 +161,15 @@ class Report:
         self.sections.append(("", text))
 
     def command(self, text: str) -> None:
-        """A command to copy, in a code block that wraps (inline in a caption it broke inside its flags)."""
-        st.code(text, language="bash", wrap_lines=True)
+        """A command to copy, in a code block of short lines, each flag with its value kept whole
+        (inline in a caption, or wrapped by the browser, it broke inside its flags on a phone)."""
+        lines: list[str] = []
+        for token in text.split(" "):
+            if lines and not (token.startswith("--") and len(lines[-1]) + len(token) > COMMAND_LINE_CHARS):
+                lines[-1] += f" {token}"
+            else:
+                lines.append(token)
+        st.code(" \\\n    ".join(lines), language="bash")
         self.sections.append(("", f"`{text}`"))
 
     def metrics(self, *metrics: Metric) -> None:

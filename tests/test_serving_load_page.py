@@ -325,7 +325,10 @@ def test_the_capacity_tables_command_reproduces_the_table(capsys):
     assert "The command line runs the same search:" in said
     # In a code block under the caption, which wraps whole (inline, it broke inside its flags).
     command = next(c.value for c in at.code if c.value.startswith("python -m roofline serve"))
-    argv = shlex.split(command)
+    # Shown as short lines, each flag whole with its value (a phone's width had broken a flag in two).
+    lines = command.split(" \\\n    ")
+    assert len(lines) > 5 and all(len(line) <= 40 for line in lines) and lines[1].startswith("--model ")
+    argv = shlex.split(command.replace("\\\n", " "))
     assert argv[:3] == ["python", "-m", "roofline"] and "--weight-dtype" in argv and "--percentile" in argv
     assert main([*argv[3:], "--json"]) == 0
     ranked = {r["hardware"]: r["max_rate_per_s"] for r in json.loads(capsys.readouterr().out)["ranking"]}
