@@ -334,3 +334,12 @@ def test_advise_bad_objective_is_one_line():
     out = run("advise", "--model", "llama-3.1-8b", "--phase", "decode", "--seq-len", "10", "--objective", "cheap")
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "--objective: invalid choice: 'cheap' (choose from 'latency', 'throughput', 'per-watt')" in out.stderr
+
+
+def test_kv_text_reads_its_counts_with_separators_and_says_when_nothing_fits():
+    """At a batch of 10^12 it printed "max context 0" and "from 1 tokens of context at batch 1000000000000"."""
+    out = run("kv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "1000000000000").stdout
+    assert "at batch 1,000,000,000,000: max context 0 (not one token of cache fits for every sequence)" in out
+    assert "from 1 token of context at batch 1,000,000,000,000" in out
+    out = run("kv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm").stdout
+    assert "at batch 1: max context 131,072\n" in out and "from 114,515 tokens of context at batch 1\n" in out

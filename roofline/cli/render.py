@@ -271,12 +271,14 @@ def kv(d: dict, hardware_name: str, model_name: str) -> str:
         return "\n".join(lines)
     crossover = d["kv_crossover_context"]
     lines += [
-        f"  at {d['context']} tokens: {fmt_bytes(d['kv_bytes_per_sequence'])} per sequence "
-        f"({fmt_bytes(d['paging_waste_bytes'])} paging waste); max batch {d['max_batch']}",
-        f"  at batch {d['batch']}: max context {d['max_context']}",
-        f"  decode reads more KV than weights from {crossover} tokens of context at batch {d['batch']}"
+        f"  at {d['context']:,} tokens: {fmt_bytes(d['kv_bytes_per_sequence'])} per sequence "
+        f"({fmt_bytes(d['paging_waste_bytes'])} paging waste); max batch {d['max_batch']:,}",
+        f"  at batch {d['batch']:,}: max context {d['max_context']:,}"
+        + (" (not one token of cache fits for every sequence)" if not d["max_context"] else ""),
+        f"  decode reads more KV than weights from {crossover:,} token{'s' if crossover != 1 else ''} of context "
+        f"at batch {d['batch']:,}"
         if crossover
-        else f"  at batch {d['batch']} the KV cache never outweighs the weights",
+        else f"  at batch {d['batch']:,} the KV cache never outweighs the weights",
         "  context -> max batch: " + ", ".join(f"{p['context']}: {p['max_batch']}" for p in d["curve"][::4]),
         *[f"  note: {n}" for n in d["notes"]],
     ]
