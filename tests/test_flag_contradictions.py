@@ -106,10 +106,12 @@ def test_the_serving_pages_command_leaves_out_what_its_precision_does_not_use():
 
     model = get_model("llama-3.1-8b")
     page = Precision(expert_weight_dtype="fp8", fp8_scaling="block", group_size=64)
+    settings = Settings(engine="vllm", moe_kernel="marlin", moe_routing="balanced")  # the page's MoE pickers
     command = capacity_command(
-        model, [], Lengths(1024), Lengths(256), Targets(0.5, 0.05), page, 1, Settings(engine="vllm"), 90, 0, None
+        model, [], Lengths(1024), Lengths(256), Targets(0.5, 0.05), page, 1, settings, 90, 0, None
     )
     assert "--fp8-scaling" not in command and "--group-size" not in command and "--expert" not in command
+    assert "--moe-" not in command  # a dense model: the command line refuses them
     args = build_parser().parse_args(command.split()[3:])
     assert precision_from_args(args, model) == Precision()
 
@@ -125,3 +127,12 @@ def test_train_measure_names_the_flag_whose_setup_the_harness_does_not_run(capsy
     assert "measure amp, fp32 or pure-bf16 (with --measure)" in err
     assert main([*argv, "--measure", "cpu", "--precision", "amp", "--optimizer", "adamw-8bit"]) == 2
     assert capsys.readouterr().err.startswith("error: --optimizer: adamw-8bit needs bitsandbytes")
+
+
+def test_moe_flags_on_a_dense_model_are_refused_and_run_on_a_moe_one(capsys):
+    """--moe-kernel and --moe-routing on a dense model had been taken and changed nothing."""
+    argv = ["analyze", "--hardware", "h100-sxm", "--phase", "decode", "--seq-len", "1024", "--json"]
+    assert main([*argv, "--model", "llama-3.1-8b", "--moe-kernel", "marlin", "--moe-routing", "balanced"]) == 2
+    err = capsys.readouterr().err
+    assert "--moe-kernel and --moe-routing: Llama 3.1 8B has no routed experts (a dense model)" in err
+    assert main([*argv, "--model", "qwen3-30b-a3b", "--moe-routing", "balanced"]) == 0

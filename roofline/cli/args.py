@@ -357,7 +357,7 @@ def precision_from_args(args: argparse.Namespace, model=None) -> Precision:
         expert_weight_dtype=args.expert_weight_dtype,
         fp8_scaling=getattr(args, "fp8_scaling", "auto"),
     )
-    check_precision_flags(precision, model)
+    check_precision_flags(precision, model, args)
     return precision
 
 

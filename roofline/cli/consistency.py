@@ -9,7 +9,7 @@ import argparse
 from roofline.cli.args import CliError
 
 
-def check_precision_flags(precision, model=None) -> None:
+def check_precision_flags(precision, model=None, args: argparse.Namespace | None = None) -> None:
     """Refuse precision flags that change nothing (``Precision.unused_fields``): ``--group-size``
     without int4 weights, ``--fp8-scaling`` other than auto without fp8 weights, and, where the
     model is known, ``--expert-weight-dtype`` on a model with no routed experts."""
@@ -19,6 +19,8 @@ def check_precision_flags(precision, model=None) -> None:
             f"--expert-weight-dtype: {model.name} has no routed experts (a dense model); give its weights' "
             "format with --weight-dtype"
         )
+    if args is not None:
+        check_moe_flags(args, model)
     experts = precision.expert_weight_dtype
     weights = precision.weight_dtype + (f" (experts {experts})" if experts else "")
     if "group_size" in unused:
@@ -31,6 +33,21 @@ def check_precision_flags(precision, model=None) -> None:
             f"--fp8-scaling: sets how fp8 weights carry their scales; the weights here are {weights} "
             "(give --weight-dtype fp8 or --expert-weight-dtype fp8)"
         )
+
+
+def check_moe_flags(args: argparse.Namespace, model=None) -> None:
+    """Refuse ``--moe-kernel`` and ``--moe-routing`` other than auto on a model with no routed
+    experts: they pick the experts' kernels and spread, and a dense model has none (they had been
+    taken and changed nothing)."""
+    if model is None or model.moe is not None:
+        return
+    given = [
+        flag
+        for flag in ("--moe-kernel", "--moe-routing")
+        if getattr(args, flag[2:].replace("-", "_"), "auto") != "auto"
+    ]
+    if given:
+        raise CliError(f"{' and '.join(given)}: {model.name} has no routed experts (a dense model); leave them on auto")
 
 
 def check_batch_within_seqs(args: argparse.Namespace) -> None:

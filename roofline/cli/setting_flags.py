@@ -89,9 +89,10 @@ def command_flags(settings: Settings, precision=None, model=None) -> tuple[list[
         value = getattr(settings, field)
         if value != getattr(default, field):
             flags += [flag, f"{value * scale:g}"]
+    dense = model is not None and model.moe is None  # the command refuses MoE flags on a dense model
     for field in ("engine_version", "moe_kernel", "moe_routing", "prompt_graph_tokens"):
         value = getattr(settings, field)
-        if value != getattr(default, field):
+        if value != getattr(default, field) and not (dense and field.startswith("moe_")):
             flags += ["--" + field.replace("_", "-"), str(value)]
     if precision is not None:
         base = Precision()
