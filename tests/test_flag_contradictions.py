@@ -136,3 +136,12 @@ def test_moe_flags_on_a_dense_model_are_refused_and_run_on_a_moe_one(capsys):
     err = capsys.readouterr().err
     assert "--moe-kernel and --moe-routing: Llama 3.1 8B has no routed experts (a dense model)" in err
     assert main([*argv, "--model", "qwen3-30b-a3b", "--moe-routing", "balanced"]) == 0
+
+
+def test_advise_refuses_an_output_length_beside_one_step(capsys):
+    """`advise --phase prefill --output-len 99` had ranked one prefill step and dropped the 99 in silence."""
+    argv = ["advise", "--model", "llama-3.1-8b", "--seq-len", "1024", "--json"]
+    assert main([*argv, "--phase", "prefill", "--output-len", "99"]) == 2
+    assert "--output-len: sets a request's generated tokens; --phase prefill is one step" in capsys.readouterr().err
+    assert main([*argv, "--phase", "request", "--output-len", "99"]) == 0
+    assert json.loads(capsys.readouterr().out)["output_len"] == 99

@@ -120,7 +120,9 @@ def cmd_kv(args: argparse.Namespace) -> None:
 def cmd_advise(args: argparse.Namespace) -> None:
     from roofline.advisor import advise
 
-    w = workload_from_args(args, args.phase, args.seq_len, args.output_len if args.phase == "request" else 1)
+    if args.output_len is not None and args.phase != "request":  # one step has no output to generate
+        raise CliError(f"--output-len: sets a request's generated tokens; --phase {args.phase} is one step")
+    w = workload_from_args(args, args.phase, args.seq_len, (args.output_len or 128) if args.phase == "request" else 1)
     devices = list(load_hardware(args.hardware_dir).values())
     target = get_hardware(args.hardware, args.hardware_dir)
     try:  # the ranking runs the workload on every device; the diagnosis on --hardware, maybe a default

@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="prompt length (prefill, request) or tokens already cached (decode)",
     )
-    p.add_argument("--output-len", type=positive_int, default=128, help="generated tokens (request)")
+    p.add_argument("--output-len", type=positive_int, default=None, help="generated tokens (request; default 128)")
     p.add_argument("--objective", default="latency", choices=OBJECTIVES)
     add_llm_options(p)
     p.set_defaults(func=commands.cmd_advise)
