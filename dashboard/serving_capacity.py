@@ -148,10 +148,9 @@ def render_capacity(
     report.caption(
         f"Each device's largest Poisson rate within the p{pct} targets, by bisection over simulated runs of "
         f"{SWEEP_REQUESTS} requests (seed {seed}), {chunked_words(chunked, settings.engine)}; "
-        "'saturation': the targets still hold at "
-        "the server's full throughput. Cheapest per million output tokens first "
-        "where priced. Each row's times rest on its device's roofs ('rests on': engine-measured kernels are slower than the "
-        "ideal bound, so a device on the datasheet alone looks better than it will run"
+        "'saturation': the targets still hold at the server's full throughput. Cheapest per million output tokens "
+        "first where priced. Each row's times rest on its device's roofs ('rests on': engine-measured kernels are "
+        "slower than the ideal bound, so a device on the datasheet alone looks better than it will run"
         + (f"; here {MIXED_BASIS_WORDS}" if mixed_basis(found) else "")
         + ") and the engine's host work; "
         "'published bias' says by how much that kind of prediction missed public measured runs (below 0: too fast, "

@@ -85,16 +85,21 @@ def _version_key(v: str) -> tuple:
 def find(device: str, engine: str, version: str | None = None) -> dict | None:
     """The manifest entry for ``device`` and ``engine``: ``version`` if given and present, else
     the newest (the closest older one when ``version`` is newer than any, the oldest newer one
-    otherwise)."""
-    unusable: frozenset[str] = frozenset()
-    while True:  # a file with no usable time is no table (said once): the next folder's of its name stands
-        found = [e for e in entries(unusable) if e["device"] == device and e["engine"] == engine]
-        bad = {e["path"] for e in found if not load_tables(e["path"])}
-        if not bad:
-            break
-        unusable |= bad
-    if not found:
-        return None
+    otherwise). A chosen file with no usable time is no table (said once, by ``load_tables``): the
+    choice is made again without it, so the next folder's file of its name stands. Only the file
+    chosen is read."""
+    unusable: set[str] = set()
+    while True:
+        found = [e for e in entries(frozenset(unusable)) if e["device"] == device and e["engine"] == engine]
+        if not found:
+            return None
+        chosen = _choose(found, version)
+        if load_tables(chosen["path"]):
+            return chosen
+        unusable.add(chosen["path"])
+
+
+def _choose(found: list[dict], version: str | None) -> dict:
     if version is not None:
         exact = [e for e in found if e["version"] == version]
         if exact:
