@@ -91,4 +91,9 @@ def held_back(settings: Settings, hw: Hardware) -> Settings:
         bind="query-params",
         help="... until the step's tokens reach this share of the budget.",
     )
+    if bool(n) != bool(r):
+        st.caption(
+            "Batch waiting holds prompts only with both above 0, as in TensorRT-LLM (while fewer steps have waited "
+            "and the step's tokens are under that share of the budget); either alone holds nothing."
+        )
     return replace(settings, batch_wait_iters=int(n), batch_wait_ratio=float(r))

@@ -221,6 +221,9 @@ def test_serve_takes_the_engines_settings_that_hold_requests_back(capsys):
         (["--engine", "sglang", "--batch-wait-iters", "3"], "are TensorRT-LLM's batch waiting"),
         (["--engine", "trtllm", "--batch-wait-ratio", "2"], "--batch-wait-ratio: expected a number in [0, 1]"),
         (["--engine", "trtllm", "--batch-wait-iters", "-1"], "--batch-wait-iters: expected a non-negative integer"),
+        # TensorRT-LLM holds prompts only while both hold, so one alone would change nothing
+        (["--engine", "trtllm", "--batch-wait-iters", "20"], "--batch-wait-iters: holds prompts only beside --batch"),
+        (["--engine", "trtllm", "--batch-wait-ratio", "0.9"], "--batch-wait-ratio: holds prompts only beside --batch"),
     ],
 )
 def test_serve_refuses_those_settings_clearly(extra, message, capsys):

@@ -104,6 +104,10 @@ def test_command_flags_are_read_back_as_the_same_settings_and_precision():
     assert precision_from_args(args) == precision
     _, left = command_flags(Settings(memory_scale=2.0))
     assert left == ["the what-if scales of compute, memory, link or capacity"]
+    # TensorRT-LLM's batch waiting: both flags, or neither where one alone holds nothing (it is refused)
+    held = Settings(engine="trtllm", batch_wait_iters=20, batch_wait_ratio=0.9)
+    assert command_flags(held)[0] == ["--engine", "trtllm", "--batch-wait-ratio", "0.9", "--batch-wait-iters", "20"]
+    assert command_flags(Settings(engine="trtllm", batch_wait_iters=20))[0] == ["--engine", "trtllm"]
 
 
 def test_a_run_that_splits_prompts_otherwise_than_its_engine_says_so(capsys):

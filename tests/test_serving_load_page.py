@@ -258,6 +258,9 @@ def test_the_engines_own_settings_that_hold_requests_back_are_in_the_url():
     assert held > values(chart(every, "load_ttft_chart")["data"][0]["x"]).mean()
     trt = serving(engine="trtllm", load_wait="20", load_wait_ratio="0.9")
     assert not trt.exception and trt.number_input(key="load_wait").value == 20
+    assert "either alone holds nothing" not in " ".join(c.value for c in trt.caption)
+    alone = serving(engine="trtllm", load_wait="20")
+    assert "either alone holds nothing" in " ".join(c.value for c in alone.caption)
     assert not [n for n in serving(engine="vllm").number_input if n.key in ("load_recv", "load_wait")]
     bad = serving(engine="sglang", load_recv="5000")
     assert not bad.exception and "`load_recv`" in " ".join(w.value for w in bad.warning)

@@ -62,6 +62,25 @@ def check_batch_within_seqs(args: argparse.Namespace) -> None:
         )
 
 
+def check_batch_wait_pair(args: argparse.Namespace) -> None:
+    """Refuse one of TensorRT-LLM's two batch-waiting flags without the other: its scheduler holds a
+    step's prompts while fewer steps have waited than ``--batch-wait-iters`` *and* the step's tokens
+    are under ``--batch-wait-ratio`` of the token budget, so either alone holds nothing (the engine
+    takes it and changes nothing; here it would be dropped in silence)."""
+    if getattr(args, "engine", None) in ("vllm", "sglang"):
+        return  # refused as TensorRT-LLM's, whichever is given
+    iters, ratio = getattr(args, "batch_wait_iters", 0), getattr(args, "batch_wait_ratio", 0.0)
+    if bool(iters) != bool(ratio):
+        given, missing = (
+            ("--batch-wait-iters", "--batch-wait-ratio") if iters else ("--batch-wait-ratio", "--batch-wait-iters")
+        )
+        raise CliError(
+            f"{given}: holds prompts only beside {missing} above 0 (TensorRT-LLM holds a step's prompts while fewer "
+            "steps have waited than --batch-wait-iters and its tokens are under --batch-wait-ratio of the token "
+            "budget); either alone holds nothing"
+        )
+
+
 # serve's defaults (the parser reads them here): a value other than these was given.
 SPEC_DEFAULTS = {"--spec-k": 4, "--spec-alpha": 0.7, "--draft-model": None}
 SERVE_LENGTHS = {"--prompt-len": 1024, "--output-len": 256}

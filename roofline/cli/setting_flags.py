@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import CliError, measured_from_args
-from roofline.cli.consistency import check_batch_within_seqs
+from roofline.cli.consistency import check_batch_wait_pair, check_batch_within_seqs
 from roofline.defaults import DEFAULT_GRAPH_LAUNCH_OVERHEAD_S, DEFAULT_LAUNCH_OVERHEAD_S
 from roofline.settings import _INTEGERS, _RANGES, Settings
 
@@ -46,6 +46,7 @@ def flag_error(settings_error: ValueError, args: argparse.Namespace, flags: dict
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     check_batch_within_seqs(args)  # a --batch past the --max-num-seqs given beside it
+    check_batch_wait_pair(args)  # one of TensorRT-LLM's two batch-waiting flags without the other
     measured = measured_from_args(args).settings_fields()
     try:
         return _settings(args, measured)
@@ -85,9 +86,13 @@ def command_flags(settings: Settings, precision=None, model=None) -> tuple[list[
 
     flags = ["--engine", settings.engine]
     default = Settings()
+    # TensorRT-LLM's batch waiting holds prompts only with both flags above 0 (one alone is refused)
+    unpaired = (
+        () if settings.batch_wait_iters and settings.batch_wait_ratio else ("batch_wait_iters", "batch_wait_ratio")
+    )
     for field, (flag, scale) in _SETTING_FLAGS.items():
         value = getattr(settings, field)
-        if value != getattr(default, field):
+        if value != getattr(default, field) and field not in unpaired:
             flags += [flag, f"{value * scale:g}"]
     dense = model is not None and model.moe is None  # the command refuses MoE flags on a dense model
     for field in ("engine_version", "moe_kernel", "moe_routing", "prompt_graph_tokens"):
