@@ -135,6 +135,8 @@ def test_a_cpu_gloo_all_reduce_is_not_applied_to_a_gpu_unless_forced(tmp_path):
     assert data["measured_roofs"]["collectives"]["forced"]
     code, text, _ = _cli(*TP8[:-1], "--hardware", "h100-sxm", "--collectives", str(gloo))
     assert code == 0 and "all-reduce" in text and "not applied" in text
+    code, _, err = _cli(*TP8, "--hardware", "h100-sxm", "--force-collectives")  # nothing to force: said so
+    assert code == 2 and "--force-collectives: applies --collectives FILE" in err
 
 
 def test_an_nccl_all_reduce_applies_to_its_own_device_only(tmp_path):

@@ -370,16 +370,16 @@ def measured_from_args(args: argparse.Namespace) -> MeasuredRoofs:
     for option in ("collectives", "calibration"):
         if getattr(args, option, None) == "":
             raise CliError(f"--{option}: expected a results file, got an empty path")
+    if getattr(args, "force_collectives", False) and not getattr(args, "collectives", None):
+        raise CliError("--force-collectives: applies --collectives FILE to every device; give that file")
     calibration = collectives = None
-    if getattr(args, "calibration", None):
+    if getattr(args, "calibration", None) or getattr(args, "collectives", None):
         from roofline.measure.schema import load_results
-
+    if getattr(args, "calibration", None):
         calibration = load_results(args.calibration).calibration
         if calibration is None:
             raise CliError(f"{args.calibration}: has no calibration (measure it with: python -m roofline measure)")
     if getattr(args, "collectives", None):
-        from roofline.measure.schema import load_results
-
         collectives = load_results(args.collectives)
         if collectives.collectives is None:
             raise CliError(f"{args.collectives}: has no all-reduce measurements (run roofline.measure.collectives)")
