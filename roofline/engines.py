@@ -200,6 +200,17 @@ def prompt_defaults(engine: str) -> tuple[bool, bool]:
     return profile.mixed_steps, profile.chunked_prefill
 
 
+def prompt_step(engine: str, budget: int, batch, prompt) -> tuple[np.ndarray, np.ndarray]:
+    """The largest step of ``batch`` prompts of ``prompt`` tokens as ``engine`` runs them by default
+    under a token budget of ``budget``: (prompt tokens, sequences). An engine that splits prompts
+    fills the budget, a long prompt's chunk alone; one that keeps them whole (TensorRT-LLM) takes as
+    many whole prompts as the budget holds, and at least one."""
+    b, s = np.asarray(batch, float), np.asarray(prompt, float)
+    cap = budget if prompt_defaults(engine)[1] else np.maximum(np.floor(budget / s), 1.0) * s
+    tokens = np.minimum(b * s, cap)
+    return tokens, np.minimum(b, np.ceil(tokens / s))
+
+
 def prompt_modes(chunked: bool | None, engine: str) -> tuple[bool, bool]:
     """(mixed, split) for a chunked-prefill setting: on or off for both, None the engine's defaults."""
     return prompt_defaults(engine) if chunked is None else (bool(chunked), bool(chunked))

@@ -12,9 +12,10 @@ Per device of a tensor-parallel group of ``tp``:
   the activation dtype.
 - KV cache: whole blocks of ``block_size`` tokens per sequence and layer (paged attention);
   sliding-window layers hold at most the window; MLA holds its latent on every rank.
-- Activations: the larger of the step's own live activations and the workspace a serving engine
-  reserves for its largest forward pass (vLLM profiles a pass of ``max_num_batched_tokens``
-  tokens, with ``max_num_seqs`` rows of fp32 logits, and keeps that much free).
+- Activations: the larger of the step's own live activations (a request's prompts at most the
+  token budget a step, as an engine runs them) and the workspace a serving engine reserves for its
+  largest forward pass (vLLM profiles a pass of ``max_num_batched_tokens`` tokens, with
+  ``max_num_seqs`` rows of fp32 logits, and keeps that much free).
 - Non-torch memory: the CUDA context and library workspaces, plus NCCL's buffers under TP, which
   a serving engine measures and subtracts; CUDA graphs add the memory their capture pins.
 - Capacity: what CUDA (or the vendor's runtime) reports, where the device file records it (an
@@ -31,6 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.defaults import TP_DEGREES
+from roofline.engines import prompt_step
 from roofline.hardware import Hardware
 from roofline.models import ModelConfig
 from roofline.ops.kernels import mla_qkv_precision
@@ -115,9 +117,9 @@ def kv_cache_bytes(
 ) -> np.ndarray:
     """Cache bytes on each device for ``batch`` sequences of ``context`` tokens.
 
-    Full-attention layers hold every token, sliding-window and chunked layers at most the window
-    or chunk (an engine allocates a whole chunk's worth for chunked layers); each
-    layer's tokens are rounded up to whole blocks of ``block_size`` (1 = no paging)."""
+    Full-attention layers hold every token, sliding-window and chunked layers at most the window or
+    chunk (an engine allocates a whole chunk's worth); each layer's tokens are rounded up to whole
+    blocks of ``block_size`` (1 = no paging)."""
     ctx = np.asarray(context, float)
 
     def held(tokens: np.ndarray) -> np.ndarray:
@@ -197,14 +199,16 @@ def activation_peak_bytes(
     return peak
 
 
-def step_activation_bytes(w: Workload) -> np.ndarray:
-    """Activations of the workload's largest step (a request's prefill, or its one step)."""
-    b = np.asarray(w.batch, float)
-    s = np.asarray(w.seq_len, float)
-    d = w.attention_dp
+def step_activation_bytes(w: Workload, settings: Settings | None = None) -> np.ndarray:
+    """Activations of the workload's largest step: its one step, or a request's prompts as an engine
+    runs them (``engines.prompt_step``; ``settings`` as on the device; None: all in one pass)."""
+    m, p, b, s, d = w.model, w.precision, np.asarray(w.batch, float), np.asarray(w.seq_len, float), w.attention_dp
     if w.phase == "decode":
-        return activation_peak_bytes(w.model, w.precision, w.tp, b, b, 1.0, s + 1, w.attention, attention_dp=d)
-    return activation_peak_bytes(w.model, w.precision, w.tp, b * s, b, s, s, w.attention, attention_dp=d)
+        return activation_peak_bytes(m, p, w.tp, b, b, 1.0, s + 1, w.attention, attention_dp=d)
+    tokens, rows = (b * s, b)
+    if w.phase == "request" and settings is not None:
+        tokens, rows = prompt_step(settings.engine, settings.max_batched_tokens, b, s)
+    return activation_peak_bytes(m, p, w.tp, tokens, rows, tokens / rows, s, w.attention, attention_dp=d)
 
 
 def workspace_bytes(
@@ -320,7 +324,7 @@ def footprint(w: Workload, hw: Hardware, settings: Settings, with_smallest_tp: b
         tp=w.tp,
         weights_bytes=weight_bytes_per_device(m, p, w.tp, w.attention_dp),
         kv_cache_bytes=kv_cache_bytes(m, p, w.attention_tp, w.batch, w.final_context, settings.block_size),
-        step_activation_bytes=step_activation_bytes(w),
+        step_activation_bytes=step_activation_bytes(w, settings),
         workspace_bytes=workspace_bytes(m, p, w.tp, settings, w.attention_dp),
         non_torch_bytes=settings.non_torch_bytes + (settings.comm_buffer_bytes if w.tp > 1 else 0.0),
         cuda_graph_bytes=settings.cuda_graph_bytes if w.cuda_graphs else 0.0,
@@ -335,8 +339,7 @@ def footprint(w: Workload, hw: Hardware, settings: Settings, with_smallest_tp: b
 
 
 def smallest_tp(w: Workload, hw: Hardware, settings: Settings, room_only: bool = False) -> int | None:
-    """The smallest valid TP degree at which the whole workload fits on every device (``room_only``:
-    at which its weights, workspace and reserved memory leave room for any KV cache)."""
+    """The smallest valid TP degree at which the workload fits (``room_only``: leaves any KV room)."""
     for tp in TP_DEGREES:
         if valid_tp(w.model, tp) and tp % w.attention_dp == 0:
             fp = footprint(replace(w, tp=tp), hw, settings, with_smallest_tp=False)

@@ -283,3 +283,33 @@ def test_long_outputs_are_evaluated_at_a_bounded_number_of_points():
     # DeepSeek-V3 with 131,071 output tokens is answered at once, not step by step.
     big = Workload(get_model("deepseek-v3"), "request", 1, 1024, 131_071, tp=8)
     assert analyze_request(big, get_hardware("h200-sxm")).decode_steps.size == 256
+
+
+def test_a_requests_prompts_take_at_most_the_engines_token_budget_a_step():
+    """64 prompts of 4,096 tokens on an 8B and an H100 went through as one pass of 262,144 tokens
+    (26.8 GB of activations: "DOES NOT FIT, smallest TP 2"); vLLM runs them 8,192 tokens a step."""
+    from roofline.engines import prompt_step
+    from roofline.memory import activation_peak_bytes, step_activation_bytes
+
+    # Worked by hand, budget 8,192: vLLM splits prompts and fills the budget; TensorRT-LLM keeps
+    # them whole, as many as fit (8,192 // 3,000 = 2: 6,000 tokens) and at least one (10,000 alone).
+    assert [tuple(map(float, prompt_step("vllm", 8192, 64, s))) for s in (4096, 3000, 10000)] == [
+        (8192, 2),
+        (8192, 3),
+        (8192, 1),
+    ]
+    assert [tuple(map(float, prompt_step("trtllm", 8192, 64, s))) for s in (4096, 3000, 10000)] == [
+        (8192, 2),
+        (6000, 2),
+        (10000, 1),
+    ]
+    assert tuple(map(float, prompt_step("vllm", 8192, 1, 512))) == (512, 1)  # a batch under the budget whole
+    w = Workload(LLAMA8, "request", 64, 4096, 64)
+    one_pass = step_activation_bytes(w)
+    engine = step_activation_bytes(w, Settings().for_device(H100))
+    assert one_pass == activation_peak_bytes(LLAMA8, w.precision, 1, 64 * 4096, 64, 4096, 4096)
+    assert engine == activation_peak_bytes(LLAMA8, w.precision, 1, 8192, 2, 4096, 4096)
+    fp = footprint(w, H100, Settings())
+    assert fp.fits and fp.smallest_tp == 1 and fp.activation_bytes == fp.workspace_bytes == 2_101_346_304
+    # One step asked for is the step given: analyze's prefill of 64 x 4,096 tokens is one pass.
+    assert footprint(Workload(LLAMA8, "prefill", 64, 4096), H100, Settings()).step_activation_bytes == one_pass
