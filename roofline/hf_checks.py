@@ -48,6 +48,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "experts_per_token": (1, MAX_EXPERTS_PER_TOKEN),
     "n_shared_experts": (0, MAX_SHARED_EXPERTS),
     "first_k_dense_replace": (0, MAX_LAYERS),
+    "max_window_layers": (0, MAX_LAYERS),
     "moe_layer_freq": (1, MAX_LAYERS),
     "decoder_sparse_step": (1, MAX_LAYERS),
     "interleave_moe_layer_step": (1, MAX_LAYERS),

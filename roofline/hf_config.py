@@ -245,6 +245,14 @@ def model_from_hf_config(
         }
         if f.get("use_qk_norm"):
             record["qk_norm"] = "l2"
+    elif family in ("qwen2", "qwen3") and window:
+        # transformers slides layers i >= max_window_layers (28 unless given), or as layer_types says
+        first = f.integer("max_window_layers", 28)
+        types = layer_types or ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+        if "sliding_attention" in types:
+            what = "global attention" + ("" if layer_types else f" (layers below max_window_layers {first})")
+            full = _every_nth([t != "sliding_attention" for t in types], what, origin)
+            record |= {"sliding_window": window, "global_layer_interval": full}
     elif window:
         record["sliding_window"] = window
     if family in ("qwen3", "qwen3_moe"):
@@ -274,8 +282,9 @@ def model_from_hf_config(
             "shared_experts": shared,
             "expert_intermediate_size": f.integer("moe_intermediate_size"),
             "first_dense_layers": f.integer("first_k_dense_replace", 0),
-            "layer_interval": f.integer("moe_layer_freq", 1),
         }
+        if f.integer("moe_layer_freq", 1) != 1:  # DeepSeek places them on i % freq == 0, not (i + 1) % freq
+            raise DataError(f"{origin}: moe_layer_freq {f.get('moe_layer_freq')} is not supported (every layer MoE: 1)")
         record["mla"] = {
             "q_lora_rank": f.get("q_lora_rank"),
             "kv_lora_rank": f.integer("kv_lora_rank"),
