@@ -21,15 +21,14 @@ from tests.test_serving_frontier_page import _frontier
 
 def test_a_device_limit_far_above_the_bars_is_named_not_drawn():
     # Bars of at most 48 GB; a 191.5 GB device would squash them to the floor: the axis stops at
-    # 1.35 x 48 = 64.8 GB and the device's figure is named in a note. A 60 GB host RAM (within 2x
+    # 1.35 x 48 = 64.8 GB and the device's figure is named in the legend. A 60 GB host RAM (within 2x
     # the tallest bar) stays a line, and the axis reaches 1.1 x 60 = 66 GB to show it.
     fig = loading_figure(["naive", "meta"], [48e9, 16e9], [16e9, 16e9], 191.5e9, 60e9, "device memory")
     assert fig.layout.yaxis.range == pytest.approx((0, 66.0))
     lines = [s.y0 for s in fig.layout.shapes]
     assert lines == [60.0]
-    notes = [a.text for a in fig.layout.annotations]
-    assert any(t == "<b>above the chart</b><br>191.5 GB: device memory" for t in notes)
-    assert not any("host RAM" in t and "above" in t for t in notes)
+    named = [t.name for t in fig.data if t.type == "scatter"]  # a legend entry of its own, its line's style
+    assert named == ["device memory:<br>191.5 GB, above the chart"]
 
 
 def test_a_cut_bar_says_how_tall_it_is_at_its_own_position():

@@ -349,8 +349,7 @@ if is_open(loading_tab):
                 [pk.device_bytes for pk in peaks],
                 primary.memory_bytes,
                 host_ram * 1e9 or None,
-                f"{primary.name}'s memory"
-                + ("<br>(as the runtime exposes it)" if primary.memory_exposed_bytes else " (nominal)"),
+                f"{primary.name}'s memory" + ("" if primary.memory_exposed_bytes else " (nominal)"),
             ),
             width="stretch",
             theme=None,

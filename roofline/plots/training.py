@@ -125,34 +125,18 @@ def loading_figure(
     if host_ram:
         lines.append(("host RAM", host_ram, "#8C564B"))
     # A limit far above every bar would squash them to the floor: the axis stops above the bars and
-    # such a limit is named in a note instead of drawn.
+    # such a limit is a legend entry of its own line, named as above the chart, instead of drawn.
     tallest = float(max(np.max(np.asarray(host, float)), np.max(np.asarray(device, float)), 1.0))
     top = 1.35 * tallest
-    above = []
     for name, value, color in lines:
+        line = dict(color=color, dash="dash", width=1.5)
         if value > 2 * tallest:
-            above.append(f"{value / 1e9:,.1f} GB: {name}")
+            label = f"{name}:<br>{value / 1e9:,.1f} GB, above the chart"  # two lines: it fits a phone
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=label, hoverinfo="skip"))
             continue
         top = max(top, 1.1 * value)
         fig.add_hline(
-            y=value / 1e9,
-            line=dict(color=color, dash="dash", width=1.5),
-            annotation_text=f"{name} {value / 1e9:,.1f} GB",
-            annotation_position="top left",
-        )
-    if above:
-        fig.add_annotation(
-            x=1,
-            y=1,
-            xref="paper",
-            yref="paper",
-            xanchor="right",
-            yanchor="top",
-            showarrow=False,
-            align="right",  # the drawn limits' labels sit at the top left
-            bgcolor="rgba(255,255,255,0.85)",
-            text="<b>above the chart</b><br>" + "<br>".join(above),
-            font=dict(size=11, color="#444444"),
+            y=value / 1e9, line=line, annotation_text=f"{name} {value / 1e9:,.1f} GB", annotation_position="top left"
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title="GB (10⁹ B)", gridcolor="#E5E5E5", rangemode="tozero", range=[0, top / 1e9])
