@@ -107,6 +107,9 @@ def errors(predicted, measured) -> dict[str, float]:
     return {"median": s.median_abs_error, "p90": s.p90_abs_error, "bias": s.bias}
 
 
+# A group's p90 is left blank below this many runs: a run or two have no 90th percentile to speak of.
+P90_MIN_RUNS = 10
+
 # The table's rows: one per value of these fields of a run (the URL's ``group``), in words.
 GROUPINGS = {"model": ("model", "device", "engine"), "engine": ("engine",), "device": ("device",)}
 GROUPING_WORDS = {"model": "model, device and engine", "engine": "engine", "device": "device"}
@@ -114,8 +117,8 @@ GROUPING_WORDS = {"model": "model, device and engine", "engine": "engine", "devi
 
 def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
     """Per group of ``GROUPINGS`` (model x device x engine, engine or device): median and p90
-    |error| and bias of both columns, in percent rounded to whole ones (as the tiles and
-    ``validate`` print them), then the runs."""
+    |error| (NaN under ``P90_MIN_RUNS`` runs) and bias of both columns, in percent rounded to whole
+    ones (as the tiles and ``validate`` print them), then the runs."""
     fields = GROUPINGS[grouping]
     rows = []
     for values, g in runs.to_frame().groupby(list(fields)):
@@ -125,7 +128,7 @@ def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
                 **dict(zip(fields, values, strict=True)),
                 # The errors first (what a phone shows beside the group), then how many runs.
                 "expected median": e["median"],
-                "expected p90": e["p90"],
+                "expected p90": e["p90"] if len(g) >= P90_MIN_RUNS else np.nan,
                 "expected bias": e["bias"],
                 "ideal median": i["median"],
                 "ideal bias": i["bias"],

@@ -8,6 +8,7 @@ from dashboard.accuracy_view import (
     GROUPING_WORDS,
     GROUPINGS,
     METRICS,
+    P90_MIN_RUNS,
     PERCENT,
     RUNS,
     batch_left_out,
@@ -216,7 +217,8 @@ page_report.table(
     group_table(frame, grouping),
     hide_index=True,
     width="stretch",
-    column_config={c: st.column_config.NumberColumn(format=percent_format(c)) for c in PERCENT},
+    column_config={c: st.column_config.NumberColumn(format=percent_format(c)) for c in PERCENT}
+    | {"expected p90": st.column_config.NumberColumn(format="%,.0f%%", help=f"blank under {P90_MIN_RUNS} runs")},
 )
 d1, d2 = st.columns(2)
 d1.download_button(
