@@ -167,7 +167,8 @@ def crossover_figure(
         go.Scatter(
             x=contexts[~beyond],
             y=kv_gb[~beyond],
-            name=f"KV cache read per step (batch {batch})",
+            # the cache read, the new token's K and V among it, and their write (2 tokens above the cached)
+            name=f"KV cache read and written per step (batch {batch})",
             line=dict(color=MEMORY_COLORS["KV cache"], width=2.5),
             hovertemplate="context %{x:,.0f}<br>KV cache %{y:,.2f} GB<extra></extra>",
         )
@@ -207,6 +208,6 @@ def crossover_figure(
             font=dict(color=REGIME_COLORS["memory"], size=11),
             bgcolor="rgba(255,255,255,0.8)",
         )
-    log_axes(fig, "tokens cached per sequence", "GB read per decode step")
+    log_axes(fig, "tokens cached per sequence", "GB a decode step moves")
     style_figure(fig, height, "crossover")
     return fig
