@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dashboard.share import md_escape
 from roofline.format import count_of, fmt_bytes
+from roofline.hardware import Hardware
 from roofline.kvcache import KVResult, analyze_kv
+from roofline.memory import max_context
 from roofline.report import Metric
+from roofline.settings import Settings
+from roofline.workload import Workload
 
 
 def headline_result(results: dict[str, KVResult]) -> KVResult:
@@ -19,6 +23,13 @@ def no_fit_from(r: KVResult) -> int | None:
     to the model's maximum)."""
     alone = analyze_kv(r.workload, r.hardware, 1, r.context, r.settings).max_context if r.batch != 1 else r.max_context
     return None if alone >= r.workload.model.max_context else max(alone, 1)
+
+
+def one_fits_up_to(w: Workload, hw: Hardware, settings: Settings) -> int | None:
+    """``no_fit_from`` for a workload (a variant of the page's): the longest context at which one
+    of its sequences fits on ``hw``, None where one fits up to the model's maximum."""
+    alone = max_context(w.on(hw, need_peak=False)[0], hw, settings, 1)
+    return None if alone >= w.model.max_context else max(alone, 1)
 
 
 def memory_rows(results: dict[str, KVResult]) -> dict[str, dict[str, float]]:

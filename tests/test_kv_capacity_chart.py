@@ -78,3 +78,29 @@ def test_the_engines_sequence_cap_is_drawn_where_memory_holds_more():
         "engine cap 256<br>(A) ",
         "engine cap 1,024<br>(C) ",
     ]
+
+
+def test_a_curve_ends_at_the_longest_context_one_sequence_fits_at():
+    """Between two contexts of the grid (1,024 holds 2, 4,096 none) the curve had stopped at 1,024;
+    it runs on to 3,000 tokens, where one sequence still fits."""
+    fig = capacity_figure([512, 1024, 4096], {"H100": [5, 2, 0]}, 131072, no_fit_from={"H100": 3000})
+    curve = fig.data[0]
+    assert list(curve.x) == [512, 1024, 3000, 4096] and list(curve.y[:3]) == [5, 2, 1]
+
+
+def test_the_kv_variants_view_ends_each_curve_where_one_sequence_still_fits():
+    from dashboard.kv_view import one_fits_up_to
+    from roofline.hardware import get_hardware
+    from roofline.memory import max_batch
+    from roofline.models import get_model
+    from roofline.settings import Settings
+    from roofline.workload import Workload
+
+    model = get_model("llama-3.1-8b")
+    mha = Workload(model.model_copy(update={"num_kv_heads": model.num_heads}), "decode")
+    h100, settings = get_hardware("h100-sxm"), Settings()
+    end = one_fits_up_to(mha, h100, settings)
+    assert end is not None and 92_682 < end < 110_218  # between the grid's points, as the page showed
+    run = mha.on(h100, need_peak=False)[0]
+    assert list(max_batch(run, h100, settings, [end, end + 1])) == [1, 0]
+    assert one_fits_up_to(Workload(model, "decode"), h100, settings) is None  # GQA: to the model's maximum

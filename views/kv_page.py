@@ -17,6 +17,7 @@ from dashboard.kv_view import (
     holds_past_cap,
     memory_rows,
     no_fit_from,
+    one_fits_up_to,
     reserved_words,
 )
 from dashboard.measured import measured_panel, roofs_caption
@@ -282,20 +283,23 @@ if is_open(variants_tab):
         report.subheader(f"KV quantization and GQA on {md_escape(primary.name)}")
         variants: dict[str, np.ndarray] = {}
         dashes: dict[str, str] = {}
+        ends: dict[str, int | None] = {}  # where each curve ends: the longest context one sequence fits at
         for dtype in dict.fromkeys([kvdtype, "bf16", "fp8", "int4"]):
             variant = replace(workload, precision=replace(workload.precision, kv_dtype=dtype))
             variants[f"KV {dtype}"] = capacity_curves(variant, [primary], contexts, settings)["max_batch"][0]
+            ends[f"KV {dtype}"] = one_fits_up_to(variant, primary, settings)
         if model.attention_kind in ("GQA", "MQA"):
             mha = replace(workload, model=model.model_copy(update={"num_kv_heads": model.num_heads}))
             name = f"same model as MHA ({model.num_heads} KV heads, KV {kvdtype})"
             variants[name] = capacity_curves(mha, [primary], contexts, settings)["max_batch"][0]
-            dashes[name] = "dash"
+            ends[name], dashes[name] = one_fits_up_to(mha, primary, settings), "dash"
         report.chart(
             # The engine's sequence cap on the device as on the Capacity view: a smaller KV rises past it.
             capacity_figure(
                 contexts,
                 variants,
                 model.max_context,
+                ends,
                 dashes=dashes,
                 height=440,
                 caps={settings.for_device(primary).max_num_seqs: list(variants)},

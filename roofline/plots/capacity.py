@@ -39,9 +39,14 @@ def capacity_figure(
         color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
         y = np.where(np.asarray(batches) >= 1, batches, np.nan).astype(float)
         holds = holds or bool(np.isfinite(y).any())
+        xs, end = x, (no_fit_from or {}).get(name)
+        if end is not None and np.isfinite(y).any() and x[np.isfinite(y)].max() < end < x.max():
+            # The longest context one sequence fits at, between two points of the grid: the curve ends there.
+            at = int(np.searchsorted(x, end))
+            xs, y = np.insert(x, at, end), np.insert(y, at, 1.0)
         fig.add_trace(
             go.Scatter(
-                x=x,
+                x=xs,
                 y=y,
                 mode="lines+markers",
                 name=name if np.isfinite(y).any() else f"{name}: not one sequence fits",
