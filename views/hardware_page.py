@@ -148,7 +148,8 @@ with st.form("custom_device"):
     peaks = {}
     for start in range(0, len(PEAK_FIELDS), 5):  # a row of columns each, so a phone stacks them in order
         for col, field in zip(st.columns(5), PEAK_FIELDS[start : start + 5]):
-            peaks[field] = col.number_input(field, 0.0, 1e6, float(published.get(field, 0.0)), key=f"cd_{field}")
+            label = "fp32 (matrix cores)" if field == "fp32_matrix" else field
+            peaks[field] = col.number_input(label, 0.0, 1e6, float(published.get(field, 0.0)), key=f"cd_{field}")
     link = base.interconnect
     c1, c2 = st.columns(2)
     link_gb = c1.number_input(
