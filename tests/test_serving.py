@@ -93,6 +93,8 @@ def test_the_no_gain_line_is_labelled_where_the_curve_is_not():
     (a,), (b,) = gains.layout.annotations, loses.layout.annotations
     assert a.text == b.text == "no gain"
     assert (a.xanchor, a.yanchor, a.x) == ("left", "top", 0) and (b.xanchor, b.yanchor, b.x) == ("left", "bottom", 0)
+    # The markers' colours are in the legend: the verify step's regimes, memory-bound then compute-bound.
+    assert [t.name for t in gains.data[1:]] == ["verify step memory-bandwidth-bound", "verify step compute-bound"]
 
 
 def test_disaggregated_kv_transfer_for_one_prompt():

@@ -199,6 +199,12 @@ def speculative_figure(spec: dict[str, np.ndarray], title: str) -> go.Figure:
             hovertemplate="%{text}<extra></extra>",
         )
     )
+    for bound in dict.fromkeys(spec["verify_bound"]):  # the markers' colours: the verify step's regime
+        fig.add_trace(
+            legend_key(
+                f"verify step {REGIME_LABELS.get(bound, bound)}", dict(color=REGIME_COLORS.get(bound, "#999"), size=9)
+            )
+        )
     # A horizontal line on a linear y axis: its label can ride on add_hline here, at the left, on the
     # side of the line the curve is not on there (the curve crosses it towards the right, where a
     # label at the end sat on its last markers).
