@@ -83,6 +83,7 @@ def test_profiling_a_small_model_here():
     assert not at.exception
     assert any("smollm2-135m" in m.value for m in at.subheader)
     assert len(at.get("plotly_chart")) == 2
+    assert not at.status and any(re.fullmatch(r"Profiled in [\d.,]+ s\.", c.value) for c in at.caption)  # no empty box
     assert "this CPU" in at.markdown[0].value  # a CPU profile on this CPU's measured roofs
     # The two FLOP counts in the tiles' unit, a digit finer than the tile (they differ in the fourth).
     note = next(c.value for c in at.caption if c.value.startswith("FLOPs: "))

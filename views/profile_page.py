@@ -5,6 +5,7 @@ split, the top ops by time, and what would move the step."""
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import numpy as np
 import plotly.graph_objects as go
@@ -78,7 +79,8 @@ with run_col:
     if not has_torch:
         st.info("PyTorch is not installed here: upload a trace instead (`pip install 'roofline[measure]'`).")
     elif st.button("Profile", key="profile_run"):
-        with st.status("Profiling…", expanded=False) as running:
+        started = time.perf_counter()
+        with st.spinner("Profiling…"):
             from roofline.models import get_model
             from roofline.profile import profile
             from roofline.profile.models import project_step
@@ -86,7 +88,7 @@ with run_col:
             step = project_step(get_model("smollm2-135m"), 1, int(seq), bool(train), int(layers))
             st.session_state[PROFILE_KEY] = profile(step.run, module=step.module, steps=2, label=step.label)
             st.session_state.pop(ERROR_KEY, None)
-            running.update(label="Profiled", state="complete")
+        st.caption(f"Profiled in {time.perf_counter() - started:,.1f} s.")
 
 prof: Profile | None = st.session_state.get(PROFILE_KEY)
 if prof is None:
