@@ -130,7 +130,7 @@ def memory_bar_figure(rows: dict[str, dict[str, float]], height: int = 260) -> g
                 )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="GB per device (10⁹ B)", gridcolor="#E5E5E5")
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", ticksuffix="  ")  # the devices' names apart from their bars
     style_figure(fig, height, "memory")
     fig.update_layout(legend=dict(traceorder="normal"))
     return fig
