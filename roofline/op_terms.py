@@ -55,6 +55,7 @@ def byte_totals(ops: Sequence[Op]) -> dict[str, np.ndarray]:
     return totals
 
 
+OVERHEAD = REGIMES.index("overhead")
 _FIELDS = ("flops", "weight_bytes", "act_bytes", "kv_bytes", "comm_bytes", "collectives", "launches")
 
 
@@ -96,6 +97,10 @@ def _device_axis(ops: tuple[Op, ...], ceilings: Sequence[Ceilings]) -> dict[str,
             # it answers; the rest keep the datasheet.
             replacement, labels = c.roof_source.device_terms(ops, stacked["flops"][0], moved[0], terms[:, d])
             terms[:, d] = np.where(np.isnan(replacement), terms[:, d], replacement)
+            # The kernel floor holds under any roof source, for an op timed as its own kernels: none takes
+            # less (the ideal bound's floor too). An op timed inside a fused one (0 s) has no kernel of its own.
+            own = np.nansum(replacement, axis=0) > 0
+            terms[OVERHEAD, d] = np.where(own, np.fmax(terms[OVERHEAD, d], ideal[OVERHEAD, d]), terms[OVERHEAD, d])
         sources.append(tuple(labels))
     known = np.where(np.isnan(terms), -np.inf, terms)
     # An unknown compute term leaves the largest known one, a lower bound; a missing link is NaN:

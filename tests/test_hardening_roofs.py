@@ -241,3 +241,20 @@ def test_a_measured_all_reduce_times_the_all_reduce_ops_over_the_engine_tables(t
     tables, plain = _total(_cli(*TP8, "--hardware", "h100-sxm"))
     assert all(op["rests_on"].startswith("vLLM") for op in plain["ops"] if op["name"].startswith("all-reduce"))
     assert step > tables
+
+
+def test_the_kernel_floor_holds_under_the_engines_tables_as_under_the_datasheet():
+    """A 1x1x1 GEMM with a 1 ms kernel floor on the Roofline page read 2.41 us expected (the
+    table's time) against a 1 ms ideal bound: the expected time below its own lower bound."""
+    from roofline.api import matmul_result
+    from roofline.hardware import get_hardware
+    from roofline.settings import Settings
+
+    h100 = get_hardware("h100-sxm")
+    floored = Settings(engine="vllm", launch_overhead_s=0.0, graph_launch_overhead_s=1e-3).ceilings(h100, serving=False)
+    r = matmul_result(floored, 1, 1, 1, "bf16")
+    assert r["ideal_time_s"] == pytest.approx(1e-3) and r["time_s"] == pytest.approx(1e-3) and r["bound"] == "overhead"
+    # At the default floor the table's own time stands, above it.
+    plain = Settings(engine="vllm", launch_overhead_s=0.0).ceilings(h100, serving=False)
+    r = matmul_result(plain, 1, 1, 1, "bf16")
+    assert r["time_s"] > r["ideal_time_s"] == pytest.approx(plain.kernel_floor_s)
