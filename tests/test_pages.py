@@ -71,6 +71,9 @@ def test_roofline_missing_dtype_is_explained_not_drawn():
     assert not at.info and [w.value for w in at.warning] == [
         "NVIDIA RTX A6000 has no bf16 peak; neither its bf16 roof nor its GEMM point is drawn. It has: fp32, fp16."
     ]
+    # A device with no compute peak at all says so (its list had been empty: "It has: .").
+    at = page("views/roofline_page.py", hw=["m4-max"])
+    assert not at.exception and any("gives no compute peak at all" in w.value for w in at.warning)
 
 
 @pytest.mark.parametrize(

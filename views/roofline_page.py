@@ -180,9 +180,10 @@ for i, hid in enumerate(selected):
     c = ceilings_by_id[hid]
     color = DEVICE_COLORS[i % len(DEVICE_COLORS)]
     if gemm_dtype not in c.peak_flops_per_s:
+        has = ", ".join(c.peak_flops_per_s)
         st.warning(
             f"{md_escape(c.name)} has no {gemm_dtype} peak; neither its {gemm_dtype} roof nor its GEMM point is drawn. "
-            f"It has: {', '.join(c.peak_flops_per_s)}."
+            + (f"It has: {has}." if has else "Its datasheet gives no compute peak at all (memory bandwidth only).")
         )
         continue
     if sweep:
