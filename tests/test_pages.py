@@ -71,6 +71,11 @@ def test_roofline_missing_dtype_is_explained_not_drawn():
     assert not at.info and [w.value for w in at.warning] == [
         "NVIDIA RTX A6000 has no bf16 peak; neither its bf16 roof nor its GEMM point is drawn. It has: fp32, fp16."
     ]
+    # An LLM step past the model's context is cut to it and said, as the LLM page does (it had said
+    # "LLM step not drawn: seq_len + 1: 131073 tokens exceed llama-3.1-8b's maximum context").
+    at = page("views/roofline_page.py", llm="llama-3.1-8b", llm_phase="decode", llm_seq="131072")
+    assert not at.exception and not at.warning
+    assert any("Context 131,072 with the token a decode step adds exceeds" in i.value for i in at.info)
     # A device with no compute peak at all says so (its list had been empty: "It has: .").
     at = page("views/roofline_page.py", hw=["m4-max"])
     assert not at.exception and any("gives no compute peak at all" in w.value for w in at.warning)

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from dashboard import custom
-from dashboard.llm_view import does_not_fit, llm_step_caption
+from dashboard.llm_view import does_not_fit, fit_to_context, llm_step_caption
 from dashboard.precision_pickers import precision_params, precision_pickers
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import (
@@ -239,6 +239,9 @@ series: list[PointSeries] = sweeps + stars  # stars drawn last: on top, and firs
 llm_drawn = False
 if llm_id != "none":
     hw0 = devices[selected[0]]
+    llm_seq, _, cut = fit_to_context(models[llm_id], int(llm_seq), 1, llm_phase)  # as the LLM page cuts it
+    if cut:
+        st.info(cut)
     try:
         llm_w, _ = Workload(
             models[llm_id],
