@@ -29,6 +29,12 @@ def fmt_rate(per_s: float, unit: str) -> str:
     return _scaled(per_s, unit)
 
 
+def fmt_amount(x: float) -> str:
+    """A count or rate in its own unit: whole, with separators, from 100 up; three significant digits
+    below, so a small rate never reads 0 (0.142, 41.7, 674)."""
+    return f"{x:,.0f}" if abs(x) >= 99.95 or x == 0 else f"{x:.3g}"
+
+
 def fmt_bytes(n_bytes: float) -> str:
     return _scaled(n_bytes, "B")
 

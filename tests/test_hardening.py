@@ -241,6 +241,23 @@ def test_negative_zero_prints_as_zero():
     assert fmt_seconds(1.97e-19) == "0 ns" and fmt_seconds(-3e-13) == "0 ns" and fmt_seconds(5e-10) == "0.5 ns"
 
 
+def test_a_small_rate_never_reads_zero():
+    """A 131,000-token prompt with one output token on an 8B: 0.14 tokens/s had read "0" on the LLM
+    page and "0.1" on the command line; a huge batch's rate per user "0.0"."""
+    from roofline.format import fmt_amount
+
+    assert [fmt_amount(x) for x in (0.1417, 0.0004231, 41.72, 99.94, 99.96, 674.3, 1011.2, 0.0)] == [
+        "0.142",
+        "0.000423",
+        "41.7",
+        "99.9",
+        "100",
+        "674",
+        "1,011",
+        "0",
+    ]
+
+
 def test_long_times_print_in_minutes_hours_and_days_never_in_exponents():
     from roofline.format import fmt_seconds
 

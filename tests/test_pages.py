@@ -154,9 +154,13 @@ def test_roofline_page_overlays_an_llm_step():
 
 
 def test_roofline_page_llm_step_error_is_a_warning():
-    at = page("views/roofline_page.py", llm="llama-2-7b", llm_seq="100000")
+    at = page("views/roofline_page.py", llm="llama-2-7b", hw=["a100-sxm-80gb"], wdtype="fp8", adtype="fp8")
     assert not at.exception
-    assert any("exceed llama-2-7b's maximum context of 4096" in w.value for w in at.warning)
+    assert any(w.value.startswith("LLM step not drawn: ") and "fp8" in w.value for w in at.warning)
+    # A context past the model's is cut to it, with a note, and drawn.
+    at = page("views/roofline_page.py", llm="llama-2-7b", llm_seq="100000")
+    assert not at.exception and not at.warning
+    assert any("exceeds Llama 2 7B's maximum context of 4,096; showing 4,096." in i.value for i in at.info)
 
 
 def test_llm_page_defaults():

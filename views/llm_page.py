@@ -47,7 +47,7 @@ from roofline.defaults import (
     TP_CHOICES,
 )
 from roofline.engine import REGIME_LABELS
-from roofline.format import dumps_strict, fmt_bytes, fmt_seconds
+from roofline.format import dumps_strict, fmt_amount, fmt_bytes, fmt_seconds
 from roofline.inference import analyze_request
 from roofline.plots import op_table_series, roofline_figure, time_breakdown_figure
 from roofline.report import Metric
@@ -264,8 +264,8 @@ report.metrics(
     Metric("End to end" + IF_IT_FIT, at_least + fmt_seconds(request.e2e_s)),
     Metric(
         "Output tokens/s" + IF_IT_FIT,
-        f"{at_most}{data['tokens_per_s']:,.0f}",
-        help=f"over the batch (the prompt tokens not counted); {data['tokens_per_s_per_user']:,.1f} per user",
+        f"{at_most}{fmt_amount(data['tokens_per_s'])}",
+        help=f"over the batch (the prompt tokens not counted); {fmt_amount(data['tokens_per_s_per_user'])} per user",
     ),
     Metric(
         "MFU",

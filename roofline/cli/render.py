@@ -7,7 +7,7 @@ from __future__ import annotations
 from roofline.cli.render_plans import load, measure, serve, train  # noqa: F401 (callers use render.<name>)
 from roofline.defaults import FUSED_MOE_PREFIX
 from roofline.dtypes import peak_unit
-from roofline.format import fmt_bytes, fmt_flops, fmt_rate, fmt_seconds, ranks_of, table
+from roofline.format import fmt_amount, fmt_bytes, fmt_flops, fmt_rate, fmt_seconds, ranks_of, table
 
 
 def num(value: object) -> str:
@@ -241,7 +241,8 @@ def request(d: dict, hardware_name: str, model_name: str) -> str:
                 else "n/a (one output token)"
             ),
             f"  end to end: {fmt_seconds(d['e2e_s'])}",
-            f"  output tokens/s: {d['tokens_per_s']:,.1f} over the batch, {d['tokens_per_s_per_user']:,.1f} per user",
+            f"  output tokens/s: {fmt_amount(d['tokens_per_s'])} over the batch, "
+            f"{fmt_amount(d['tokens_per_s_per_user'])} per user",
             f"  MFU: {pct(d['mfu'])}, MBU: {pct(d['mbu'])}",
             *[f"  {line}" for line in rests_on_lines(d) + lower_bound_line(d)],
             "  " + memory_line(d["memory"]),
