@@ -8,6 +8,7 @@ parameter, the bad value and what is allowed, and the widget falls back to its d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import streamlit as st
@@ -31,7 +32,9 @@ def int_in(lo: int, hi: int) -> Validator:
             value = float(raw)
         except ValueError:
             return f"{_shown(raw)!r} is not a number (allowed: integers {lo}..{hi}); using the default"
-        if not value.is_integer():
+        if math.isnan(value):
+            return f"{_shown(raw)!r} is not a number (allowed: integers {lo}..{hi}); using the default"
+        if math.isfinite(value) and not value.is_integer():
             return f"{_shown(raw)!r} is not a whole number (allowed: integers {lo}..{hi}); using the default"
         if not lo <= value <= hi:
             return f"{_shown(raw)!r} is out of range (allowed: integers {lo}..{hi}); using the default"
@@ -47,6 +50,8 @@ def float_in(lo: float, hi: float) -> Validator:
             value = float(raw)
         except ValueError:
             return f"{_shown(raw)!r} is not a number (allowed: {lo:g}..{hi:g}); using the default"
+        if math.isnan(value):
+            return f"{_shown(raw)!r} is not a number (allowed: {lo:g}..{hi:g}); using the default"
         if not lo <= value <= hi:
             return f"{_shown(raw)!r} is out of range (allowed: {lo:g}..{hi:g}); using the default"
         return None
@@ -54,10 +59,15 @@ def float_in(lo: float, hi: float) -> Validator:
     return check
 
 
+def _listed(options: Sequence[str]) -> str:
+    """The allowed values in words; each quoted where one holds a comma (accuracy's metrics)."""
+    return ", ".join(f"'{o}'" for o in options) if any("," in o for o in options) else ", ".join(options)
+
+
 def one_of(options: Sequence[str]) -> Validator:
     def check(values: list[str]) -> str | None:
         if values[-1] not in options:
-            return f"{_shown(values[-1])!r} is not allowed (allowed: {', '.join(options)}); using the default"
+            return f"{_shown(values[-1])!r} is not allowed (allowed: {_listed(options)}); using the default"
         return None
 
     return check
@@ -69,10 +79,12 @@ def some_of(options: Sequence[str], at_most: int | None = None) -> Validator:
 
     def check(values: list[str]) -> str | None:
         problems = []
-        unknown = [v for v in values if v not in options]
+        if "" in values and "" not in options:
+            problems.append("an empty value ignored")
+        unknown = [v for v in dict.fromkeys(values) if v not in options and v != ""]
         if unknown:
             shown = ", ".join(repr(_shown(v)) for v in unknown[:5]) + (" …" if len(unknown) > 5 else "")
-            problems.append(f"unknown {shown} ignored (allowed: {', '.join(options)})")
+            problems.append(f"unknown {shown} ignored (allowed: {_listed(options)})")
         known = list(dict.fromkeys(v for v in values if v in options))
         if at_most is not None and len(known) > at_most:
             problems.append(f"{len(known)} chosen, at most {at_most} compared at once; the first {at_most} kept")

@@ -87,6 +87,10 @@ def test_roofline_missing_dtype_is_explained_not_drawn():
         ({"m": "-5"}, "`m`: '-5' is out of range"),
         ({"n": "abc"}, "`n`: 'abc' is not a number"),
         ({"k": "1.5"}, "`k`: '1.5' is not a whole number"),
+        ({"k": "nan"}, "`k`: 'nan' is not a number"),  # had read "not a whole number", as had inf
+        ({"m": "inf"}, "`m`: 'inf' is out of range"),
+        ({"launch_us": "nan"}, "`launch_us`: 'nan' is not a number"),
+        ({"hw": ["", "h100-sxm"]}, "`hw`: an empty value ignored"),  # had read "unknown '' ignored"
         ({"hw": ["nope"]}, "`hw`: unknown 'nope' ignored"),
         ({"gemm_dtype": "fp7"}, "`gemm_dtype`: 'fp7' is not allowed"),
         ({"launch_us": "-1"}, "`launch_us`: '-1' is out of range"),
