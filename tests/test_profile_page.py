@@ -58,6 +58,10 @@ def test_a_bad_url_parameter_warns_and_falls_back():
     at = _with_trace(proofs="no-such-device")
     assert not at.exception
     assert at.warning
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.query_params["ptrain"] = "maybe"  # had been dropped from the link without a word
+    at.run()
+    assert not at.exception and "`ptrain`: 'maybe' is not allowed" in " ".join(w.value for w in at.warning)
 
 
 def test_the_measure_page_draws_a_profile_as_measured_kernels():

@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import custom
 from dashboard.share import Report, share_panel
-from dashboard.state import int_in, one_of, warn_bad_params
+from dashboard.state import boolean, int_in, one_of, warn_bad_params
 from roofline.engine import REGIME_LABELS, REGIMES, Ceilings
 from roofline.format import fmt_bytes, fmt_flops, fmt_seconds
 from roofline.lazy import pandas as pd
@@ -43,6 +43,7 @@ warn_bad_params(
         "plevel": one_of(LEVELS),
         "players": int_in(1, 4),
         "pseq": int_in(8, 256),
+        "ptrain": boolean,
     }
 )
 
