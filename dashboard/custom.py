@@ -52,6 +52,13 @@ def _load_from_url(param: str) -> None:
         )
         del st.query_params[param]
         return
+    if param == MODEL_PARAM:  # never a shipped model's id or name: figures of another model under its name
+        record_id, name = record.id, record.name
+        record = custom_model_record(record, model_db())
+        if (record.id, record.name) != (record_id, name):
+            st.info(f"The model in the link is shown as `{record.id}`, {md_escape(record.name)}: a custom model.")
+            text = encode_record(record)
+            st.query_params[param] = text
     st.session_state[param] = record
     st.session_state[f"{param}_text"] = text
 
@@ -80,6 +87,8 @@ def devices() -> dict[str, Hardware]:
     _load_from_url(DEVICE_PARAM)
     _keep_in_url(DEVICE_PARAM)
     custom = st.session_state.get(DEVICE_PARAM)
+    if custom is not None and custom.id in hardware_db():  # allowed (a device file may too), and said
+        st.caption(f"`{custom.id}` here is your own device, {md_escape(custom.name)}, in place of the database's.")
     return {**hardware_db(), **({custom.id: custom} if custom else {})}
 
 

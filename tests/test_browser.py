@@ -114,21 +114,26 @@ def test_a_shared_advisor_url_restores_the_same_state(app_url, browser):
 def test_a_link_with_a_custom_model_and_device_reproduces_the_view(app_url, browser):
     from pathlib import Path
 
+    from dashboard.custom import custom_model_record
     from roofline.hardware import Hardware, get_hardware
     from roofline.hf_config import load_hf_config
+    from roofline.models import load_models
     from roofline.records import encode_record
 
-    model = load_hf_config(Path(__file__).parent / "data" / "hf_configs" / "gpt-oss-20b.json")
+    # As the page's upload makes it: a custom- id (a link's shipped id is renamed so).
+    model = custom_model_record(
+        load_hf_config(Path(__file__).parent / "data" / "hf_configs" / "gpt-oss-20b.json"), load_models()
+    )
     data = get_hardware("h100-sxm").model_dump(exclude_none=True)
     data |= {"id": "my-gpu", "name": "My GPU", "memory_bandwidth_tbps": 5.0, "sources": [{"name": "mine"}]}
     device = Hardware.model_validate(data)
     link = f"{app_url}/llm?model={model.id}&hw=my-gpu&cmodel={encode_record(model)}&cdevice={encode_record(device)}"
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(link)
-    _wait_for_chart_titled(page, "gpt-oss-20b on My GPU")
+    _wait_for_chart_titled(page, "gpt-oss-20b (custom) on My GPU")
     # The page's own share link carries both records, so it reproduces the view again.
     code = _share_link(page)
-    assert "cmodel=" in code and "cdevice=" in code and "model=gpt-oss-20b" in code
+    assert "cmodel=" in code and "cdevice=" in code and "model=custom-gpt-oss-20b" in code
     page.close()
 
 

@@ -108,17 +108,39 @@ def page(path: str, **params) -> AppTest:
 
 
 def test_a_link_with_a_custom_model_and_device_reproduces_the_llm_view():
-    model, device = load_hf_config(CONFIGS / "qwen3-30b-a3b.json"), my_device()
+    from dashboard.custom import custom_model_record
+    from roofline.models import load_models
+
+    # As the page's upload makes it: a custom- id and a "(custom)" name.
+    model = custom_model_record(load_hf_config(CONFIGS / "qwen3-30b-a3b.json"), load_models())
+    device = my_device()
     at = page(
         "views/llm_page.py", cmodel=encode_record(model), cdevice=encode_record(device), model=model.id, hw=["my-gpu"]
     )
     assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.info  # the link's record is kept as it is
     # The chart's title is shown above it (bold), where it can wrap on a phone.
     titles = [m.value for m in at.markdown if m.value.startswith("**") and m.value.endswith("**")]
-    assert "qwen3-30b-a3b on My GPU" in titles[0].replace("\\", "")
+    assert "qwen3-30b-a3b (custom) on My GPU" in titles[0].replace("\\", "")
     expected = analyze_step(Workload(model, "prefill", 1, 1024), device).time_s
     ttft = {m.label: m.value for m in at.metric}["TTFT"]
     assert ttft.startswith(f"{expected * 1e3:.3g}"[:3])
+
+
+def test_a_link_cannot_pass_its_model_off_as_a_shipped_one():
+    """A record with a shipped model's id and name (max_context 2) had replaced Llama 3.1 8B on the
+    page under its own name; a device with a shipped id replaces it, as a device file may, and says so."""
+    from roofline.models import get_model
+
+    fake = get_model("llama-3.1-8b").model_copy(update={"max_context": 2})
+    h100 = get_hardware("h100-sxm").model_copy(update={"memory_bandwidth_tbps": 1.0})
+    at = page("views/llm_page.py", cmodel=encode_record(fake), cdevice=encode_record(h100), model="llama-3.1-8b")
+    assert not at.exception
+    assert at.session_state["cmodel"].id == "custom-llama-3.1-8b"
+    assert at.session_state["cmodel"].name == "Llama 3.1 8B (custom)"
+    assert at.selectbox(key="model").value == "llama-3.1-8b" and "custom model" in at.info[0].value
+    assert at.session_state["cmodel_text"] == encode_record(at.session_state["cmodel"])  # the link carries it so
+    assert any("`h100-sxm` here is your own device" in c.value for c in at.caption)
 
 
 def test_a_bad_custom_link_is_a_warning():
