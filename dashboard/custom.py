@@ -52,13 +52,13 @@ def _load_from_url(param: str) -> None:
         )
         del st.query_params[param]
         return
-    if param == MODEL_PARAM:  # never a shipped model's id or name: figures of another model under its name
-        record_id, name = record.id, record.name
-        record = custom_model_record(record, model_db())
-        if (record.id, record.name) != (record_id, name):
-            st.info(f"The model in the link is shown as `{record.id}`, {md_escape(record.name)}: a custom model.")
-            text = encode_record(record)
-            st.query_params[param] = text
+    shipped = model_db() if param == MODEL_PARAM else {}
+    if record.id in shipped or record.name in {m.name for m in shipped.values()}:
+        # Never a shipped model's id or name: the link's figures would read as that model's.
+        record = custom_model_record(record, shipped)
+        st.info(f"The model in the link is shown as `{record.id}`, {md_escape(record.name)}: a custom model.")
+        text = encode_record(record)
+        st.query_params[param] = text
     st.session_state[param] = record
     st.session_state[f"{param}_text"] = text
 
