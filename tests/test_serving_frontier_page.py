@@ -110,6 +110,9 @@ def test_serving_frontier_per_dollar_names_a_device_without_a_price():
     assert line["AMD Instinct MI300X · ideal bound (dashed) (no price: not drawn)"]["dash"] == "dash"
     assert not any(v.get("dash") for k, v in line.items() if k.startswith("NVIDIA H100"))
     assert fig["layout"]["xaxis"]["title"]["text"] == "output tokens per USD"
+    # With no price at all the chart is empty, and says why (only the legend had).
+    fig, _ = _frontier(**{"xaxis": "tokens per dollar", "hw": ["h100-sxm"], "price_h100-sxm": "0"})
+    assert any("no device here has a price" in a["text"] for a in fig["layout"]["annotations"])
 
 
 def test_the_cheapest_setup_says_how_each_engine_took_its_prompts_in():

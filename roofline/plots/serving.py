@@ -133,6 +133,10 @@ def frontier_figure(
         )
         xs.append(x)
         ys.append(y)
+    if per_dollar and not any(np.isfinite(x).any() for x in xs):  # an empty chart says why
+        fig.add_annotation(
+            xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, text="no device here has a price to draw per USD"
+        )
     if len(regimes_seen) > 1:  # one shape needs no key
         for regime, symbol in REGIME_SYMBOLS.items():
             if regime in regimes_seen:
