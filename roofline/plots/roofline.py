@@ -229,12 +229,15 @@ def roofline_figure(
         decades = math.log10(x_hi / x_lo)
         ridge_at = min(max(ridge0, x_lo), x_hi) if math.isfinite(ridge0) else x_hi
         memory_share, compute_share = math.log10(ridge_at / x_lo) / decades, math.log10(x_hi / ridge_at) / decades
+        # The memory region's label at its top left, above the sloped roof, where no point can sit (at its
+        # bottom left, the small ops of a step sat on it); the compute region's at its bottom right.
         fig.add_annotation(
             x=math.log10(x_lo) + 0.05,
-            y=0.02,
+            y=0.98,
             xref="x",
             yref="paper",
             xanchor="left",
+            yanchor="top",
             text="memory-<br>bound" if memory_share < NARROW_REGION else "memory-bound",
             showarrow=False,
             font=dict(color=REGIME_COLORS["memory"], size=13),
