@@ -14,6 +14,7 @@ import streamlit as st
 
 from dashboard.data import hardware_db, model_db
 from dashboard.share import md_escape
+from dashboard.state import replace_param
 from roofline.datafiles import DataError
 from roofline.hardware import Hardware
 from roofline.hf_config import MAX_CONFIG_BYTES, SUPPORTED_FAMILIES, parse_hf_config
@@ -40,11 +41,16 @@ def _load_from_url(param: str) -> None:
         return
     schema, what = _KINDS[param]
     where = f"URL parameter `{param}`"
+    shipped = model_db() if param == MODEL_PARAM else {}
     try:
         record = decode_record(text, schema, where)
         problem = name_problem(record, where)
         if problem:
             raise DataError(problem)
+        old = record.id
+        renamed = old in shipped or record.name in {m.name for m in shipped.values()}
+        if renamed:  # never a shipped model's id or name: the link's figures would read as that model's
+            record = custom_model_record(record, shipped)
     except DataError as exc:  # the rest of the message quotes the link: shown as text
         st.warning(
             f"{where}{md_escape(str(exc).removeprefix(where))}; the {what} in the link is ignored.",
@@ -52,10 +58,11 @@ def _load_from_url(param: str) -> None:
         )
         del st.query_params[param]
         return
-    shipped = model_db() if param == MODEL_PARAM else {}
-    if record.id in shipped or record.name in {m.name for m in shipped.values()}:
-        # Never a shipped model's id or name: the link's figures would read as that model's.
-        record = custom_model_record(record, shipped)
+    if renamed:  # the link's choices of it follow it to its new id
+        for key in list(st.query_params):
+            values = st.query_params.get_all(key)
+            if key != param and old in values and record.id != old:
+                replace_param(key, [record.id if v == old else v for v in values])
         st.info(f"The model in the link is shown as `{record.id}`, {md_escape(record.name)}: a custom model.")
         text = encode_record(record)
         st.query_params[param] = text
@@ -107,7 +114,7 @@ def models() -> dict[str, ModelConfig]:
 def custom_model_record(record: ModelConfig, taken: Collection[str]) -> ModelConfig:
     """An uploaded model under a name that says it is the user's own: its id starts with
     ``custom-`` and never equals one in ``taken`` (the database's), its name ends "(custom)"."""
-    base = record.id if record.id.startswith("custom-") else f"custom-{record.id}"
+    base = (record.id if record.id.startswith("custom-") else f"custom-{record.id}")[:120]  # room for "-2"
     model_id, n = base, 2
     while model_id in taken:
         model_id, n = f"{base}-{n}", n + 1

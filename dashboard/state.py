@@ -100,7 +100,7 @@ def boolean(values: list[str]) -> str | None:
     return None
 
 
-def _replace_param(key: str, values: list[str]) -> None:
+def replace_param(key: str, values: list[str]) -> None:
     """Set (or with no values, drop) a URL parameter, both in the URL and in the copy of the
     page-load URL that bound widgets seed themselves from: Streamlit reads that copy, so a value
     left there would still reach (and, for inf in an integer input, crash) the widget."""
@@ -139,7 +139,7 @@ def translate_param(key: str, old_to_new: Mapping[str, str]) -> None:
     as they did (before the widget runs, and only where no widget of this session owns it yet)."""
     values = st.query_params.get_all(key)
     if values and not _bound(key) and values[-1].lower() in old_to_new:
-        _replace_param(key, [old_to_new[values[-1].lower()]])
+        replace_param(key, [old_to_new[values[-1].lower()]])
 
 
 def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
@@ -157,7 +157,7 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
         keep = getattr(validate, "keep", None)
         if keep is None and len(values) > 1:  # one value expected: the last one given counts
             values = values[-1:]
-            _replace_param(key, values)
+            replace_param(key, values)
         if _bound(key):
             # The URL echoes the widget of an earlier run; its options may have changed since
             # (a custom model replaced or removed). The widget's own value decides: a valid one
@@ -174,7 +174,7 @@ def warn_bad_params(validators: Mapping[str, Validator]) -> list[str]:
         problem = validate(values)
         if problem:
             problems.append((key, problem))
-            _replace_param(key, keep(values) if keep else [])
+            replace_param(key, keep(values) if keep else [])
     messages = [f"URL parameter `{key}`: {problem}." for key, problem in problems]
     for key, problem in problems:  # the value came from the URL: shown as text, never as Markdown
         st.warning(f"URL parameter `{key}`: {md_escape(problem)}.", icon=":material/warning:")

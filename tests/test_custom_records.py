@@ -138,9 +138,18 @@ def test_a_link_cannot_pass_its_model_off_as_a_shipped_one():
     assert not at.exception
     assert at.session_state["cmodel"].id == "custom-llama-3.1-8b"
     assert at.session_state["cmodel"].name == "Llama 3.1 8B (custom)"
-    assert at.selectbox(key="model").value == "llama-3.1-8b" and "custom model" in at.info[0].value
+    # The link chose that model: the choice follows it to its new id (it had shown the shipped one).
+    assert at.selectbox(key="model").value == "custom-llama-3.1-8b" and "custom model" in at.info[0].value
     assert at.session_state["cmodel_text"] == encode_record(at.session_state["cmodel"])  # the link carries it so
     assert any("`h100-sxm` here is your own device" in c.value for c in at.caption)
+    # A shipped name under an id of its own, and an id as long as allowed (128 characters): renamed, no traceback.
+    mine = fake.model_copy(update={"id": "my-llama"})
+    at = page("views/llm_page.py", cmodel=encode_record(mine), model="my-llama")
+    assert not at.exception and at.selectbox(key="model").value == "custom-my-llama"
+    assert not any("`model`" in w.value for w in at.warning)  # the link's choice had been refused
+    long = fake.model_copy(update={"id": "a" * 128})
+    at = page("views/llm_page.py", cmodel=encode_record(long), model="a" * 128)
+    assert not at.exception and at.session_state["cmodel"].id == "custom-" + "a" * 113
 
 
 def test_a_bad_custom_link_is_a_warning():
