@@ -152,6 +152,7 @@ class KernelTables:
         sweep = ideal.shape[2:]
         bounds = np.fmax(ideal[0], ideal[1])  # (ops, *sweep)
         skewed = skewed_bounds(ops, ideal, bounds)
+        floors = ideal[3].copy()  # the kernel floor: a fused op's holds its parts' (op_terms holds the rest)
         answers: list[OpAnswer] = []
         fused_at: int | None = None
         for i, op in enumerate(ops):
@@ -159,7 +160,7 @@ class KernelTables:
             if meta.get("moe") == "inside" and fused_at is not None and answers[fused_at].seconds is not None:
                 fused = answers[fused_at]
                 answers.append(OpAnswer(np.where(np.isnan(fused.seconds), np.nan, 0.0), FUSED_MOE_PREFIX + fused.label))
-                for b in (bounds, skewed):
+                for b in (bounds, skewed, floors):
                     b[fused_at] = b[fused_at] + b[i]
                     b[i] = 0.0
                 continue
@@ -180,6 +181,7 @@ class KernelTables:
             timed = np.where(held, bound, timed)
             for term in range(ideal.shape[0]):
                 terms[term, i] = np.where(np.isnan(seconds), np.nan, np.where(binding == term, timed, 0.0))
+            terms[3, i] = np.where(np.isnan(seconds), np.nan, np.fmax(terms[3, i], floors[i]))
             partial = bool(np.any(np.isnan(seconds)))
             label = answer.label + (" where measured, datasheet elsewhere" if partial else "")
             if np.any(held & ~np.isnan(seconds)):
