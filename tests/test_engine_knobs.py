@@ -224,6 +224,7 @@ def test_serve_takes_the_engines_settings_that_hold_requests_back(capsys):
         # TensorRT-LLM holds prompts only while both hold, so one alone would change nothing
         (["--engine", "trtllm", "--batch-wait-iters", "20"], "--batch-wait-iters: holds prompts only beside --batch"),
         (["--engine", "trtllm", "--batch-wait-ratio", "0.9"], "--batch-wait-ratio: holds prompts only beside --batch"),
+        (["--batch-wait-iters", "20"], "are TensorRT-LLM's batch waiting"),  # the default engine: said so first
     ],
 )
 def test_serve_refuses_those_settings_clearly(extra, message, capsys):

@@ -67,8 +67,8 @@ def check_batch_wait_pair(args: argparse.Namespace) -> None:
     step's prompts while fewer steps have waited than ``--batch-wait-iters`` *and* the step's tokens
     are under ``--batch-wait-ratio`` of the token budget, so either alone holds nothing (the engine
     takes it and changes nothing; here it would be dropped in silence)."""
-    if getattr(args, "engine", None) in ("vllm", "sglang"):
-        return  # refused as TensorRT-LLM's, whichever is given
+    if getattr(args, "engine", None) != "trtllm":
+        return  # on another engine (auto and ideal too) refused as TensorRT-LLM's, whichever is given
     iters, ratio = getattr(args, "batch_wait_iters", 0), getattr(args, "batch_wait_ratio", 0.0)
     if bool(iters) != bool(ratio):
         given, missing = (
