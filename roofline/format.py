@@ -31,8 +31,10 @@ def fmt_rate(per_s: float, unit: str) -> str:
 
 def fmt_amount(x: float) -> str:
     """A count or rate in its own unit: whole, with separators, from 100 up; three significant digits
-    below, so a small rate never reads 0 (0.142, 41.7, 674)."""
-    return f"{x:,.0f}" if abs(x) >= 99.95 or x == 0 else f"{x:.3g}"
+    below, so a small rate never reads 0 (0.142, 41.7, 674), and "< 0.0001" below that."""
+    if x == 0 or abs(x) >= 99.95:
+        return f"{x + 0.0:,.0f}"  # -0.0 reads 0
+    return f"{x:.3g}" if abs(x) >= 1e-4 else ("< 0.0001" if x > 0 else "> -0.0001")  # never an exponent
 
 
 def fmt_bytes(n_bytes: float) -> str:

@@ -246,7 +246,7 @@ def test_a_small_rate_never_reads_zero():
     page and "0.1" on the command line; a huge batch's rate per user "0.0"."""
     from roofline.format import fmt_amount
 
-    assert [fmt_amount(x) for x in (0.1417, 0.0004231, 41.72, 99.94, 99.96, 674.3, 1011.2, 0.0)] == [
+    assert [fmt_amount(x) for x in (0.1417, 0.0004231, 41.72, 99.94, 99.96, 674.3, 1011.2, 0.0, -0.0, 4.2e-5)] == [
         "0.142",
         "0.000423",
         "41.7",
@@ -255,6 +255,8 @@ def test_a_small_rate_never_reads_zero():
         "674",
         "1,011",
         "0",
+        "0",
+        "< 0.0001",  # never an exponent
     ]
 
 
