@@ -202,13 +202,17 @@ def prompt_defaults(engine: str) -> tuple[bool, bool]:
 
 def prompt_step(engine: str, budget: int, batch, prompt) -> tuple[np.ndarray, np.ndarray]:
     """The largest step of ``batch`` prompts of ``prompt`` tokens as ``engine`` runs them by default
-    under a token budget of ``budget``: (prompt tokens, sequences). An engine that splits prompts
-    fills the budget, a long prompt's chunk alone; one that keeps them whole (TensorRT-LLM) takes as
-    many whole prompts as the budget holds, and at least one."""
+    under a token budget of ``budget``: (prompt tokens, sequences, at most). An engine that splits
+    prompts fills the budget, a long prompt's chunk alone, and a step that starts inside one prompt
+    touches ceil((tokens - 1) / prompt) + 1 of them; one that keeps them whole (TensorRT-LLM) takes
+    as many whole prompts as the budget holds, and at least one (one longer than the budget it
+    refuses: ``whole_prompt_refusal``)."""
     b, s = np.asarray(batch, float), np.asarray(prompt, float)
-    cap = budget if prompt_defaults(engine)[1] else np.maximum(np.floor(budget / s), 1.0) * s
-    tokens = np.minimum(b * s, cap)
-    return tokens, np.minimum(b, np.ceil(tokens / s))
+    if prompt_defaults(engine)[1]:
+        tokens = np.minimum(b * s, budget)
+        return tokens, np.minimum(b, np.ceil((tokens - 1) / s) + 1)
+    tokens = np.minimum(b * s, np.maximum(np.floor(budget / s), 1.0) * s)
+    return tokens, tokens / s
 
 
 def prompt_modes(chunked: bool | None, engine: str) -> tuple[bool, bool]:

@@ -291,12 +291,14 @@ def test_a_requests_prompts_take_at_most_the_engines_token_budget_a_step():
     from roofline.engines import prompt_step
     from roofline.memory import activation_peak_bytes, step_activation_bytes
 
-    # Worked by hand, budget 8,192: vLLM splits prompts and fills the budget; TensorRT-LLM keeps
-    # them whole, as many as fit (8,192 // 3,000 = 2: 6,000 tokens) and at least one (10,000 alone).
+    # Worked by hand, budget 8,192: vLLM splits prompts and fills the budget, a step that starts
+    # inside a prompt touching one more (4,096: a token of one, a whole one, 4,095 of a third; 3,000:
+    # ceil(8,191 / 3,000) + 1 = 4; 10,000: the end of one and the start of the next); TensorRT-LLM
+    # keeps them whole, as many as fit (8,192 // 3,000 = 2: 6,000 tokens) and at least one.
     assert [tuple(map(float, prompt_step("vllm", 8192, 64, s))) for s in (4096, 3000, 10000)] == [
-        (8192, 2),
         (8192, 3),
-        (8192, 1),
+        (8192, 4),
+        (8192, 2),
     ]
     assert [tuple(map(float, prompt_step("trtllm", 8192, 64, s))) for s in (4096, 3000, 10000)] == [
         (8192, 2),
@@ -308,7 +310,7 @@ def test_a_requests_prompts_take_at_most_the_engines_token_budget_a_step():
     one_pass = step_activation_bytes(w)
     engine = step_activation_bytes(w, Settings().for_device(H100))
     assert one_pass == activation_peak_bytes(LLAMA8, w.precision, 1, 64 * 4096, 64, 4096, 4096)
-    assert engine == activation_peak_bytes(LLAMA8, w.precision, 1, 8192, 2, 4096, 4096)
+    assert engine == activation_peak_bytes(LLAMA8, w.precision, 1, 8192, 3, 8192 / 3, 4096)
     fp = footprint(w, H100, Settings())
     assert fp.fits and fp.smallest_tp == 1 and fp.activation_bytes == fp.workspace_bytes == 2_101_346_304
     # One step asked for is the step given: analyze's prefill of 64 x 4,096 tokens is one pass.
