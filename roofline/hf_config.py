@@ -47,16 +47,18 @@ ALIASES = {"gemma3_text": "gemma3", "llama4_text": "llama4", "kimi_k2": "deepsee
 MAX_CONFIG_BYTES = 1 << 20
 
 # transformers' config-class defaults for keys a published file may omit, per family.
+# Qwen's window is 4096 unless given, and acts only with use_sliding_window (transformers' configs).
+QWEN_WINDOW = {"use_sliding_window": False, "sliding_window": 4096}
 FAMILY_DEFAULTS: dict[str, dict[str, object]] = {
     "llama": {"max_position_embeddings": 2048, "tie_word_embeddings": False, "attention_bias": False},
     "mistral": {"max_position_embeddings": 4096 * 32, "tie_word_embeddings": False, "sliding_window": 4096},
     "mixtral": {"max_position_embeddings": 4096 * 32, "tie_word_embeddings": False, "sliding_window": None},
-    "qwen2": {"max_position_embeddings": 32768, "tie_word_embeddings": False, "use_sliding_window": False},
-    "qwen3": {"max_position_embeddings": 32768, "tie_word_embeddings": False, "use_sliding_window": False},
+    "qwen2": {"max_position_embeddings": 32768, "tie_word_embeddings": False, **QWEN_WINDOW},
+    "qwen3": {"max_position_embeddings": 32768, "tie_word_embeddings": False, **QWEN_WINDOW},
     "qwen3_moe": {
         "max_position_embeddings": 32768,
         "tie_word_embeddings": False,
-        "use_sliding_window": False,
+        **QWEN_WINDOW,
         "decoder_sparse_step": 1,
         "mlp_only_layers": [],
     },

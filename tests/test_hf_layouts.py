@@ -48,6 +48,12 @@ def test_qwen_slides_the_layers_transformers_slides(family):
     halves = read(layer_types=types, max_window_layers=0)
     assert (halves.local_layers, kv(halves)) == (2, 2 * 200 * 512 + 2 * 16 * 512)
     assert read(use_sliding_window=False).sliding_window is None
+    # No sliding_window key: transformers' 4096 (shorter than this context of 32,768).
+    unset = model_from_hf_config(
+        {k: v for k, v in QWEN.items() if k != "sliding_window"}
+        | {"model_type": family, "max_window_layers": 0, "max_position_embeddings": 32768}
+    )
+    assert unset.sliding_window == 4096 and unset.local_layers == 4
     # The first layers global and the rest sliding: no window on every layer, nor on all but
     # every n-th, so refused by name (it had been read as a window on all 4 layers).
     with pytest.raises(DataError, match=r"global attention \(layers below max_window_layers 2\) on layers \[0, 1\]"):
