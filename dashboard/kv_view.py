@@ -18,18 +18,21 @@ def headline_result(results: dict[str, KVResult]) -> KVResult:
     return next((r for r in results.values() if r.weights_fit), next(iter(results.values())))
 
 
+def _short_of_maximum(alone: int, model) -> int | None:
+    return None if alone >= model.max_context else max(alone, 1)
+
+
 def no_fit_from(r: KVResult) -> int | None:
     """The context beyond which not even one sequence fits on ``r``'s device (None: one fits up
     to the model's maximum)."""
     alone = analyze_kv(r.workload, r.hardware, 1, r.context, r.settings).max_context if r.batch != 1 else r.max_context
-    return None if alone >= r.workload.model.max_context else max(alone, 1)
+    return _short_of_maximum(alone, r.workload.model)
 
 
 def one_fits_up_to(w: Workload, hw: Hardware, settings: Settings) -> int | None:
     """``no_fit_from`` for a workload (a variant of the page's): the longest context at which one
     of its sequences fits on ``hw``, None where one fits up to the model's maximum."""
-    alone = max_context(w.on(hw, need_peak=False)[0], hw, settings, 1)
-    return None if alone >= w.model.max_context else max(alone, 1)
+    return _short_of_maximum(max_context(w.on(hw, need_peak=False)[0], hw, settings, 1), w.model)
 
 
 def memory_rows(results: dict[str, KVResult]) -> dict[str, dict[str, float]]:
