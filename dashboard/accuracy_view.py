@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
+from roofline.accuracy import P90_MIN_RUNS, REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
 from roofline.inferencex_runs import MAYBE_REASON, SPECULATIVE_REASON
 from roofline.lazy import pandas as pd
 from roofline.sample_clients import ATTENTION_DP_REASON, SPREAD_REASON
@@ -106,9 +106,6 @@ def errors(predicted, measured) -> dict[str, float]:
         return {"median": np.nan, "p90": np.nan, "bias": np.nan}
     return {"median": s.median_abs_error, "p90": s.p90_abs_error, "bias": s.bias}
 
-
-# A group's p90 is left blank below this many runs: a run or two have no 90th percentile to speak of.
-P90_MIN_RUNS = 10
 
 # The table's rows: one per value of these fields of a run (the URL's ``group``), in words.
 GROUPINGS = {"model": ("model", "device", "engine"), "engine": ("engine",), "device": ("device",)}

@@ -51,6 +51,15 @@ def below_ideal(measured, ideal) -> np.ndarray:
         return measured < (1.0 - BELOW_IDEAL_MARGIN) * ideal
 
 
+# Under this many runs a p90 is printed as "–": a run or two have no 90th percentile to speak of.
+P90_MIN_RUNS = 10
+
+
+def p90_shown(p90: float, runs: int | None) -> str:
+    """A p90 |error| as the reports print it: whole percents, "–" under ``P90_MIN_RUNS`` runs."""
+    return f"{p90:.0%}" if runs is None or runs >= P90_MIN_RUNS else "–"
+
+
 @dataclass(frozen=True)
 class Score:
     runs: int
@@ -65,7 +74,8 @@ class Score:
 
     def words(self) -> str:
         lean = f"{abs(self.bias):.0%} too {'fast' if self.bias < 0 else 'slow'}" if self.leans else "no lean either way"
-        return f"median {self.median_abs_error:.0%} off (p90 {self.p90_abs_error:.0%}), {lean}"
+        p90 = f" (p90 {self.p90_abs_error:.0%})" if self.runs >= P90_MIN_RUNS else ""
+        return f"median {self.median_abs_error:.0%} off{p90}, {lean}"
 
 
 def score(predicted, measured) -> Score | None:

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from roofline import accuracy
 from roofline.accuracy import BELOW_IDEAL_MARGIN, BELOW_IDEAL_WHY, BREAKDOWNS, RUN_FIELDS, below_ideal, breakdowns
 from roofline.benchmark_clients import (
     INFERENCEX_CLIENT,
@@ -358,9 +359,8 @@ def render_load(report: dict[str, object]) -> str:
 
     def cell(scores: dict, key: str) -> str:
         e = scores.get(key)
-        if not e:
-            return f"{'—':>17}"
-        return f"{e['median_abs_error']:>5.0%}/{e['p90_abs_error']:>4.0%}/{e['bias']:>+5.0%}"
+        p90 = accuracy.p90_shown(e["p90_abs_error"], scores.get("runs")) if e else ""
+        return f"{e['median_abs_error']:>5.0%}/{p90:>4}/{e['bias']:>+5.0%}" if e else f"{'—':>17}"
 
     head = "".join(f"{c + ' ' + m.upper():>18}" for m in ("ttft", "tpot") for c in COLUMNS)
     lines.append(f"  {'':<44}{head}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from roofline.accuracy import BREAKDOWNS
+from roofline.accuracy import BREAKDOWNS, p90_shown
 from roofline.validate import RESULT_FIELDS
 
 
@@ -26,16 +26,18 @@ def render(report: dict[str, object]) -> str:
         f"{'tables med/p90/bias':>22} {'share':>6}",
     ]
 
-    def cols(e: dict[str, float] | None) -> str:
+    def cols(e: dict[str, float] | None, runs: int | None = None) -> str:
         if not e:
             return "-"
-        return f"{e['median_abs_error']:.0%}/{e['p90_abs_error']:.0%}/{e['bias']:+.0%}"
+        p90 = p90_shown(e["p90_abs_error"], runs if runs is not None else e.get("runs"))
+        return f"{e['median_abs_error']:.0%}/{p90}/{e['bias']:+.0%}"
 
     for g in report["groups"]:
         share = f"{g['table_share']:.0%}" if "table_share" in g else "-"
+        n = g["runs"]
         lines.append(
-            f"{g['model']:<16} {g['device']:<9} {g['engine']:<7} {g['runs']:>4}  {cols(g['datasheet']):>24}  "
-            f"{cols(g.get('tables')):>22} {share:>6}"
+            f"{g['model']:<16} {g['device']:<9} {g['engine']:<7} {n:>4}  {cols(g['datasheet'], n):>24}  "
+            f"{cols(g.get('tables'), n):>22} {share:>6}"
         )
     totals = [
         ("all", report["overall"]),
@@ -44,6 +46,7 @@ def render(report: dict[str, object]) -> str:
     ]
     totals += [(f"  test set, {k}", o) for f in BREAKDOWNS for k, o in report.get(f"test_set_by_{f}", {}).items()]
     for name, o in totals:
-        lines.append(f"{name:<34} {o['runs']:>4}  {cols(o.get('datasheet')):>24}  {cols(o.get('tables')):>22}")
+        n = o["runs"]
+        lines.append(f"{name:<34} {n:>4}  {cols(o.get('datasheet'), n):>24}  {cols(o.get('tables'), n):>22}")
     lines.append("left out: " + "; ".join(f"{n} {why}" for why, n in sorted(report["skipped"].items())))
     return "\n".join(lines)

@@ -287,3 +287,21 @@ def test_a_run_that_does_not_run_as_configured_says_why_with_its_numbers():
     assert list(bad) == [
         "does not run as configured: isl: expected a whole number of tokens from 1 to 16,777,216, got '1e12'"
     ]
+
+
+def test_a_p90_of_fewer_than_ten_runs_is_printed_as_a_dash():
+    """One run's error had been printed as its own p90 (deepseek-r1 on GB200: 73%/73%/-73%)."""
+    from roofline.accuracy import Score, p90_shown
+    from roofline.validate_render import render
+
+    assert [p90_shown(0.734, n) for n in (1, 9, 10, None)] == ["–", "–", "73%", "73%"]
+    assert Score(1, 0.5, 0.5, -0.5).words() == "median 50% off, 50% too fast"
+    assert Score(10, 0.5, 0.9, -0.5).words() == "median 50% off (p90 90%), 50% too fast"
+    e = {"median_abs_error": 0.73, "p90_abs_error": 0.73, "bias": -0.73}
+    group = {"model": "deepseek-r1", "device": "gb200", "engine": "trtllm", "runs": 1, "datasheet": e, "tables": e}
+    totals = {"runs": 1923, "datasheet": e, "tables": e}
+    report = {"metric": "TPOT", "overall": totals, "not_scored": "none", "groups": [group]}
+    text = render(report | {"host_fit_split": totals, "test_set": totals, "skipped": {}})
+    lines = text.splitlines()
+    assert "73%/–/-73%" in next(line for line in lines if line.startswith("deepseek-r1"))
+    assert "73%/73%/-73%" in next(line for line in lines if line.startswith("all"))

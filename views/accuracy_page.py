@@ -8,7 +8,6 @@ from dashboard.accuracy_view import (
     GROUPING_WORDS,
     GROUPINGS,
     METRICS,
-    P90_MIN_RUNS,
     PERCENT,
     RUNS,
     batch_left_out,
@@ -27,7 +26,7 @@ from dashboard.accuracy_view import (
 )
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
-from roofline.accuracy import BELOW_IDEAL_WHY
+from roofline.accuracy import BELOW_IDEAL_WHY, P90_MIN_RUNS, p90_shown
 from roofline.benchmark_clients import WARMUP_PER_CLIENT, WARMUP_SINCE
 from roofline.engines import HOST_FIT_SPLIT
 from roofline.format import dumps_strict
@@ -110,7 +109,13 @@ page_report.metrics(
         help="|predicted / measured - 1|: engine-measured kernels and host work, against the datasheet alone",
         delta_color="off",
     ),
-    Metric("p90 |error|, expected", f"{expected['p90']:.0%}", f"ideal bound {ideal['p90']:.0%}", delta_color="off"),
+    Metric(
+        "p90 |error|, expected",
+        p90_shown(expected["p90"], len(frame)),
+        f"ideal bound {p90_shown(ideal['p90'], len(frame))}",
+        help=f"shown from {P90_MIN_RUNS} runs",
+        delta_color="off",
+    ),
     Metric(
         "Bias, expected",
         f"{expected['bias']:+.0%}".replace("-", "−"),  # a minus sign, not a hyphen
@@ -157,7 +162,7 @@ with st.expander("Which runs are scored, and the error by client and warm-up"):
         page_report.caption(
             "By the client that sent the requests, expected: "
             + "; ".join(
-                f"{md_escape(name)}, {n:,} runs, median {e['median']:.0%}, p90 {e['p90']:.0%}, bias "
+                f"{md_escape(name)}, {n:,} runs, median {e['median']:.0%}, p90 {p90_shown(e['p90'], n)}, bias "
                 + f"{e['bias']:+.0%}".replace("-", "−")
                 for name, n, e in clients
             )
