@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.engine import OpTable, evaluate, regime_label
-from roofline.engines import engine_profile
+from roofline.engines import engine_profile, prompt_defaults
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.memory import Footprint, footprint
@@ -130,6 +130,31 @@ def _engine_notes(settings: Settings, hw: Hardware) -> tuple[str, ...]:
     if settings.engine == "ideal":
         return ()
     return (settings.roofs_note(hw),)
+
+
+def _prompt_step_notes(run: Workload, settings: Settings, hw: Hardware) -> tuple[str, ...]:
+    """Where a request's prompts are more than the engine runs in one step: its memory is of such a
+    step (``memory.step_activation_bytes``) while the TTFT is timed as one pass; and a prompt past the
+    budget of an engine that keeps prompts whole, which it refuses."""
+    on_device = settings.for_device(hw)
+    budget, b, s = on_device.max_batched_tokens, int(np.max(run.batch)), int(np.max(run.seq_len))
+    if b * s <= budget:
+        return ()
+    engine = settings.engine if engine_profile(settings.engine) else "vllm"  # auto and ideal: vLLM's scheduler
+    name = engine_profile(engine).name
+    if prompt_defaults(engine)[1]:
+        step = f"at most {budget:,} tokens a step (its token budget)"
+    elif s <= budget:
+        step = f"{budget // s:,} whole prompts a step ({budget // s * s:,} tokens; its token budget is {budget:,})"
+    else:
+        return (
+            f"{name} keeps a prompt whole by default and refuses one past its token budget ({budget:,} tokens): this "
+            f"{s:,}-token prompt needs --max-batched-tokens {s} or more, or chunked prefill.",
+        )
+    return (
+        f"The prefill of {b:,} × {s:,} tokens is timed as one pass; {name} runs {step}, so the activations counted "
+        "in memory are one such step's.",
+    )
 
 
 def _host_notes(table: OpTable, settings: Settings, hw: Hardware, which: str = "This step") -> tuple[str, ...]:
@@ -318,6 +343,7 @@ def analyze_request(w: Workload, hw: Hardware, settings: Settings = DEFAULT_SETT
     prefill_w = run.step("prefill")
     prefill_table = evaluate(step_ops(prefill_w), ceilings)
     notes = [*notes, *_engine_notes(settings, hw), *_graph_notes(prefill_w, prefill_table, settings, hw)]
+    notes += _prompt_step_notes(run, settings, hw)
     notes += _kernel_notes(prefill_table, "prefill")
     prefill = StepResult(prefill_w, hw, prefill_table, footprint(prefill_w, hw, settings, False), tuple(notes))
     contexts, steps = run.decode_points()

@@ -315,3 +315,23 @@ def test_a_requests_prompts_take_at_most_the_engines_token_budget_a_step():
     assert fp.fits and fp.smallest_tp == 1 and fp.activation_bytes == fp.workspace_bytes == 2_101_346_304
     # One step asked for is the step given: analyze's prefill of 64 x 4,096 tokens is one pass.
     assert footprint(Workload(LLAMA8, "prefill", 64, 4096), H100, Settings()).step_activation_bytes == one_pass
+
+
+def test_a_request_says_its_memory_is_one_engine_step_and_its_ttft_one_pass():
+    from roofline.inference import analyze_request
+
+    def notes(batch, prompt, engine):
+        w = Workload(LLAMA8, "request", batch, prompt, 16)
+        return [n for n in analyze_request(w, H100, Settings(engine=engine)).notes if "prompt" in n or "pass" in n]
+
+    assert notes(64, 4096, "vllm") == [
+        "The prefill of 64 × 4,096 tokens is timed as one pass; vLLM runs at most 8,192 tokens a step (its token "
+        "budget), so the activations counted in memory are one such step's."
+    ]
+    assert "TensorRT-LLM runs 2 whole prompts a step (6,000 tokens" in notes(8, 3000, "trtllm")[0]
+    # A prompt past the budget of an engine that keeps prompts whole: refused there, and said.
+    assert notes(1, 32000, "trtllm") == [
+        "TensorRT-LLM keeps a prompt whole by default and refuses one past its token budget (8,192 tokens): this "
+        "32,000-token prompt needs --max-batched-tokens 32000 or more, or chunked prefill."
+    ]
+    assert notes(4, 1024, "vllm") == []  # within one step: nothing to say
