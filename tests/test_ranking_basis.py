@@ -60,9 +60,10 @@ def test_the_serving_page_says_why_a_cheaper_device_on_the_datasheet_comes_last(
     assert table["device"].tolist() == ["h100-sxm", "l40s"]
     assert table["rests on"].tolist() == ["engine-measured", "ideal bound"]
     # The basis beside the device (the ranking groups by it, so a cheaper device below reads as a group, at
-    # 390 px too), the cost the rows are ranked by and the throughput in view (1440 px: about seven columns).
-    first = ["device", "rests on", "$ per M output (all-in)", "meets", "what binds", "tok/s per device"]
-    assert list(table.columns[:6]) == first
+    # 390 px too), the cost the rows are ranked by, the targets' own figures and the throughput in view
+    # (1440 px: the first eight columns).
+    first = ["device", "rests on", "$ per M output (all-in)", "meets", "what binds", "TTFT", "TPOT", "tok/s per device"]
+    assert list(table.columns[:8]) == first
     assert any(MIXED_BASIS_WORDS in c.value for c in at.caption)
     alone = page("views/serving_page.py", view="Cheapest setup", hw=["l40s", "mi300x"])
     assert not any(MIXED_BASIS_WORDS in c.value for c in alone.caption)  # one basis: nothing to say
