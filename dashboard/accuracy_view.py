@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from roofline.accuracy import P90_MIN_RUNS, REPORT_PATH, RUN_FIELDS, below_ideal, load_report, score
+from roofline.accuracy import P90_MIN_RUNS, REPORT_PATH, RUN_FIELDS, below_ideal, load_report, p90_shown, score
 from roofline.inferencex_runs import MAYBE_REASON, SPECULATIVE_REASON
 from roofline.lazy import pandas as pd
 from roofline.sample_clients import ATTENTION_DP_REASON, SPREAD_REASON
@@ -137,6 +137,15 @@ def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
     if not table.empty:
         table[list(PERCENT)] = (table[list(PERCENT)] * 100).round(0)
     return table
+
+
+def with_p90_text(table: pd.DataFrame) -> pd.DataFrame:
+    """``group_table`` as the page shows it: the p90 as text, "–" under ``P90_MIN_RUNS`` runs (a
+    table cell shows a missing number as "None")."""
+    if table.empty:
+        return table
+    shown = [p90_shown(v / 100, n) for v, n in zip(table["expected p90"], table["runs"], strict=True)]
+    return table.assign(**{"expected p90": shown})
 
 
 def hovers(runs: Runs, words: str) -> list[str]:

@@ -23,6 +23,7 @@ from dashboard.accuracy_view import (
     report,
     runs_frame,
     speculative_left_out,
+    with_p90_text,
 )
 from dashboard.share import Report, md_escape, share_panel
 from dashboard.state import boolean, one_of, some_of, warn_bad_params
@@ -219,11 +220,11 @@ grouping = st.columns([1, 2])[0].selectbox(
     help="the runs chosen above, grouped by model, device and engine, by engine or by device",
 )
 page_report.table(
-    group_table(frame, grouping),
+    with_p90_text(group_table(frame, grouping)),
     hide_index=True,
     width="stretch",
     column_config={c: st.column_config.NumberColumn(format=percent_format(c)) for c in PERCENT}
-    | {"expected p90": st.column_config.NumberColumn(format="%,.0f%%", help=f"blank under {P90_MIN_RUNS} runs")},
+    | {"expected p90": st.column_config.TextColumn(help=f"shown from {P90_MIN_RUNS} runs", alignment="right")},
 )
 d1, d2 = st.columns(2)
 d1.download_button(
