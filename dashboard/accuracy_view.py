@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from roofline.accuracy import P90_MIN_RUNS, REPORT_PATH, RUN_FIELDS, below_ideal, load_report, p90_shown, score
+from roofline.accuracy import REPORT_PATH, RUN_FIELDS, below_ideal, load_report, p90_shown, score
 from roofline.inferencex_runs import MAYBE_REASON, SPECULATIVE_REASON
 from roofline.lazy import pandas as pd
 from roofline.sample_clients import ATTENTION_DP_REASON, SPREAD_REASON
@@ -114,8 +114,8 @@ GROUPING_WORDS = {"model": "model, device and engine", "engine": "engine", "devi
 
 def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
     """Per group of ``GROUPINGS`` (model x device x engine, engine or device): median and p90
-    |error| (NaN under ``P90_MIN_RUNS`` runs) and bias of both columns, in percent rounded to whole
-    ones (as the tiles and ``validate`` print them), then the runs."""
+    |error| and bias of both columns, in percent rounded to whole ones (as the tiles and
+    ``validate`` print them), then the runs (``with_p90_text`` blanks a p90 of few runs)."""
     fields = GROUPINGS[grouping]
     rows = []
     for values, g in runs.to_frame().groupby(list(fields)):
@@ -125,7 +125,7 @@ def group_table(runs: Runs, grouping: str = "model") -> pd.DataFrame:
                 **dict(zip(fields, values, strict=True)),
                 # The errors first (what a phone shows beside the group), then how many runs.
                 "expected median": e["median"],
-                "expected p90": e["p90"] if len(g) >= P90_MIN_RUNS else np.nan,
+                "expected p90": e["p90"],
                 "expected bias": e["bias"],
                 "ideal median": i["median"],
                 "ideal bias": i["bias"],

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline.engine import OpTable, evaluate, regime_label
-from roofline.engines import engine_profile, prompt_defaults
+from roofline.engines import engine_profile, prompt_defaults, prompt_step
 from roofline.format import fmt_seconds
 from roofline.hardware import Hardware
 from roofline.memory import Footprint, footprint
@@ -142,10 +142,11 @@ def _prompt_step_notes(run: Workload, settings: Settings, hw: Hardware) -> tuple
         return ()
     engine = settings.engine if engine_profile(settings.engine) else "vllm"  # auto and ideal: vLLM's scheduler
     name = engine_profile(engine).name
+    tokens = int(prompt_step(engine, budget, b, s)[0])  # as memory.step_activation_bytes counts the step
     if prompt_defaults(engine)[1]:
         step = f"at most {budget:,} tokens a step (its token budget)"
     elif s <= budget:
-        step = f"{budget // s:,} whole prompts a step ({budget // s * s:,} tokens; its token budget is {budget:,})"
+        step = f"{tokens // s:,} whole prompts a step ({tokens:,} tokens; its token budget is {budget:,})"
     else:
         return (
             f"{name} keeps a prompt whole by default and refuses one past its token budget ({budget:,} tokens): this "
